@@ -1,0 +1,62 @@
+"""The front door: builds the typer app, and is the only place that turns errors into exit codes.
+
+Each command group lives in its own module and only reads arguments, calls the domain and reports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from bootstrap import console
+from bootstrap.errors import GroundctlError
+
+app = typer.Typer(
+    name="groundctl",
+    help="Bootstrap, rebuild drills and state recovery for infrastructure GitOps on Pulumi.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    # Command modules register themselves on `app` when imported.
+    from bootstrap.cli import spec_cmd  # noqa: F401
+
+
+_register()
+
+EXIT_INTERNAL = 70
+
+
+def main() -> None:
+    try:
+        rc = app(standalone_mode=False)
+    except GroundctlError as exc:
+        console.error(exc.message)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.error("Interrupted. Nothing half-written is left behind by design; re-run the command to resume.")
+        sys.exit(130)
+    except Exception as exc:  # click's own errors are handled below; anything else is our bug
+        import click
+
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            console.error("Aborted.")
+            sys.exit(130)
+        if os.environ.get("GROUNDCTL_DEBUG"):
+            raise
+        console.error(
+            f"groundctl hit an internal error ({type(exc).__name__}). This is a bug, not a problem with "
+            "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them."
+        )
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,59 @@
+"""Where things live in the state bucket: Pulumi's DIY layout and groundctl's additions.
+
+Pure key functions, so that every module agrees on the same paths.
+"""
+
+from __future__ import annotations
+
+PULUMI = ".pulumi"
+GROUNDCTL = ".groundctl"
+STATE_SUFFIXES = (".json", ".json.gz", ".json.zst")
+
+
+def stack_keys(project: str, stack: str) -> list[str]:
+    """Every key the current state of a stack may be stored under (plain, gzip, zstd)."""
+    return [f"{PULUMI}/stacks/{project}/{stack}{s}" for s in STATE_SUFFIXES]
+
+
+def stack_key(project: str, stack: str, suffix: str = ".json") -> str:
+    return f"{PULUMI}/stacks/{project}/{stack}{suffix}"
+
+
+def bak_keys(project: str, stack: str) -> list[str]:
+    return [k + ".bak" for k in stack_keys(project, stack)]
+
+
+def history_prefix(project: str, stack: str) -> str:
+    return f"{PULUMI}/history/{project}/{stack}/"
+
+
+def backups_prefix(project: str, stack: str) -> str:
+    return f"{PULUMI}/backups/{project}/{stack}/"
+
+
+def pulumi_locks_prefix(project: str, stack: str) -> str:
+    return f"{PULUMI}/locks/organization/{project}/{stack}/"
+
+
+def ledger_prefix(project: str, stack: str) -> str:
+    return f"{GROUNDCTL}/ledger/{project}/{stack}/"
+
+
+def ledger_key(project: str, stack: str, serial: int) -> str:
+    return f"{ledger_prefix(project, stack)}{serial:012d}.json"
+
+
+def lock_key(environment: str) -> str:
+    return f"{GROUNDCTL}/locks/{environment}.json"
+
+
+def run_key(environment: str, run_id: str) -> str:
+    return f"{GROUNDCTL}/runs/{environment}/{run_id}.json"
+
+
+def drill_key(environment: str, drill_id: str) -> str:
+    return f"{GROUNDCTL}/drills/{environment}/{drill_id}.json"
+
+
+def quarantine_key(project: str, stack: str, stamp: str) -> str:
+    return f"{GROUNDCTL}/quarantine/{project}/{stack}/{stamp}.json"

@@ -1,0 +1,454 @@
+"""The environment spec: `environments/<name>.yaml`, the single source of truth for an environment.
+
+Validation is written for the mistakes people make: a typo'd key, a network too small for its
+availability zones, a node group whose desired size is outside its bounds, a branch deployed to
+production, a bucket name S3 would refuse. Each problem names the field path and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bootstrap.errors import BadInput, SpecError
+from stacks.common.subnets import MIN_SUBNET_PREFIX, SubnetLayoutError, subnet_layout
+
+ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
+
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+_KMS_ALIAS = re.compile(r"^alias/[a-zA-Z0-9/_-]{1,250}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_K8S_VERSION = re.compile(r"^1\.\d{2}$")
+_FLUX_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class _Model(BaseModel):
+    # Unknown keys are typos until proven otherwise.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AwsSpec(_Model):
+    region: str
+    account_id: str
+    profile: Optional[str] = None
+    plan_role_arn: Optional[str] = None
+    apply_role_arn: Optional[str] = None
+    endpoint_url: Optional[str] = None
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not _REGION.match(v):
+            raise ValueError(f"'{v}' is not an AWS region name; use a name like 'eu-west-1'")
+        return v
+
+    @field_validator("account_id", mode="before")
+    @classmethod
+    def _account(cls, v: object) -> object:
+        if isinstance(v, int):
+            raise ValueError(
+                "the account id must be quoted in YAML (a number loses leading zeros); write it as a "
+                "12-digit string such as \"012345678901\""
+            )
+        if isinstance(v, str) and not _ACCOUNT.match(v):
+            raise ValueError(f"'{v}' is not a 12-digit AWS account id")
+        return v
+
+    @field_validator("plan_role_arn", "apply_role_arn")
+    @classmethod
+    def _role(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _ROLE_ARN.match(v):
+            raise ValueError(f"'{v}' is not an IAM role ARN; use arn:aws:iam::<account>:role/<name>")
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.match(r"^https?://[^\s/]+(:\d+)?/?$", v) and v != "embedded":
+            raise ValueError(
+                f"'{v}' is not an endpoint URL; use http(s)://host:port, or 'embedded' to start the "
+                "local AWS emulator"
+            )
+        return v
+
+
+def bucket_name_problem(name: str) -> Optional[str]:
+    """Why S3 would refuse this general-purpose bucket name, or None."""
+    if not 3 <= len(name) <= 63:
+        return f"'{name}' has {len(name)} characters; S3 bucket names have 3 to 63"
+    if not _BUCKET_CHARS.match(name):
+        return (
+            f"'{name}' may use only lowercase letters, digits, dots and hyphens, and must start and "
+            "end with a letter or digit"
+        )
+    if ".." in name or ".-" in name or "-." in name:
+        return f"'{name}' has adjacent dots or a dot beside a hyphen, which S3 refuses"
+    if re.match(r"^\d+\.\d+\.\d+\.\d+$", name):
+        return f"'{name}' is formatted as an IP address, which S3 refuses"
+    for prefix in ("xn--", "sthree-", "amzn-s3-demo-"):
+        if name.startswith(prefix):
+            return f"'{name}' starts with the reserved prefix '{prefix}'"
+    for suffix in ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"):
+        if name.endswith(suffix):
+            return f"'{name}' ends with the reserved suffix '{suffix}'"
+    return None
+
+
+class BackendSpec(_Model):
+    bucket: str
+    kms_alias: str
+    noncurrent_version_retention_days: Annotated[int, Field(ge=1, le=3650)] = 90
+    replica_region: Optional[str] = None
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        problem = bucket_name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("kms_alias")
+    @classmethod
+    def _alias(cls, v: str) -> str:
+        if not _KMS_ALIAS.match(v) or v.startswith("alias/aws/"):
+            raise ValueError(
+                f"'{v}' is not a customer KMS alias; use 'alias/<name>' (names under alias/aws/ are "
+                "reserved for AWS)"
+            )
+        return v
+
+    @field_validator("replica_region")
+    @classmethod
+    def _replica(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _REGION.match(v):
+            raise ValueError(f"'{v}' is not an AWS region name; use a name like 'eu-central-1'")
+        return v
+
+
+class NetworkSpec(_Model):
+    cidr: str
+    az_count: Annotated[int, Field(ge=1, le=6)] = 3
+    nat: Literal["single", "per-az"] = "single"
+    flow_logs_retention_days: Annotated[int, Field(ge=1, le=3653)] = 30
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(v, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"'{v}' is not an IPv4 network in CIDR form such as 10.20.0.0/16 ({exc})")
+        if not 16 <= net.prefixlen <= 28:
+            raise ValueError(f"a VPC CIDR must be between /16 and /28; '{v}' is /{net.prefixlen}")
+        if not net.is_private:
+            raise ValueError(f"'{v}' is not a private (RFC 1918) range; use e.g. 10.20.0.0/16")
+        return v
+
+    @model_validator(mode="after")
+    def _fits(self) -> "NetworkSpec":
+        try:
+            subnet_layout(self.cidr, self.az_count)
+        except SubnetLayoutError as exc:
+            raise ValueError(str(exc))
+        return self
+
+
+class NodeGroupSpec(_Model):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,38}$")]
+    instance_types: Annotated[list[str], Field(min_length=1)]
+    min_size: Annotated[int, Field(ge=0, le=450)]
+    desired_size: Annotated[int, Field(ge=0, le=450)]
+    max_size: Annotated[int, Field(ge=1, le=450)]
+    disk_size_gib: Annotated[int, Field(ge=20, le=16384)] = 50
+    capacity_type: Literal["ON_DEMAND", "SPOT"] = "ON_DEMAND"
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "NodeGroupSpec":
+        if self.min_size > self.max_size:
+            raise ValueError(
+                f"min_size {self.min_size} is above max_size {self.max_size}; make min_size <= max_size"
+            )
+        if not self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(
+                f"desired_size {self.desired_size} is outside min_size..max_size "
+                f"({self.min_size}..{self.max_size}); set desired_size within those bounds"
+            )
+        return self
+
+
+class ClusterSpec(_Model):
+    kubernetes_version: str
+    endpoint_public_access: Optional[bool] = None
+    public_access_cidrs: list[str] = []
+    service_cidr: str = "172.20.0.0/16"
+    admin_principal_arns: list[str] = []
+    node_groups: Annotated[list[NodeGroupSpec], Field(min_length=1)]
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _k8s(cls, v: object) -> object:
+        if isinstance(v, float):
+            raise ValueError(
+                f"the Kubernetes version must be quoted in YAML ({v} as a number loses its trailing "
+                "zero); write it as a string such as \"1.31\""
+            )
+        if isinstance(v, str) and not _K8S_VERSION.match(v):
+            raise ValueError(f"'{v}' is not a Kubernetes minor version such as \"1.31\"")
+        return v
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _admins(cls, v: list[str]) -> list[str]:
+        for arn in v:
+            if not _PRINCIPAL_ARN.match(arn):
+                raise ValueError(f"'{arn}' is not an IAM role or user ARN")
+        return v
+
+    @field_validator("public_access_cidrs", "service_cidr")
+    @classmethod
+    def _cidrs(cls, v):
+        for c in [v] if isinstance(v, str) else v:
+            try:
+                ipaddress.IPv4Network(c, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"'{c}' is not an IPv4 network in CIDR form ({exc})")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> "ClusterSpec":
+        names = [g.name for g in self.node_groups]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node group names must be unique; {', '.join(dupes)} appears twice")
+        if self.endpoint_public_access is False and self.public_access_cidrs:
+            raise ValueError(
+                "public_access_cidrs is set but endpoint_public_access is false; remove the CIDRs or "
+                "turn public access on"
+            )
+        return self
+
+
+class FluxRef(_Model):
+    tag: Optional[str] = None
+    commit: Optional[str] = None
+    branch: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "FluxRef":
+        given = [k for k in ("tag", "commit", "branch") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of tag, commit or branch, e.g. `ref: {tag: v1.4.0}`")
+        if self.commit and not _COMMIT.match(self.commit):
+            raise ValueError(f"commit '{self.commit}' is not a full 40-character lowercase SHA")
+        return self
+
+    @property
+    def pinned(self) -> bool:
+        return self.branch is None
+
+
+class FluxSpec(_Model):
+    version: str
+    repository_url: str
+    ref: FluxRef
+    path: Optional[str] = None
+    manifest_path: Optional[str] = None
+    interval: str = "5m"
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not _FLUX_VERSION.match(v):
+            raise ValueError(f"'{v}' is not a Flux release such as 'v2.4.0'")
+        return v
+
+    @field_validator("repository_url")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not re.match(r"^(ssh://|https://)\S+$", v):
+            raise ValueError(
+                f"'{v}' is not a Git URL Flux can fetch; use ssh://git@host/org/repo.git or https://…"
+            )
+        return v
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        if not re.match(r"^\d+[smh]$", v):
+            raise ValueError(f"'{v}' is not a duration such as '5m'")
+        return v
+
+
+class RecoverySpec(_Model):
+    rto_minutes: Annotated[int, Field(ge=1, le=10080)]
+    rpo_minutes: Annotated[int, Field(ge=0, le=10080)]
+
+
+class EnvironmentSpec(_Model):
+    name: str
+    production: bool = False
+    aws: AwsSpec
+    backend: BackendSpec
+    network: NetworkSpec
+    cluster: ClusterSpec
+    flux: FluxSpec
+    recovery: RecoverySpec
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _ENV_NAME.match(v):
+            raise ValueError(
+                f"'{v}' is not a usable environment name; use lowercase letters, digits and hyphens "
+                "(it becomes the Pulumi stack name)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _production_rules(self) -> "EnvironmentSpec":
+        if self.production and not self.flux.ref.pinned:
+            raise ValueError(
+                f"flux.ref is the branch '{self.flux.ref.branch}', but a production environment must "
+                "deploy a pinned tag or commit; use `ref: {tag: vX.Y.Z}` or `ref: {commit: <sha>}`"
+            )
+        if self.production and self.aws.endpoint_url:
+            raise ValueError(
+                "aws.endpoint_url is set on a production environment; emulator endpoints are for "
+                "non-production environments only"
+            )
+        svc = ipaddress.IPv4Network(self.cluster.service_cidr)
+        if svc.overlaps(ipaddress.IPv4Network(self.network.cidr)):
+            raise ValueError(
+                f"cluster.service_cidr {svc} overlaps network.cidr {self.network.cidr}; Kubernetes "
+                "service addresses must lie outside the VPC, e.g. 172.20.0.0/16"
+            )
+        return self
+
+    @property
+    def flux_path(self) -> str:
+        return self.flux.path or f"clusters/{self.name}"
+
+    @property
+    def endpoint_public_access(self) -> bool:
+        """Off by default in production, on by default elsewhere."""
+        if self.cluster.endpoint_public_access is None:
+            return not self.production
+        return self.cluster.endpoint_public_access
+
+    @property
+    def uses_emulator(self) -> bool:
+        return self.aws.endpoint_url is not None
+
+
+_FIXES = {
+    "missing": "add this required key",
+    "int_parsing": "use a whole number",
+    "bool_parsing": "use true or false",
+    "string_type": "use a quoted string",
+    "list_type": "use a YAML list",
+    "literal_error": None,
+    "greater_than_equal": None,
+    "less_than_equal": None,
+    "too_short": None,
+    "string_pattern_mismatch": None,
+}
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] = EnvironmentSpec
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        ann = field.annotation
+        inner = getattr(ann, "__args__", None)
+        candidates = [ann, *(inner or [])]
+        for c in candidates:
+            for sub in [c, *getattr(c, "__args__", [])]:
+                if isinstance(sub, type) and issubclass(sub, BaseModel):
+                    model = sub
+                    break
+            else:
+                continue
+            break
+        else:
+            return []
+    return list(model.model_fields)
+
+
+def _problem(err: dict) -> tuple[str, str]:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        close = difflib.get_close_matches(key, _allowed_keys(loc), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "remove it"
+        return _path(loc), f"unknown key '{key}' ({hint})"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    fix = _FIXES.get(kind)
+    return _path(loc), f"{msg}{'; ' + fix if fix else ''}"
+
+
+def parse_spec(data: object, source: str) -> EnvironmentSpec:
+    """Validate already-loaded YAML data; `source` names the file in errors."""
+    if not isinstance(data, dict):
+        raise SpecError(source, [("(top level)", "the file must hold a YAML mapping of keys")])
+    try:
+        return EnvironmentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
+
+
+def spec_path(name_or_path: str, base: Path = ENVIRONMENTS_DIR) -> Path:
+    """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return Path(name_or_path)
+    return base / f"{name_or_path}.yaml"
+
+
+def load_spec(name_or_path: str, base: Path = ENVIRONMENTS_DIR) -> EnvironmentSpec:
+    path = spec_path(name_or_path, base)
+    if not path.is_file():
+        known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
+        raise BadInput(
+            f"No environment spec at {path}. Give an environment name from {base} "
+            f"({', '.join(known) or 'none found'}) or a path to a spec file."
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        raise SpecError(str(path), [(where, f"the file is not valid YAML ({getattr(exc, 'problem', exc)})")])
+    spec = parse_spec(data, str(path))
+    if path.suffix in (".yaml", ".yml") and path.parent == base and spec.name != path.stem:
+        raise SpecError(
+            str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]
+        )
+    return spec

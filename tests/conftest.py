@@ -1,0 +1,68 @@
+"""Fixtures shared by every tier. The emulator is started here, by the tests themselves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bootstrap.aws import AwsClients
+from bootstrap.spec import load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_STATES = REPO.parent / "shared" / "testdata" / "pulumi-states"
+
+# No test may reach a real AWS account by accident.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.pop("AWS_PROFILE", None)
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+
+@pytest.fixture(scope="session")
+def emulator_endpoint():
+    """A moto server over HTTP on a free loopback port, for the whole test session."""
+    from bootstrap.emulator import Emulator
+
+    emu = Emulator()
+    endpoint = emu.start()
+    yield endpoint
+    emu.stop()
+
+
+@pytest.fixture
+def aws(emulator_endpoint) -> AwsClients:
+    return AwsClients("us-east-1", emulator_endpoint, credentials={
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"})
+
+
+@pytest.fixture
+def bucket(aws) -> str:
+    """A fresh versioned bucket in the emulator, unique to the test."""
+    name = f"t-{uuid.uuid4().hex[:20]}"
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+@pytest.fixture
+def local_spec(emulator_endpoint):
+    """The shipped local spec, pointed at the test emulator, with a unique bucket."""
+    spec = load_spec("local")
+    backend = spec.backend.model_copy(update={"bucket": f"gl-{uuid.uuid4().hex[:16]}"})
+    aws_spec = spec.aws.model_copy(update={"endpoint_url": emulator_endpoint})
+    return spec.model_copy(update={"backend": backend, "aws": aws_spec})
+
+
+def pulumi_binary() -> str | None:
+    return shutil.which("pulumi")
+
+
+requires_pulumi = pytest.mark.skipif(
+    pulumi_binary() is None,
+    reason="needs the Pulumi CLI (`pulumi` on PATH); install it from https://www.pulumi.com/docs/install/",
+)

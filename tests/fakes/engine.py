@@ -1,0 +1,200 @@
+"""An in-memory engine for testing everything above the engine boundary.
+
+It keeps a desired resource list per layer (what the "program" declares) and a state per layer
+(what was applied). Preview diffs them; up applies; destroy empties. When given an `ObjectStore`,
+it also writes each stack's checkpoint the way Pulumi's DIY backend does (`.pulumi/stacks/...`,
+a `.bak` copy, a history checkpoint), so recovery and ledger code can be tested end to end on the
+emulator. Failures can be injected per (operation, layer).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from bootstrap.engine import OperationResult, StackOutputs
+from bootstrap.errors import EngineError
+from bootstrap.plan import Plan, ResourceChange
+
+
+@dataclass
+class FakeResource:
+    type: str
+    name: str
+    inputs: dict = field(default_factory=dict)
+    protect: bool = False
+    id: Optional[str] = None
+    custom: bool = True
+    parent: Optional[str] = None
+
+
+class InMemoryEngine:
+    def __init__(self, environment: str, store=None, clock: Callable[[], float] = time.time):
+        self.environment = environment
+        self.store = store
+        self.clock = clock
+        self.desired: dict[str, list[FakeResource]] = {}
+        self.state: dict[str, list[FakeResource]] = {}
+        self.stack_outputs: dict[str, dict] = {}
+        self.secret_outputs: dict[str, set[str]] = {}
+        self.config: dict[str, dict[str, tuple[str, bool]]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.fail: dict[tuple[str, str], Exception] = {}
+        self.pending: dict[str, list[dict]] = {}
+        self.on_call: Optional[Callable[[str, str], None]] = None
+        self.declared_outputs: dict[str, tuple[dict, set[str]]] = {}
+
+    # -- test set-up ------------------------------------------------------------------------------
+
+    def declare(self, layer: str, resources: list[FakeResource], outputs: dict | None = None,
+                secret: set[str] | None = None) -> None:
+        """What the layer's program declares: its resources and the outputs an `up` produces."""
+        self.desired[layer] = resources
+        self.declared_outputs[layer] = (outputs or {}, secret or set())
+
+    def urn(self, layer: str, r: FakeResource) -> str:
+        return f"urn:pulumi:{self.environment}::{layer}::{r.type}::{r.name}"
+
+    def _record(self, op: str, layer: str) -> None:
+        self.calls.append((op, layer))
+        if self.on_call:
+            self.on_call(op, layer)
+        if (op, layer) in self.fail:
+            raise self.fail.pop((op, layer))
+
+    # -- Engine protocol --------------------------------------------------------------------------
+
+    def preview(self, layer, *, refresh=False, expect_no_changes=False, on_progress=None) -> Plan:
+        self._record("preview", layer)
+        want = {self.urn(layer, r): r for r in self.desired.get(layer, [])}
+        have = {self.urn(layer, r): r for r in self.state.get(layer, [])}
+        changes = []
+        for urn, r in want.items():
+            if urn not in have:
+                changes.append(ResourceChange(urn, r.type, "create", (), r.protect))
+            elif have[urn].inputs != r.inputs:
+                keys = tuple(sorted(k for k in set(r.inputs) | set(have[urn].inputs)
+                                    if r.inputs.get(k) != have[urn].inputs.get(k)))
+                changes.append(ResourceChange(urn, r.type, "update", keys, r.protect))
+            else:
+                changes.append(ResourceChange(urn, r.type, "same", (), r.protect))
+        for urn, r in have.items():
+            if urn not in want:
+                changes.append(ResourceChange(urn, r.type, "delete", (), r.protect))
+        plan = Plan(layer, self.environment, tuple(changes))
+        if expect_no_changes and plan.has_changes:
+            raise EngineError(f"preview of {layer} expected no changes but found {plan.counts}")
+        return plan
+
+    def up(self, layer, *, on_progress=None) -> OperationResult:
+        self._record("up", layer)
+        before = {self.urn(layer, r) for r in self.state.get(layer, [])}
+        applied = []
+        for r in self.desired.get(layer, []):
+            r2 = copy.deepcopy(r)
+            r2.id = r2.id or f"{r.name}-{hashlib.sha1(r.name.encode()).hexdigest()[:8]}"
+            applied.append(r2)
+        self.state[layer] = applied
+        outs, secret = self.declared_outputs.get(layer, ({}, set()))
+        self.stack_outputs[layer] = dict(outs)
+        self.secret_outputs[layer] = set(secret)
+        self._write_checkpoint(layer)
+        after = {self.urn(layer, r) for r in applied}
+        return OperationResult(layer, "up", {"create": len(after - before), "delete": len(before - after)},
+                               self.outputs(layer))
+
+    def refresh(self, layer, *, on_progress=None) -> OperationResult:
+        self._record("refresh", layer)
+        self._write_checkpoint(layer)
+        return OperationResult(layer, "refresh", {}, self.outputs(layer))
+
+    def destroy(self, layer, *, on_progress=None) -> OperationResult:
+        self._record("destroy", layer)
+        n = len(self.state.get(layer, []))
+        protected = [r.name for r in self.state.get(layer, []) if r.protect]
+        if protected:
+            raise EngineError(f"cannot destroy {layer}: protected resources {protected}")
+        self.state[layer] = []
+        self.stack_outputs[layer] = {}
+        self._write_checkpoint(layer)
+        return OperationResult(layer, "destroy", {"delete": n})
+
+    def outputs(self, layer) -> StackOutputs:
+        return StackOutputs(dict(self.stack_outputs.get(layer, {})), frozenset(self.secret_outputs.get(layer, set())))
+
+    def export_state(self, layer) -> dict:
+        self._record("export_state", layer)
+        return {"version": 3, "deployment": self._deployment(layer)}
+
+    def import_state(self, layer, state: dict) -> None:
+        self._record("import_state", layer)
+        dep = state.get("deployment") or state.get("checkpoint", {}).get("latest", {})
+        self.state[layer] = [
+            FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}), r.get("protect", False),
+                         r.get("id"), r.get("custom", True))
+            for r in dep.get("resources", []) if r["type"] != "pulumi:pulumi:Stack"
+        ]
+        self._write_checkpoint(layer)
+
+    def import_resources(self, layer, import_plan: dict, *, on_progress=None) -> OperationResult:
+        self._record("import", layer)
+        have = {(r.type, r.name) for r in self.state.get(layer, [])}
+        added = 0
+        for item in import_plan.get("resources", []):
+            if (item["type"], item["name"]) in have:
+                continue
+            want = next((r for r in self.desired.get(layer, []) if (r.type, r.name) == (item["type"], item["name"])), None)
+            self.state.setdefault(layer, []).append(
+                FakeResource(item["type"], item["name"], dict(want.inputs) if want else {}, False, item["id"]))
+            added += 1
+        self._write_checkpoint(layer)
+        return OperationResult(layer, "import", {"import": added}, self.outputs(layer))
+
+    def cancel(self, layer) -> None:
+        self._record("cancel", layer)
+
+    def set_config(self, layer, key, value, *, secret=False) -> None:
+        self.config.setdefault(layer, {})[key] = (value, secret)
+
+    # -- the DIY backend imitation ----------------------------------------------------------------
+
+    def _deployment(self, layer: str) -> dict:
+        stack_urn = f"urn:pulumi:{self.environment}::{layer}::pulumi:pulumi:Stack::{layer}-{self.environment}"
+        resources = [{"urn": stack_urn, "custom": False, "type": "pulumi:pulumi:Stack",
+                      "outputs": dict(self.stack_outputs.get(layer, {}))}]
+        for r in self.state.get(layer, []):
+            item = {"urn": self.urn(layer, r), "custom": r.custom, "type": r.type, "inputs": r.inputs,
+                    "outputs": dict(r.inputs), "parent": stack_urn}
+            if r.custom:
+                item["id"] = r.id
+            if r.protect:
+                item["protect"] = True
+            resources.append(item)
+        return {
+            "manifest": {"time": "2026-12-02T00:00:00Z", "magic": hashlib.sha256(b"v3.140.0").hexdigest(),
+                         "version": "v3.140.0"},
+            "secrets_providers": {"type": "passphrase", "state": {"salt": "v1:fake"}},
+            "resources": resources,
+            "pending_operations": list(self.pending.get(layer, [])),
+        }
+
+    def checkpoint_bytes(self, layer: str) -> bytes:
+        dep = self._deployment(layer)
+        doc = {"version": 3, "checkpoint": {"stack": f"organization/{layer}/{self.environment}", "latest": dep}}
+        return json.dumps(doc, indent=4).encode()
+
+    def _write_checkpoint(self, layer: str) -> None:
+        if self.store is None:
+            return
+        key = f".pulumi/stacks/{layer}/{self.environment}.json"
+        current = self.store.get(key)
+        if current is not None:
+            self.store.put(key + ".bak", current.body)
+        body = self.checkpoint_bytes(layer)
+        self.store.put(key, body)
+        stamp = int(self.clock() * 1e9)
+        self.store.put(f".pulumi/history/{layer}/{self.environment}/{self.environment}-{stamp}.checkpoint.json", body)
