@@ -320,18 +320,18 @@ class EnvironmentSpec(_Model):
     def _production_rules(self) -> "EnvironmentSpec":
         if self.production and not self.flux.ref.pinned:
             raise ValueError(
-                f"flux.ref is the branch '{self.flux.ref.branch}', but a production environment must "
+                f"flux.ref: this is the branch '{self.flux.ref.branch}', but a production environment must "
                 "deploy a pinned tag or commit; use `ref: {tag: vX.Y.Z}` or `ref: {commit: <sha>}`"
             )
         if self.production and self.aws.endpoint_url:
             raise ValueError(
-                "aws.endpoint_url is set on a production environment; emulator endpoints are for "
+                "aws.endpoint_url: set on a production environment; emulator endpoints are for "
                 "non-production environments only"
             )
         svc = ipaddress.IPv4Network(self.cluster.service_cidr)
         if svc.overlaps(ipaddress.IPv4Network(self.network.cidr)):
             raise ValueError(
-                f"cluster.service_cidr {svc} overlaps network.cidr {self.network.cidr}; Kubernetes "
+                f"cluster.service_cidr: {svc} overlaps network.cidr {self.network.cidr}; Kubernetes "
                 "service addresses must lie outside the VPC, e.g. 172.20.0.0/16"
             )
         return self
@@ -412,7 +412,11 @@ def _problem(err: dict) -> tuple[str, str]:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     fix = _FIXES.get(kind)
-    return _path(loc), f"{msg}{'; ' + fix if fix else ''}"
+    where = _path(loc)
+    # Cross-field rules live on the root model; they name their field as "a.b: message".
+    if not loc and re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg):
+        where, msg = msg.split(": ", 1)
+    return where, f"{msg}{'; ' + fix if fix else ''}"
 
 
 def parse_spec(data: object, source: str) -> EnvironmentSpec:
@@ -425,14 +429,21 @@ def parse_spec(data: object, source: str) -> EnvironmentSpec:
         raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
 
 
-def spec_path(name_or_path: str, base: Path = ENVIRONMENTS_DIR) -> Path:
+def environments_dir() -> Path:
+    """`./environments` when the operator works in a checkout of their own, else the shipped examples."""
+    here = Path.cwd() / "environments"
+    return here if here.is_dir() else ENVIRONMENTS_DIR
+
+
+def spec_path(name_or_path: str, base: Path) -> Path:
     """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
         return Path(name_or_path)
     return base / f"{name_or_path}.yaml"
 
 
-def load_spec(name_or_path: str, base: Path = ENVIRONMENTS_DIR) -> EnvironmentSpec:
+def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec:
+    base = base or environments_dir()
     path = spec_path(name_or_path, base)
     if not path.is_file():
         known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []

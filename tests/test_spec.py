@@ -41,6 +41,7 @@ def test_branch_ref_refused_in_production():
     data = raw("prod")
     data["flux"]["ref"] = {"branch": "main"}
     (where, what), = problems(data)
+    assert where == "flux.ref"
     assert "branch 'main'" in what and "tag" in what
 
 

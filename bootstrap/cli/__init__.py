@@ -33,25 +33,16 @@ EXIT_INTERNAL = 70
 
 
 def main() -> None:
+    # Standalone mode lets typer report usage errors itself (exit 2); everything else is ours.
     try:
-        rc = app(standalone_mode=False)
+        app(prog_name="groundctl")
     except GroundctlError as exc:
         console.error(exc.message)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        console.error("Interrupted. Nothing half-written is left behind by design; re-run the command to resume.")
+        console.error("Interrupted. Re-run the command to resume; every step is safe to repeat.")
         sys.exit(130)
-    except Exception as exc:  # click's own errors are handled below; anything else is our bug
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            console.error("Aborted.")
-            sys.exit(130)
+    except Exception as exc:
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
         console.error(
@@ -59,4 +50,3 @@ def main() -> None:
             "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them."
         )
         sys.exit(EXIT_INTERNAL)
-    sys.exit(rc if isinstance(rc, int) else 0)
