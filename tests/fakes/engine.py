@@ -18,7 +18,11 @@ from typing import Callable, Optional
 
 from bootstrap.engine import OperationResult, StackOutputs
 from bootstrap.errors import EngineError
+from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.plan import Plan, ResourceChange
+
+
+LINEAGE_CONFIG = "groundctl:lineage"
 
 
 @dataclass
@@ -100,7 +104,12 @@ class InMemoryEngine:
             applied.append(r2)
         self.state[layer] = applied
         outs, secret = self.declared_outputs.get(layer, ({}, set()))
-        self.stack_outputs[layer] = dict(outs)
+        outs = dict(outs)
+        # Like the real programs: the lineage output is whatever `groundctl:lineage` config says.
+        lineage = self.config.get(layer, {}).get(LINEAGE_CONFIG)
+        if lineage is not None:
+            outs[LINEAGE_OUTPUT] = lineage[0]
+        self.stack_outputs[layer] = outs
         self.secret_outputs[layer] = set(secret)
         self._write_checkpoint(layer)
         after = {self.urn(layer, r) for r in applied}
@@ -198,3 +207,32 @@ class InMemoryEngine:
         self.store.put(key, body)
         stamp = int(self.clock() * 1e9)
         self.store.put(f".pulumi/history/{layer}/{self.environment}/{self.environment}-{stamp}.checkpoint.json", body)
+
+
+# -- a whole environment ---------------------------------------------------------------------------
+
+STANDARD_TYPES = {
+    "backend": [("aws:s3/bucketV2:BucketV2", "state-bucket", True), ("aws:kms/key:Key", "state-key", True)],
+    "network": [("aws:ec2/vpc:Vpc", "vpc", False), ("aws:ec2/subnet:Subnet", "private-a", False),
+                ("aws:ec2/subnet:Subnet", "public-a", False)],
+    "cluster": [("aws:eks/cluster:Cluster", "cluster", False), ("aws:iam/role:Role", "node-role", False)],
+    "flux": [("kubernetes:core/v1:Namespace", "flux-system", False)],
+}
+
+
+def declare_standard(engine: "InMemoryEngine", *, cluster_endpoint: str = "https://k8s.example.invalid",
+                     kubeconfig: str = "apiVersion: v1\nkind: Config\n", protect_backend: bool = True) -> None:
+    """Declare every layer with resources and exactly the outputs its contract promises.
+
+    The lineage output is left out on purpose: it appears only when the orchestrator has set the
+    `groundctl:lineage` config, as with the real programs.
+    """
+    for lay in LAYERS:
+        resources = [FakeResource(t, n, {"name": n}, protect=(p and protect_backend))
+                     for t, n, p in STANDARD_TYPES[lay.name]]
+        outputs = {o: f"{lay.name}-{o}" for o in lay.outputs if o != LINEAGE_OUTPUT}
+        if lay.name == "cluster":
+            outputs["cluster_endpoint"] = cluster_endpoint
+            outputs["kubeconfig"] = kubeconfig
+        engine.declare(lay.name, resources, outputs, set(lay.secret_outputs))
+

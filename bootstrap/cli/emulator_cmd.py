@@ -1,0 +1,67 @@
+"""`groundctl emulator start [--port N]`: keep one AWS emulator running for several commands.
+
+It runs in the foreground until Ctrl-C (or SIGTERM). Its contents live in memory only: stopping it
+loses every bucket, key and state in it, which is what a throwaway local environment wants.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+import typer
+
+from bootstrap import console
+from bootstrap.cli import app
+from bootstrap.errors import BadInput
+from bootstrap.target import ENDPOINT_ENV, quiet_emulator_logs
+
+emulator_app = typer.Typer(help="The local AWS emulator (moto server) for the `local` environment.",
+                           no_args_is_help=True)
+app.add_typer(emulator_app, name="emulator")
+
+
+def _check_port_free(port: int) -> None:
+    # moto's server thread would die on a busy port while its starter waits forever; so ask first.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise BadInput(f"The emulator cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}). Pick another "
+                           "port with --port, or leave it out for a free one.") from None
+
+
+@emulator_app.command("start")
+def start(
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Loopback port; 0 picks a free one."),
+    json_out: bool = typer.Option(False, "--json", help="Print the endpoint as JSON on stdout."),
+    verbose: bool = typer.Option(False, "--verbose", help="Log every request the emulator serves."),
+) -> None:
+    """Run the AWS emulator on loopback in the foreground and print the variable to export."""
+    from bootstrap.emulator import Emulator
+
+    if port:
+        _check_port_free(port)
+    if not verbose:
+        quiet_emulator_logs()
+    emulator = Emulator(port=port)
+    url = emulator.start()
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        if json_out:
+            console.emit_json({"endpoint_url": url, "env": {ENDPOINT_ENV: url}})
+        else:
+            console.data(f"export {ENDPOINT_ENV}={url}")
+            console.info(f"AWS emulator running at {url}. In another shell, run the line above, then e.g. "
+                         "`groundctl up local --yes`. Ctrl-C stops it; everything in it is lost then.")
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        emulator.stop()
+        console.info("AWS emulator stopped.")

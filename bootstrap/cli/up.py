@@ -1,0 +1,84 @@
+"""`groundctl up <env>` and `groundctl destroy <env>`: read the flags, run the orchestrator, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from bootstrap import console
+from bootstrap.cli import app
+from bootstrap.orchestrator import RunOutcome, UpOptions, default_services, run
+from bootstrap.steps import build_destroy, build_up
+from bootstrap.target import open_target
+
+_ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
+_LAYERS = typer.Option(None, "--layers", help="Only these layers (repeat, or comma-separated); order is always the layer order.")
+_JSON = typer.Option(False, "--json", help="Print the run record as JSON on stdout.")
+_ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
+
+
+def split_layers(values: Optional[list[str]]) -> Optional[list[str]]:
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    return names or None
+
+
+def announce_emulator(url: str) -> None:
+    console.info(f"Started the embedded AWS emulator at {url} for this command (its contents go when it ends; "
+                 "`groundctl emulator start` keeps one running).")
+
+
+def report(outcome: RunOutcome, json_out: bool) -> None:
+    record = outcome.record
+    if json_out:
+        console.emit_json(record.to_dict())
+    else:
+        table = Table(title=f"{record.command} {record.environment} — run {record.run_id}: {record.outcome}")
+        for column in ("layer", "attempted", "achieved", "serial", "detail"):
+            table.add_column(column)
+        for lay in record.layers:
+            table.add_row(lay.layer, lay.attempted, lay.achieved, "" if lay.serial is None else str(lay.serial),
+                          lay.message)
+        console.data(table)
+        console.info(f"Run record: .groundctl/runs/{record.environment}/{record.run_id}.json in the state bucket"
+                     + (f" (stopped at {record.stopped_at})" if record.stopped_at else ""))
+    if outcome.error is not None:
+        raise outcome.error
+
+
+@app.command("up")
+def up(
+    environment: str = _ENV,
+    layers: Optional[list[str]] = _LAYERS,
+    yes: bool = typer.Option(False, "--yes", help="Approve plans without destructive changes."),
+    allow_destroy: bool = typer.Option(False, "--allow-destroy", help="Also approve deletes and replacements."),
+    plan_dir: Optional[Path] = typer.Option(None, "--plan-dir", help="Apply only what the reviewed plan files here say."),
+    json_out: bool = _JSON,
+    endpoint_url: Optional[str] = _ENDPOINT,
+) -> None:
+    """Create or update an environment, layer by layer: preview, gate, apply, check, record."""
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        steps = build_up(target.spec, split_layers(layers), emulated=target.emulated)
+        outcome = run(target, steps, default_services(),
+                      UpOptions(yes=yes, allow_destroy=allow_destroy, plan_dir=plan_dir))
+    report(outcome, json_out)
+
+
+@app.command("destroy")
+def destroy(
+    environment: str = _ENV,
+    layers: Optional[list[str]] = _LAYERS,
+    yes: bool = typer.Option(False, "--yes", help="Do not ask before destroying."),
+    i_mean_production: bool = typer.Option(False, "--i-mean-production", help="Needed to destroy a production environment."),
+    include_backend: bool = typer.Option(False, "--include-backend", help="Also destroy the state backend layer."),
+    json_out: bool = _JSON,
+    endpoint_url: Optional[str] = _ENDPOINT,
+) -> None:
+    """Destroy an environment's layers in reverse order (never the backend unless --include-backend)."""
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        steps = build_destroy(target.spec, split_layers(layers), emulated=target.emulated,
+                              include_backend=include_backend, i_mean_production=i_mean_production)
+        outcome = run(target, steps, default_services(), UpOptions(yes=yes))
+    report(outcome, json_out)

@@ -1,0 +1,200 @@
+"""Resolving an environment into what a command needs: spec, endpoint, AWS clients, state store, engine.
+
+The endpoint is decided by `resolve_endpoint` (pure), in this order:
+1. `--endpoint-url URL` — any non-production environment;
+2. `GROUNDCTL_ENDPOINT_URL` — only for specs that already target an emulator (`aws.endpoint_url` set),
+   so a variable exported for local work can never redirect `dev` or `prod` somewhere else;
+3. the spec's `aws.endpoint_url`: a URL is used as is; `embedded` starts an in-process emulator for the
+   life of the command (its contents are gone when the command ends; `groundctl emulator start` keeps
+   one running across commands);
+4. none: real AWS.
+The engine is built lazily through a factory (the product uses `PulumiEngine`, tests pass their own),
+so commands that only read the state bucket (`status`) never need the Pulumi CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Optional
+
+from bootstrap.aws import AwsClients
+from bootstrap.engine import Engine
+from bootstrap.errors import BadInput, EngineError
+from bootstrap.objectstore import ObjectStore
+from bootstrap.spec import EnvironmentSpec, load_spec
+
+ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
+# Environment variables whose values are secrets the engine may be handed; their values are redacted
+# from everything groundctl prints or stores. (The Pulumi passphrase for `local`, the Flux deploy key.)
+SECRET_ENV_VARS = ("PULUMI_CONFIG_PASSPHRASE", "GROUNDCTL_FLUX_DEPLOY_KEY", "GROUNDCTL_DEPLOY_KEY",
+                   "FLUX_DEPLOY_KEY")
+_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/?$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: Optional[str]  # None: real AWS; "embedded": start an emulator
+    source: str
+
+
+def resolve_endpoint(spec: EnvironmentSpec, flag: Optional[str], environ: Mapping[str, str]) -> Endpoint:
+    if flag:
+        if spec.production:
+            raise BadInput(
+                f"--endpoint-url points '{spec.name}' somewhere other than AWS, but it is a production "
+                "environment; emulator endpoints are for non-production environments only. Drop the flag."
+            )
+        return Endpoint(_checked_url(flag, "--endpoint-url"), "--endpoint-url")
+    if spec.aws.endpoint_url is None:
+        return Endpoint(None, "AWS")
+    env_url = environ.get(ENDPOINT_ENV, "").strip()
+    if env_url:
+        return Endpoint(_checked_url(env_url, ENDPOINT_ENV), ENDPOINT_ENV)
+    if spec.aws.endpoint_url == "embedded":
+        return Endpoint("embedded", "embedded emulator")
+    return Endpoint(spec.aws.endpoint_url, "spec")
+
+
+def _checked_url(url: str, where: str) -> str:
+    if not _URL.match(url):
+        raise BadInput(f"{where} is '{url}', which is not an endpoint URL; use http(s)://host:port, e.g. "
+                       "the URL `groundctl emulator start` prints.")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    spec: EnvironmentSpec
+    endpoint_url: Optional[str]
+    store: ObjectStore
+    lineage_for: Callable[[str], Optional[str]]
+
+
+EngineFactory = Callable[[EngineContext], Engine]
+EngineCheck = Callable[[], None]
+
+
+def pulumi_engine(ctx: EngineContext) -> Engine:
+    from bootstrap.engine import PulumiEngine
+
+    return PulumiEngine(ctx.spec, endpoint_url=ctx.endpoint_url, lineage_for=ctx.lineage_for)
+
+
+def require_pulumi() -> None:
+    """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
+    try:
+        from bootstrap.engine import pulumi_available
+    except ImportError:  # the engine module predates the check: look for the binary directly
+        import shutil
+
+        def pulumi_available() -> bool:
+            return shutil.which("pulumi") is not None
+    if pulumi_available():
+        return
+    try:
+        from bootstrap.engine_errors import missing_cli_error
+    except ImportError:
+        raise EngineError(
+            "The Pulumi CLI is not installed or not on PATH, so groundctl cannot preview or apply any "
+            "layer. Install it from https://www.pulumi.com/docs/install/, check that `pulumi version` "
+            "works in this shell, and run the command again; groundctl never downloads it."
+        ) from None
+    raise missing_cli_error()
+
+
+@dataclass
+class Target:
+    spec: EnvironmentSpec  # with aws.endpoint_url set to the URL actually used (or None for AWS)
+    endpoint: Endpoint
+    clients: AwsClients
+    store: ObjectStore
+    engine_factory: EngineFactory
+    engine_check: EngineCheck
+    lineages: dict[str, str] = field(default_factory=dict)
+    extra_secrets: set[str] = field(default_factory=set)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    _engine: Optional[Engine] = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def endpoint_url(self) -> Optional[str]:
+        return self.spec.aws.endpoint_url
+
+    @property
+    def emulated(self) -> bool:
+        """Whether AWS is an emulator here (so there is no real EKS, and no Kubernetes API)."""
+        return self.endpoint_url is not None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = self.engine_factory(EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for))
+        return self._engine
+
+    def lineage_for(self, layer: str) -> Optional[str]:
+        # The orchestrator fills `lineages` before each `up`; the ledger is the fallback.
+        if layer in self.lineages:
+            return self.lineages[layer]
+        try:
+            from recovery.ledger import current_lineage
+        except ImportError:
+            return None
+        return current_lineage(self.store, layer, self.spec.name)
+
+    def require_bucket(self) -> None:
+        """BadInput when the state bucket does not exist (nothing of this environment is deployed)."""
+        import botocore.exceptions
+
+        from bootstrap.aws import error_code, retry_transient
+
+        s3, bucket = self.clients.client("s3"), self.spec.backend.bucket
+        try:
+            retry_transient(lambda: s3.head_bucket(Bucket=bucket), what=f"find the state bucket {bucket}")
+        except botocore.exceptions.ClientError as exc:
+            if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
+                raise BadInput(
+                    f"The state bucket {bucket} of '{self.name}' does not exist, so nothing of this environment "
+                    f"has been deployed. Run `groundctl up {self.name}` first (it creates the bucket)."
+                ) from None
+            raise
+
+    def secret_values(self) -> list[str]:
+        values = [self.environ.get(name, "") for name in SECRET_ENV_VARS]
+        return [v for v in values if v] + sorted(self.extra_secrets)
+
+
+def quiet_emulator_logs() -> None:
+    # The emulator's HTTP server logs every request on stderr; that would bury groundctl's own output.
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+@contextmanager
+def open_target(environment: str, *, endpoint_url: Optional[str] = None,
+                engine_factory: Optional[EngineFactory] = None, engine_check: Optional[EngineCheck] = None,
+                environ: Optional[Mapping[str, str]] = None, spec: Optional[EnvironmentSpec] = None,
+                on_emulator: Callable[[str], None] = lambda url: None) -> Iterator[Target]:
+    """The environment, ready to use; an embedded emulator lives exactly as long as this block."""
+    environ = os.environ if environ is None else environ
+    spec = spec or load_spec(environment)
+    endpoint = resolve_endpoint(spec, endpoint_url, environ)
+    with ExitStack() as stack:
+        url = endpoint.url
+        if url == "embedded":
+            from bootstrap.emulator import running_emulator
+
+            quiet_emulator_logs()
+            url = stack.enter_context(running_emulator())
+            on_emulator(url)
+        resolved = spec.model_copy(update={"aws": spec.aws.model_copy(update={"endpoint_url": url})})
+        clients = AwsClients.for_spec(resolved, url)
+        store = ObjectStore(clients.client("s3"), resolved.backend.bucket)
+        yield Target(resolved, endpoint, clients, store, engine_factory or pulumi_engine,
+                     engine_check or require_pulumi, environ=environ)

@@ -1,0 +1,423 @@
+"""Inventory: the live AWS resources of one environment and layer, found by their `groundctl:*` tags.
+
+Three sources, merged by ARN:
+1. the Resource Groups Tagging API (`get_resources`, filtered on `groundctl:env` and `groundctl:layer`,
+   100 resources a page — the API's maximum — so N resources cost ceil(N/100) pages);
+2. per-service describe calls for taggable types that API does not return everywhere (IAM roles and
+   OIDC providers, Elastic IPs, VPC endpoints, EKS clusters and their node groups, add-ons and access
+   entries; the emulator's Tagging API omits them);
+3. children that cannot carry tags, read through their tagged parent: a route table's routes and
+   subnet associations, a role's policy attachments and inline policies, a bucket's settings, a KMS
+   key's aliases, an access entry's policy associations. Children are named by `stacks.common.naming`,
+   exactly as the programs name them.
+
+Every call is a read and is retried through `retry_transient`. Deciding what a resource *is* (ARN →
+type token, import ID) is done by pure functions below; only `collect` does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import re
+
+import botocore.exceptions
+
+from bootstrap.aws import AwsClients, error_code, retry_transient
+from recovery.import_ids import import_id
+from recovery.imports import LiveItem
+from stacks.common import naming
+
+_AUTONAME = re.compile(r"^(.+)-[0-9a-f]{7}$")  # Pulumi's auto-name: the logical name plus 7 hex digits
+PAGE_SIZE = 100       # GetResources' maximum ResourcesPerPage
+TAGS_PER_PAGE = 500   # the maximum; keeps a page from closing early on tag count (moto's default is 100)
+
+T = {  # the type tokens inventory produces
+    "vpc": "aws:ec2/vpc:Vpc", "subnet": "aws:ec2/subnet:Subnet",
+    "igw": "aws:ec2/internetGateway:InternetGateway", "nat": "aws:ec2/natGateway:NatGateway",
+    "eip": "aws:ec2/eip:Eip", "rtb": "aws:ec2/routeTable:RouteTable", "route": "aws:ec2/route:Route",
+    "rta": "aws:ec2/routeTableAssociation:RouteTableAssociation", "vpce": "aws:ec2/vpcEndpoint:VpcEndpoint",
+    "flowlog": "aws:ec2/flowLog:FlowLog", "sg": "aws:ec2/securityGroup:SecurityGroup",
+    "lt": "aws:ec2/launchTemplate:LaunchTemplate", "bucket": "aws:s3/bucket:Bucket",
+    "key": "aws:kms/key:Key", "alias": "aws:kms/alias:Alias", "loggroup": "aws:cloudwatch/logGroup:LogGroup",
+    "role": "aws:iam/role:Role", "rpa": "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "rolepolicy": "aws:iam/rolePolicy:RolePolicy", "policy": "aws:iam/policy:Policy",
+    "oidc": "aws:iam/openIdConnectProvider:OpenIdConnectProvider",
+    "profile": "aws:iam/instanceProfile:InstanceProfile", "cluster": "aws:eks/cluster:Cluster",
+    "nodegroup": "aws:eks/nodeGroup:NodeGroup", "addon": "aws:eks/addon:Addon",
+    "entry": "aws:eks/accessEntry:AccessEntry", "apa": "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
+}
+
+# A bucket setting's naming-convention part → the type token the backend program uses for it.
+BUCKET_SETTING_TYPES = {
+    "versioning": "aws:s3/bucketVersioning:BucketVersioning",
+    "encryption": "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "public-access-block": "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "ownership": "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+    "policy": "aws:s3/bucketPolicy:BucketPolicy",
+    "lifecycle": "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "replication": "aws:s3/bucketReplicationConfig:BucketReplicationConfig",
+}
+# The S3 read for each setting, and the error codes that mean "this bucket has none".
+_BUCKET_READS = {
+    "versioning": ("get_bucket_versioning", ()),
+    "encryption": ("get_bucket_encryption", ("ServerSideEncryptionConfigurationNotFoundError",)),
+    "public-access-block": ("get_public_access_block", ("NoSuchPublicAccessBlockConfiguration",)),
+    "ownership": ("get_bucket_ownership_controls", ("OwnershipControlsNotFoundError",)),
+    "policy": ("get_bucket_policy", ("NoSuchBucketPolicy",)),
+    "lifecycle": ("get_bucket_lifecycle_configuration", ("NoSuchLifecycleConfiguration",)),
+    "replication": ("get_bucket_replication", ("ReplicationConfigurationNotFoundError",)),
+}
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """One tagged resource as an ARN and its tags, before it is given a type."""
+
+    arn: str
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    items: tuple[LiveItem, ...]
+    tagging_pages: int
+    calls: Mapping[str, int]
+    warnings: tuple[str, ...] = ()
+    types_covered: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def minimum_pages(self) -> int:
+        tagged = sum(1 for i in self.items if i.parent_name is None)
+        return max(1, -(-tagged // PAGE_SIZE))
+
+
+# Types found by their own tags (Tagging API or their service), and untaggable children → their parent.
+TAGGED_TYPES = frozenset(T[k] for k in (
+    "vpc", "subnet", "igw", "nat", "eip", "rtb", "vpce", "flowlog", "sg", "lt", "bucket", "key", "loggroup",
+    "role", "policy", "oidc", "profile", "cluster", "nodegroup", "addon", "entry"))
+CHILD_TYPES = {
+    T["route"]: T["rtb"], T["rta"]: T["rtb"], T["rpa"]: T["role"], T["rolepolicy"]: T["role"],
+    T["alias"]: T["key"], T["apa"]: T["entry"], **{t: T["bucket"] for t in BUCKET_SETTING_TYPES.values()},
+}
+
+
+def discovery(token: str) -> str | None:
+    """How inventory finds resources of `token`: "tag", "parent:<parent type>", or None (it cannot)."""
+    if token in TAGGED_TYPES:
+        return "tag"
+    if token in CHILD_TYPES:
+        return f"parent:{CHILD_TYPES[token]}"
+    return None
+
+
+# --- Pure: ARN → type and import ID ---------------------------------------------------------------
+
+def classify_arn(arn: str) -> tuple[str, dict[str, Any]] | None:
+    """A tagged ARN → (type token, the properties its import ID is built from); None if not ours."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        return None
+    service, resource = parts[2], parts[5]
+    if service == "s3" and "/" not in resource:
+        return T["bucket"], {"bucket": resource}
+    if service == "logs" and resource.startswith("log-group:"):
+        name = resource[len("log-group:"):]
+        return T["loggroup"], {"name": name[:-2] if name.endswith(":*") else name}
+    kind, _, rest = resource.partition("/")
+    if service == "ec2":
+        ec2 = {"vpc": "vpc", "subnet": "subnet", "internet-gateway": "igw", "natgateway": "nat",
+               "route-table": "rtb", "vpc-endpoint": "vpce", "vpc-flow-log": "flowlog", "flow-logs": "flowlog",
+               "security-group": "sg", "launch-template": "lt"}
+        if kind in ec2:
+            return T[ec2[kind]], {"id": rest}
+        if kind == "elastic-ip":
+            return T["eip"], {"allocationId": rest}
+    if service == "kms" and kind == "key":
+        return T["key"], {"keyId": rest}
+    if service == "iam":
+        if kind == "role":
+            return T["role"], {"name": rest.rsplit("/", 1)[-1], "arn": arn}
+        if kind == "oidc-provider":
+            return T["oidc"], {"arn": arn}
+        if kind == "policy":
+            return T["policy"], {"arn": arn}
+        if kind == "instance-profile":
+            return T["profile"], {"name": rest.rsplit("/", 1)[-1]}
+    if service == "eks":
+        segs = rest.split("/")
+        if kind == "cluster":
+            return T["cluster"], {"name": rest}
+        if kind == "nodegroup" and len(segs) >= 2:
+            return T["nodegroup"], {"clusterName": segs[0], "nodeGroupName": segs[1]}
+        if kind == "addon" and len(segs) >= 2:
+            return T["addon"], {"clusterName": segs[0], "addonName": segs[1]}
+        if kind == "access-entry" and segs:
+            return T["entry"], {"clusterName": segs[0]}  # principal comes from a describe call
+    return None
+
+
+def item_from_tagged(t: Tagged, layer: str | None = None, region: str | None = None) -> LiveItem | None:
+    found = classify_arn(t.arn)
+    if found is None:
+        return None
+    typ, props = found
+    ident = import_id(typ, props)
+    if not ident.ok:
+        return None
+    return LiveItem(typ, t.tags.get(naming.TAG_NAME) or None, ident.value, t.arn, None, layer,  # type: ignore[arg-type]
+                    region)
+
+
+_SETTING_OF = {t: part for part, t in BUCKET_SETTING_TYPES.items()}
+
+
+def child_name(token: str, parent: str, props: Mapping[str, Any]) -> str:
+    """The logical name a program gives an untaggable child of the tagged resource named `parent`
+    (`props`: the child's fields as inventory reads them; a route table association is named after
+    its subnet, so it takes `subnetName`)."""
+    if token == T["route"]:
+        return naming.route(parent, props["destinationCidrBlock"])
+    if token == T["rta"]:
+        return naming.route_table_association(props["subnetName"])
+    if token == T["rpa"]:
+        return naming.policy_attachment(parent, props["policyArn"])
+    if token == T["rolepolicy"]:
+        return inline_policy_name(parent, props["name"])
+    if token == T["alias"]:
+        return naming.child(parent, "alias")
+    if token == T["apa"]:
+        return naming.child(parent, props["policyArn"].rsplit("/", 1)[-1])
+    if token in _SETTING_OF:
+        return naming.bucket_setting(parent, _SETTING_OF[token])
+    raise ValueError(f"{token} is not an untaggable child type")
+
+
+def _child(typ: str, name: str, props: Mapping[str, Any], parent: LiveItem) -> LiveItem | None:
+    ident = import_id(typ, props)
+    if not ident.ok:
+        return None
+    return LiveItem(typ, name, ident.value, None, parent.name, parent.layer, parent.region)  # type: ignore[arg-type]
+
+
+def routes_of(table: LiveItem, described: Mapping[str, Any], subnet_names: Mapping[str, str]) -> list[LiveItem]:
+    """A route table's program-made routes and subnet associations (not `local`, not propagated)."""
+    out: list[LiveItem] = []
+    if not table.name:
+        return out
+    rtb = table.import_id
+    for r in described.get("Routes", []):
+        dest = r.get("DestinationCidrBlock") or r.get("DestinationIpv6CidrBlock")
+        if r.get("Origin") != "CreateRoute" or not dest or str(r.get("GatewayId", "")).startswith("vpce-"):
+            continue
+        item = _child(T["route"], child_name(T["route"], table.name, {"destinationCidrBlock": dest}),
+                      {"routeTableId": rtb, "destinationCidrBlock": dest}, table)
+        if item:
+            out.append(item)
+    for a in described.get("Associations", []):
+        subnet = a.get("SubnetId")
+        if a.get("Main") or not subnet or subnet not in subnet_names:
+            continue
+        item = _child(T["rta"], child_name(T["rta"], table.name, {"subnetName": subnet_names[subnet]}),
+                      {"subnetId": subnet, "routeTableId": rtb}, table)
+        if item:
+            out.append(item)
+    return out
+
+
+def inline_policy_name(role: str, policy_name: str) -> str:
+    """The logical name of a role's inline policy. Programs name it `naming.child(role, part)` and let
+    Pulumi auto-name it in AWS (`<logical>-<7 hex>`); a policy named explicitly is `child(role, name)`."""
+    auto = _AUTONAME.match(policy_name)
+    if auto and auto.group(1).startswith(f"{role}-"):
+        return auto.group(1)
+    return naming.child(role, policy_name)
+
+
+# --- I/O --------------------------------------------------------------------------------------------
+
+class _Calls:
+    def __init__(self, aws: AwsClients):
+        self.aws = aws
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, service: str, op: str, absent: Iterable[str] = (), **kwargs) -> dict | None:
+        """One retried read; a ClientError whose code is in `absent` means "none" and returns None."""
+        self.counts[f"{service}:{op}"] = self.counts.get(f"{service}:{op}", 0) + 1
+        client = self.aws.client(service)
+        try:
+            return retry_transient(lambda: getattr(client, op)(**kwargs), what=f"read {service} {op}")
+        except botocore.exceptions.ClientError as exc:
+            if error_code(exc) in set(absent):
+                return None
+            raise
+
+
+def tagged_resources(call: _Calls, environment: str, layer: str) -> tuple[list[Tagged], int]:
+    """Every resource the Tagging API returns for this environment and layer, and how many pages it took."""
+    filters = [{"Key": naming.TAG_ENV, "Values": [environment]}, {"Key": naming.TAG_LAYER, "Values": [layer]}]
+    out: list[Tagged] = []
+    token, pages = "", 0
+    while True:
+        page = call("resourcegroupstaggingapi", "get_resources", TagFilters=filters, ResourcesPerPage=PAGE_SIZE,
+                    TagsPerPage=TAGS_PER_PAGE, **({"PaginationToken": token} if token else {})) or {}
+        pages += 1
+        for m in page.get("ResourceTagMappingList", []):
+            out.append(Tagged(m["ResourceARN"], {t["Key"]: t.get("Value", "") for t in m.get("Tags", [])}))
+        token = page.get("PaginationToken") or ""
+        if not token:
+            return out, pages
+
+
+def _ours(tags: Mapping[str, str], environment: str, layer: str) -> bool:
+    return tags.get(naming.TAG_ENV) == environment and tags.get(naming.TAG_LAYER) == layer
+
+
+def _tag_list(raw: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in (raw or [])}
+
+
+def supplement(call: _Calls, environment: str, layer: str, wanted: set[str]) -> list[Tagged]:
+    """Taggable resources found through their own service (for Tagging API gaps)."""
+    out: list[Tagged] = []
+    ec2_filters = [{"Name": f"tag:{naming.TAG_ENV}", "Values": [environment]},
+                   {"Name": f"tag:{naming.TAG_LAYER}", "Values": [layer]}]
+    region = call.aws.region
+    if T["eip"] in wanted:
+        for a in (call("ec2", "describe_addresses", Filters=ec2_filters) or {}).get("Addresses", []):
+            if a.get("AllocationId"):
+                out.append(Tagged(f"arn:aws:ec2:{region}::elastic-ip/{a['AllocationId']}",
+                                  _tag_list(a.get("Tags"))))
+    if T["vpce"] in wanted:
+        for e in (call("ec2", "describe_vpc_endpoints", Filters=ec2_filters) or {}).get("VpcEndpoints", []):
+            out.append(Tagged(f"arn:aws:ec2:{region}:{e.get('OwnerId', '')}:vpc-endpoint/{e['VpcEndpointId']}",
+                              _tag_list(e.get("Tags"))))
+    if T["role"] in wanted:
+        marker: dict[str, str] = {}
+        while True:
+            page = call("iam", "list_roles", **marker) or {}
+            for role in page.get("Roles", []):
+                tags = _tag_list((call("iam", "list_role_tags", RoleName=role["RoleName"]) or {}).get("Tags"))
+                if _ours(tags, environment, layer):
+                    out.append(Tagged(role["Arn"], tags))
+            if not page.get("IsTruncated"):
+                break
+            marker = {"Marker": page["Marker"]}
+    if T["oidc"] in wanted:
+        for p in (call("iam", "list_open_id_connect_providers") or {}).get("OpenIDConnectProviderList", []):
+            got = call("iam", "list_open_id_connect_provider_tags", OpenIDConnectProviderArn=p["Arn"]) or {}
+            tags = _tag_list(got.get("Tags"))
+            if _ours(tags, environment, layer):
+                out.append(Tagged(p["Arn"], tags))
+    if wanted & {T["cluster"], T["nodegroup"], T["addon"], T["entry"]}:
+        for name in (call("eks", "list_clusters") or {}).get("clusters", []):
+            cluster = (call("eks", "describe_cluster", name=name) or {}).get("cluster", {})
+            if _ours(cluster.get("tags", {}), environment, layer):
+                out.append(Tagged(cluster["arn"], cluster.get("tags", {})))
+            for ng in (call("eks", "list_nodegroups", clusterName=name) or {}).get("nodegroups", []):
+                got = (call("eks", "describe_nodegroup", clusterName=name, nodegroupName=ng) or {}).get("nodegroup", {})
+                if _ours(got.get("tags", {}), environment, layer):
+                    out.append(Tagged(got["nodegroupArn"], got.get("tags", {})))
+    return out
+
+
+def _access_entries(call: _Calls, items: list[LiveItem]) -> list[LiveItem]:
+    """Access entries need their principal ARN, which their own ARN does not carry."""
+    out: list[LiveItem] = []
+    for item in items:
+        if item.type != T["entry"]:
+            out.append(item)
+            continue
+        cluster = item.import_id.split(":", 1)[0]
+        for principal in (call("eks", "list_access_entries", clusterName=cluster) or {}).get("accessEntries", []):
+            entry = (call("eks", "describe_access_entry", clusterName=cluster, principalArn=principal) or {})
+            if entry.get("accessEntry", {}).get("accessEntryArn") == item.arn:
+                out.append(LiveItem(item.type, item.name, f"{cluster}:{principal}", item.arn, None, item.layer,
+                                    item.region))
+    return out
+
+
+def children(call: _Calls, parents: list[LiveItem], wanted: set[str]) -> list[LiveItem]:
+    """The untaggable children of the tagged parents, named by the programs' naming convention."""
+    out: list[LiveItem] = []
+    subnet_names = {i.import_id: i.name for i in parents if i.type == T["subnet"] and i.name}
+    tables = {i.import_id: i for i in parents if i.type == T["rtb"] and i.name}
+    ids = sorted(tables)
+    for start in range(0, len(ids), 100):
+        got = call("ec2", "describe_route_tables", RouteTableIds=ids[start:start + 100]) or {}
+        for rt in got.get("RouteTables", []):
+            out.extend(routes_of(tables[rt["RouteTableId"]], rt, subnet_names))
+    for p in parents:
+        if not p.name:
+            continue
+        if p.type == T["role"] and (T["rpa"] in wanted or T["rolepolicy"] in wanted):
+            got = call("iam", "list_attached_role_policies", RoleName=p.import_id) or {}
+            for pol in got.get("AttachedPolicies", []):
+                props = {"role": p.import_id, "policyArn": pol["PolicyArn"]}
+                c = _child(T["rpa"], child_name(T["rpa"], p.name, props), props, p)
+                out += [c] if c else []
+            for pname in (call("iam", "list_role_policies", RoleName=p.import_id) or {}).get("PolicyNames", []):
+                props = {"role": p.import_id, "name": pname}
+                c = _child(T["rolepolicy"], child_name(T["rolepolicy"], p.name, props), props, p)
+                out += [c] if c else []
+        elif p.type == T["bucket"]:
+            for setting, (op, absent) in _BUCKET_READS.items():
+                typ = BUCKET_SETTING_TYPES[setting]
+                if typ not in wanted:
+                    continue
+                got = call("s3", op, absent=absent + ("NoSuchBucket",), Bucket=p.import_id)
+                if got is None or (setting == "versioning" and not got.get("Status")):
+                    continue
+                c = _child(typ, child_name(typ, p.name, {}), {"bucket": p.import_id}, p)
+                out += [c] if c else []
+        elif p.type == T["key"] and T["alias"] in wanted:
+            for alias in (call("kms", "list_aliases", KeyId=p.import_id) or {}).get("Aliases", []):
+                c = _child(T["alias"], child_name(T["alias"], p.name, {}), {"name": alias["AliasName"]}, p)
+                out += [c] if c else []
+        elif p.type == T["entry"] and T["apa"] in wanted:
+            cluster, principal = p.import_id.split(":", 1)
+            got = call("eks", "list_associated_access_policies", clusterName=cluster, principalArn=principal) or {}
+            for assoc in got.get("associatedAccessPolicies", []):
+                props = {"clusterName": cluster, "principalArn": principal, "policyArn": assoc["policyArn"]}
+                c = _child(T["apa"], child_name(T["apa"], p.name, props), props, p)
+                out += [c] if c else []
+    return out
+
+
+def collect(aws: AwsClients, environment: str, layer: str, *, types: Iterable[str] | None = None,
+            with_children: bool = True, with_supplements: bool = True) -> Inventory:
+    """Inventory the live resources of `environment`/`layer`. `types` limits the per-service reads to the
+    types the layer declares (all known types when None); the Tagging API is always read in full."""
+    wanted = set(types) if types is not None else set(T.values()) | set(BUCKET_SETTING_TYPES.values())
+    call = _Calls(aws)
+    tagged, pages = tagged_resources(call, environment, layer)
+    if with_supplements:
+        seen = {t.arn for t in tagged}
+        tagged += [t for t in supplement(call, environment, layer, wanted) if t.arn not in seen]
+    warnings: list[str] = []
+    items: list[LiveItem] = []
+    for t in tagged:
+        item = item_from_tagged(t, layer, aws.region)
+        if item is None:
+            warnings.append(f"{t.arn} carries this layer's tags but is not a type groundctl's programs create")
+        else:
+            items.append(item)
+    items = _access_entries(call, _dedupe(items))
+    if with_children:
+        items += children(call, items, wanted)
+    for i in items:
+        if not i.name:
+            warnings.append(f"{i.arn or i.import_id} has no `{naming.TAG_NAME}` tag, so its logical name is unknown")
+    return Inventory(tuple(items), pages, dict(call.counts), tuple(warnings), frozenset(wanted))
+
+
+def _dedupe(items: list[LiveItem]) -> list[LiveItem]:
+    """The same resource can come from the Tagging API and from its service; keep the first."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for i in items:
+        if (i.type, i.import_id) not in seen:
+            seen.add((i.type, i.import_id))
+            out.append(i)
+    return out

@@ -1,0 +1,515 @@
+"""The lineage/serial ledger: one record per successful state-changing operation on a stack.
+
+`.groundctl/ledger/<project>/<stack>/<serial:012d>.json` holds the lineage (minted at a stack's
+first record), the serial (1, 2, 3 …), the sha256 of the stored state object and its S3 version id,
+and `previous_sha256`, which makes the records a hash chain. A record is written with
+If-None-Match: * so two writers can never claim one serial.
+
+The I/O here is reading the ledger and appending to it. Everything that judges a ledger is pure:
+`verify_chain` over records, and `place_candidates` / `assess_lineage` over records and state
+candidates (versions of the stack object, `.bak`, history checkpoints) for recovery.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Callable, Optional, Protocol
+
+from bootstrap import layout
+from bootstrap.errors import CloudError, StateUnusable
+from bootstrap.objectstore import ObjectStore, StoredObject
+
+_RECORD_NAME = re.compile(r"^(\d{12})\.json$")
+MAX_APPEND_ATTEMPTS = 60
+# The emulator's If-None-Match check is not atomic: two writers can both be told they created a
+# record. Waiting this long before reading back lets a racing write land, so the read-back decides.
+SETTLE_SECONDS = 0.1
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    lineage: str
+    serial: int
+    sha256: str
+    version_id: Optional[str]
+    previous_sha256: Optional[str]
+    operation: str
+    run_id: str
+    at: str
+    git_commit: Optional[str]
+    resources: int
+    stack_key: str
+    state_last_modified: Optional[str] = None  # S3's own time for the recorded version
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, indent=2).encode()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LedgerRecord":
+        def s(name: str, optional: bool = False):
+            v = d.get(name)
+            if v is None and optional:
+                return None
+            if not isinstance(v, str) or not v and not optional:
+                raise ValueError(f"field '{name}' is missing or not a string")
+            return v
+        serial, resources = d.get("serial"), d.get("resources")
+        if not isinstance(serial, int) or isinstance(serial, bool) or serial < 1:
+            raise ValueError("field 'serial' is not a positive whole number")
+        if not isinstance(resources, int) or isinstance(resources, bool):
+            raise ValueError("field 'resources' is not a whole number")
+        sha = s("sha256")
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise ValueError("field 'sha256' is not a sha256 hex digest")
+        return cls(lineage=s("lineage"), serial=serial, sha256=sha, version_id=s("version_id", True),
+                   previous_sha256=s("previous_sha256", True), operation=s("operation"), run_id=s("run_id"),
+                   at=s("at"), git_commit=s("git_commit", True), resources=resources, stack_key=s("stack_key"),
+                   state_last_modified=s("state_last_modified", True))
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    serial: Optional[int]
+    sentence: str
+
+
+@dataclass(frozen=True)
+class LedgerRead:
+    project: str
+    stack: str
+    records: tuple[LedgerRecord, ...]        # parseable records, sorted by serial
+    problems: tuple[Finding, ...]            # unparseable record, stray object, gap in serials
+    highest_serial: int                      # highest serial any ledger object claims, parseable or not
+
+    @property
+    def head(self) -> Optional[LedgerRecord]:
+        return self.records[-1] if self.records else None
+
+    @property
+    def missing(self) -> bool:
+        return self.highest_serial == 0 and not self.records
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+
+@dataclass(frozen=True)
+class ChainVerdict:
+    ok: bool
+    lineage: Optional[str]
+    head: Optional[LedgerRecord]
+    findings: tuple[Finding, ...]
+
+    @property
+    def forks(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.code == "fork")
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRecord], Optional[Finding]]:
+    try:
+        rec = LedgerRecord.from_dict(json.loads(body))
+    except (ValueError, TypeError, AttributeError) as exc:
+        return None, Finding("unparseable-record", serial, f"ledger record {key} cannot be read ({exc}).")
+    if rec.serial != serial:
+        return None, Finding("serial-mismatch", serial,
+                             f"ledger record {key} says serial {rec.serial} but is stored as serial {serial}.")
+    return rec, None
+
+
+def read_ledger(store: ObjectStore, project: str, stack: str, *,
+                _cache: Optional[dict[str, tuple]] = None) -> LedgerRead:
+    """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised."""
+    prefix = layout.ledger_prefix(project, stack)
+    cache = _cache if _cache is not None else {}
+    problems: list[Finding] = []
+    wanted: list[tuple[str, int]] = []
+    for key, _size, _mod in store.keys(prefix):
+        m = _RECORD_NAME.match(key[len(prefix):])
+        if not m:
+            problems.append(Finding("stray-object", None, f"{key} is in the ledger but is not a ledger record."))
+            continue
+        wanted.append((key, int(m.group(1))))
+    todo = [(k, s) for k, s in wanted if k not in cache]
+    if todo:
+        # Records are small and independent; a few parallel reads keep a long ledger quick to read.
+        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+            bodies = list(pool.map(lambda ks: store.get(ks[0]), todo))
+        for (key, serial), obj in zip(todo, bodies):
+            if obj is None:
+                continue  # deleted between listing and reading; it is reported as a gap below
+            cache[key] = _parse_record(key, serial, obj.body)
+    records = []
+    for key, _serial in wanted:
+        rec, problem = cache.get(key, (None, None))
+        if rec:
+            records.append(rec)
+        if problem:
+            problems.append(problem)
+    records.sort(key=lambda r: r.serial)
+    highest = max((s for _k, s in wanted), default=0)
+    present = {s for _k, s in wanted}
+    for missing in (s for s in range(1, highest) if s not in present):
+        problems.append(Finding("gap", missing, f"serial {missing} is missing from the ledger."))
+    return LedgerRead(project, stack, tuple(records), tuple(problems), highest)
+
+
+def current_lineage(store: ObjectStore, project: str, stack: str) -> Optional[str]:
+    """The lineage of the stack's ledger (its head's), or None when the stack has no ledger yet."""
+    head = read_ledger(store, project, stack).head
+    return head.lineage if head else None
+
+
+# -- the stored state ------------------------------------------------------------------------------
+
+def decompress(body: bytes) -> bytes:
+    """Plain, gzip or zstd bytes, detected by magic number."""
+    if body[:2] == b"\x1f\x8b":
+        return gzip.decompress(body)
+    if body[:4] == b"\x28\xb5\x2f\xfd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(body).read()
+    return body
+
+
+def count_resources(body: bytes) -> int:
+    """Resources in a checkpoint (`{version, checkpoint: {latest: {resources}}}`) or an export."""
+    doc = json.loads(decompress(body))
+    if not isinstance(doc, dict):
+        raise ValueError("the state is not a JSON object")
+    if "checkpoint" in doc:
+        latest = (doc.get("checkpoint") or {}).get("latest") or {}
+    else:
+        latest = doc.get("deployment") or {}
+    resources = latest.get("resources") or []
+    if not isinstance(resources, list):
+        raise ValueError("'resources' is not a list")
+    return len(resources)
+
+
+def current_state(store: ObjectStore, project: str, stack: str) -> Optional[StoredObject]:
+    """The stack's current state object, whichever of .json/.json.gz/.json.zst is newest."""
+    exact = set(layout.stack_keys(project, stack))
+    found = [(mod, key) for key, _size, mod in store.keys(layout.stack_key(project, stack)) if key in exact]
+    if not found:
+        return None
+    return store.get(max(found)[1])
+
+
+# -- appending -------------------------------------------------------------------------------------
+
+def append_record(store: ObjectStore, project: str, stack: str, *, operation: str, run_id: str,
+                  git_commit: Optional[str] = None, lineage: Optional[str] = None,
+                  clock: Callable[[], float] = time.time, state_key: Optional[str] = None,
+                  state_version: Optional[str] = None, parent_sha256: Optional[str] = None,
+                  settle_seconds: float = SETTLE_SECONDS,
+                  max_attempts: int = MAX_APPEND_ATTEMPTS) -> LedgerRecord:
+    """Record the stack's stored state as the next serial.
+
+    By default the current state object is recorded; `state_key`/`state_version` name one version
+    instead (a restore knows exactly which copy it made). `parent_sha256`, when the caller knows the
+    state its operation started from, is recorded as the previous hash even if another writer moved
+    the head meanwhile, so that the branch shows up as a fork instead of being silently merged.
+    """
+    state = store.get(state_key, state_version) if state_key else current_state(store, project, stack)
+    if state is None:
+        raise StateUnusable(
+            f"There is no stored state for stack {project}/{stack} to record in the ledger "
+            f"({state_key or layout.stack_key(project, stack)}). The operation may not have written one; "
+            f"check it with `groundctl state versions` before re-running."
+        )
+    try:
+        resources = count_resources(state.body)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise StateUnusable(
+            f"The stored state {state.key} (version {state.version_id}) cannot be read ({exc}), so it is not "
+            f"recorded in the ledger. Inspect it with `groundctl state verify` before continuing."
+        ) from None
+    sha = hashlib.sha256(state.body).hexdigest()
+    modified = iso(state.last_modified.timestamp()) if state.last_modified else None
+    cache: dict[str, tuple] = {}
+    for _attempt in range(max_attempts):
+        led = read_ledger(store, project, stack, _cache=cache)
+        head = led.head
+        if head and head.sha256 == sha and head.version_id == state.version_id:
+            return head  # this exact stored object is already the head: never record it twice
+        serial = led.highest_serial + 1
+        rec = LedgerRecord(
+            lineage=head.lineage if head else (lineage or str(uuid.uuid4())), serial=serial, sha256=sha,
+            version_id=state.version_id,
+            previous_sha256=parent_sha256 if parent_sha256 is not None else (head.sha256 if head else None),
+            operation=operation, run_id=run_id, at=iso(clock()), git_commit=git_commit, resources=resources,
+            stack_key=state.key, state_last_modified=modified,
+        )
+        key = layout.ledger_key(project, stack, serial)
+        body = rec.to_json()
+        if store.put_if_absent(key, body):
+            if settle_seconds:
+                time.sleep(settle_seconds)
+            got = store.get(key)
+            if got is not None and got.body == body:
+                return rec
+        cache.pop(key, None)  # another writer has this serial: read it afresh and try the next one
+    raise CloudError(
+        f"Could not claim a ledger serial for {project}/{stack} after {max_attempts} attempts: other writers "
+        "kept taking them. Only one run should change a stack at a time; check `groundctl lock status` and re-run."
+    )
+
+
+# -- judging the chain (pure) ----------------------------------------------------------------------
+
+def verify_chain(records) -> ChainVerdict:
+    """Serials contiguous from 1, one lineage, each record linked to the one before it, no fork.
+
+    `records` may hold more than one record per serial (every version of the ledger objects, or
+    records gathered from several places): two different states claiming one serial is a fork.
+    """
+    findings: list[Finding] = []
+    by_serial: dict[int, list[LedgerRecord]] = {}
+    for r in records:
+        group = by_serial.setdefault(r.serial, [])
+        if all((g.sha256, g.version_id) != (r.sha256, r.version_id) for g in group):
+            group.append(r)
+    if not by_serial:
+        return ChainVerdict(True, None, None, ())
+    serials = sorted(by_serial)
+    for s in serials:
+        if len(by_serial[s]) > 1:
+            claims = "; ".join(f"sha256 {g.sha256[:12]} by run {g.run_id}" for g in by_serial[s])
+            findings.append(Finding("fork", s, f"two different states claim serial {s}: {claims}."))
+    chain = [by_serial[s][0] for s in serials]
+    first = chain[0]
+    if first.serial != 1:
+        findings.append(Finding("missing-start", first.serial,
+                                f"the ledger starts at serial {first.serial}; serials 1..{first.serial - 1} are missing."))
+    elif first.previous_sha256 is not None:
+        findings.append(Finding("chain-break", 1, "serial 1 names a previous state, so earlier history is missing."))
+    for prev, cur in zip(chain, chain[1:]):
+        if cur.serial != prev.serial + 1:
+            findings.append(Finding("gap", prev.serial + 1,
+                                    f"serials {prev.serial + 1}..{cur.serial - 1} are missing between "
+                                    f"serial {prev.serial} and serial {cur.serial}."))
+        if cur.lineage != first.lineage:
+            findings.append(Finding("lineage-change", cur.serial,
+                                    f"serial {cur.serial} has lineage {cur.lineage}, not the stack's {first.lineage}."))
+        if cur.serial == prev.serial + 1 and cur.previous_sha256 != prev.sha256:
+            earlier = [r for r in chain if r.serial < prev.serial and r.sha256 == cur.previous_sha256]
+            if earlier:
+                findings.append(Finding(
+                    "fork", cur.serial,
+                    f"serial {cur.serial} was derived from serial {earlier[-1].serial}'s state, not from serial "
+                    f"{prev.serial}'s: two writers changed the stack from one parent."))
+            else:
+                findings.append(Finding(
+                    "chain-break", cur.serial,
+                    f"serial {cur.serial} names a previous state ({str(cur.previous_sha256)[:12]}) that is not serial "
+                    f"{prev.serial}'s ({prev.sha256[:12]}): the hash chain is broken."))
+    return ChainVerdict(not findings, first.lineage, chain[-1], tuple(findings))
+
+
+
+# -- placing state candidates against the ledger (pure; used by recovery) -------------------------
+
+class CandidateLike(Protocol):
+    key: str
+    version_id: Optional[str]
+    sha256: str
+    last_modified: object  # datetime, ISO string or epoch seconds
+    lineage: Optional[str]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stored state that recovery could restore: one version of the stack object, a `.bak`, a
+    history checkpoint. `lineage` is its `groundctl_lineage` output, None when it has none."""
+    key: str
+    version_id: Optional[str]
+    sha256: str
+    last_modified: object
+    lineage: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    key: str
+    version_id: Optional[str]
+    sha256: str
+    last_modified: str
+    status: str                    # ledgered | between | after-head | before-first | time-only
+    serial: Optional[int]          # the record it is (ledgered)
+    after_serial: Optional[int]    # unledgered: written after this serial was recorded …
+    before_serial: Optional[int]   # … and before this one
+    rollback: bool                 # older than the ledger head
+    lineage: Optional[str]
+    lineage_ok: Optional[bool]     # None: the candidate names no lineage, or there is none to compare with
+    sentence: str
+
+
+@dataclass(frozen=True)
+class LineageVerdict:
+    evidence: str                  # ledger | ledger-damaged | time-order
+    weaker: bool                   # True unless an intact ledger backs the placements
+    summary: str
+    lineage: Optional[str]
+    head_serial: Optional[int]
+    chain: Optional[ChainVerdict]
+    placements: tuple[Placement, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def forks(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.code == "fork")
+
+    @property
+    def rollbacks(self) -> tuple[Placement, ...]:
+        return tuple(p for p in self.placements if p.rollback)
+
+    @property
+    def foreign(self) -> tuple[Placement, ...]:
+        return tuple(p for p in self.placements if p.lineage_ok is False)
+
+
+def _ts(value: object) -> float:
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    if isinstance(value, str):
+        return _ts(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    return float(value)  # type: ignore[arg-type]
+
+
+def _record_time(r: LedgerRecord) -> float:
+    return _ts(r.state_last_modified or r.at)
+
+
+def _lineage_ok(c, lineage: Optional[str]) -> Optional[bool]:
+    return None if c.lineage is None or lineage is None else c.lineage == lineage
+
+
+def place_candidates(records, candidates) -> list[Placement]:
+    """Map each candidate to its ledger record by sha256 (the exact version when recorded), or place an
+    unledgered one between two serials by time. In the candidates' order."""
+    recs = sorted(records, key=lambda r: r.serial)
+    head = recs[-1] if recs else None
+    lineage = head.lineage if head else None
+    by_sha: dict[str, list[LedgerRecord]] = {}
+    for r in recs:
+        by_sha.setdefault(r.sha256, []).append(r)
+    out = []
+    for c in candidates:
+        t = _ts(c.last_modified)
+        common = dict(key=c.key, version_id=c.version_id, sha256=c.sha256, last_modified=iso(t),
+                      lineage=c.lineage, lineage_ok=_lineage_ok(c, lineage))
+        where = f"{c.key} (version {c.version_id}, {iso(t)})"
+        matches = by_sha.get(c.sha256, [])
+        if matches:
+            exact = [r for r in matches if r.version_id == c.version_id]
+            rec = (exact or matches)[-1]
+            rollback = head is not None and rec.serial < head.serial
+            copy = "" if exact else " (same content, stored again as another version)"
+            out.append(Placement(**common, status="ledgered", serial=rec.serial, after_serial=None,
+                                 before_serial=None, rollback=rollback,
+                                 sentence=f"{where} is serial {rec.serial}{copy}"
+                                          + (f", older than the head serial {head.serial}." if rollback else ".")))
+            continue
+        after = [r.serial for r in recs if _record_time(r) <= t]
+        before = [r.serial for r in recs if _record_time(r) > t]
+        a, b = (max(after) if after else None), (min(before) if before else None)
+        if head is None:
+            status, sentence, rollback = "time-only", f"{where} is unledgered: this stack has no ledger.", False
+        elif a is None:
+            status, rollback = "before-first", True
+            sentence = f"{where} is unledgered and older than serial {b}, the first the ledger records."
+        elif b is None:
+            status, rollback = "after-head", False
+            sentence = (f"{where} is unledgered, written after serial {a} (the head): an operation that "
+                        "was interrupted or is still running wrote it.")
+        else:
+            status, rollback = "between", True
+            sentence = f"{where} is unledgered: after serial {a}, before serial {b}: written mid-update."
+        out.append(Placement(**common, status=status, serial=None, after_serial=a, before_serial=b,
+                             rollback=rollback, sentence=sentence))
+    return out
+
+
+def _out_of_band(recs: list[LedgerRecord], placements: list[Placement], candidates) -> list[Finding]:
+    """Evidence of a second writer: a recorded version whose content differs from what the ledger
+    says, or an older serial's state stored again after a newer serial was recorded."""
+    found = []
+    by_version = {r.version_id: r for r in recs if r.version_id}
+    head = recs[-1] if recs else None
+    for p in placements:
+        rec = by_version.get(p.version_id)
+        if rec is not None and rec.sha256 != p.sha256 and rec.stack_key == p.key:
+            found.append(Finding("fork", rec.serial,
+                                 f"two different states claim serial {rec.serial}: the ledger records sha256 "
+                                 f"{rec.sha256[:12]} for version {p.version_id}, which holds {p.sha256[:12]}."))
+        if (p.status == "ledgered" and head and p.serial < head.serial
+                and _ts(p.last_modified) > _record_time(head) and p.version_id != _rec_version(recs, p.serial)):
+            found.append(Finding("fork", p.serial,
+                                 f"{p.key} version {p.version_id}, written at {p.last_modified} after serial "
+                                 f"{head.serial} was recorded, holds serial {p.serial}'s state: something outside "
+                                 "groundctl wrote an older state over the newer one."))
+    return found
+
+
+def _rec_version(recs: list[LedgerRecord], serial: int) -> Optional[str]:
+    return next((r.version_id for r in recs if r.serial == serial), None)
+
+
+def assess_lineage(ledger: Optional[LedgerRead], candidates, *,
+                   expected_lineage: Optional[str] = None) -> LineageVerdict:
+    """The lineage/serial verdict over every candidate, with the strength of the evidence said plainly."""
+    candidates = list(candidates)
+    if ledger is None or not ledger.records:
+        why = ("the ledger for this stack is missing" if ledger is None or ledger.missing
+               else "no record of the ledger can be read")
+        ordered = sorted(candidates, key=lambda c: _ts(c.last_modified), reverse=True)
+        placements = tuple(
+            Placement(key=c.key, version_id=c.version_id, sha256=c.sha256, last_modified=iso(_ts(c.last_modified)),
+                      status="time-only", serial=None, after_serial=None, before_serial=None, rollback=False,
+                      lineage=c.lineage, lineage_ok=_lineage_ok(c, expected_lineage),
+                      sentence=f"{c.key} (version {c.version_id}) is number {i + 1} from the newest by time.")
+            for i, c in enumerate(ordered))
+        findings = [Finding("ledger-missing", None, f"{why[0].upper()}{why[1:]}.")]
+        findings += [Finding("foreign-lineage", None, f"{p.key} (version {p.version_id}) has lineage {p.lineage}, "
+                             f"not {expected_lineage}.") for p in placements if p.lineage_ok is False]
+        return LineageVerdict(
+            "time-order", True,
+            f"Weaker evidence: {why}, so candidates are ordered by time and checked for integrity only. A "
+            "rollback or a fork cannot be told from a newer state this way.",
+            expected_lineage, None, None, placements, tuple(findings))
+    recs = list(ledger.records)
+    chain = verify_chain(recs)
+    placements = place_candidates(recs, candidates)
+    findings = list(ledger.problems) + list(chain.findings) + _out_of_band(recs, placements, candidates)
+    if expected_lineage and chain.lineage and expected_lineage != chain.lineage:
+        findings.append(Finding("lineage-mismatch", None, f"the ledger's lineage is {chain.lineage}, but the "
+                                f"stack is configured with {expected_lineage}."))
+    findings += [Finding("foreign-lineage", p.serial, f"{p.key} (version {p.version_id}) has lineage {p.lineage}, "
+                         f"not the ledger's {chain.lineage}.") for p in placements if p.lineage_ok is False]
+    damaged = bool(ledger.problems) or not chain.ok
+    head = chain.head
+    if damaged:
+        summary = (f"Weaker evidence: the ledger is damaged ({'; '.join(f.sentence for f in (*ledger.problems, *chain.findings))}) "
+                   f"Candidates are placed against the {len(recs)} readable records, and by time where those fall short.")
+    else:
+        summary = (f"The ledger is intact: {len(recs)} records, lineage {chain.lineage}, head serial "
+                   f"{head.serial if head else '-'}, hash chain verified.")
+    return LineageVerdict("ledger-damaged" if damaged else "ledger", damaged, summary, chain.lineage,
+                          head.serial if head else None, chain, tuple(placements), tuple(findings))

@@ -1,0 +1,402 @@
+"""Reading Pulumi state: checkpoints and stack exports, plain, gzip or zstd, into a frozen `StateDoc`.
+
+Pulumi writes two shapes: the DIY backend's checkpoint (`{"version", "checkpoint": {"stack", "latest"}}`,
+version 1 naming the stack `target`) and `pulumi stack export` (`{"version", "deployment"}`). Both hold
+one deployment: a manifest, a secrets provider, resources and pending operations.
+
+Whatever the bytes are, this module either returns a `StateDoc` or raises `NotAState`; it never lets a
+Python exception escape. A file that *is* a state but has a damaged resource entry (a field of the wrong
+type, an entry that is not an object) still loads: the damage becomes a finding, because an operator
+recovering from it wants to see everything else that is in it. The integrity rules live in
+`recovery.integrity`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import zstandard
+
+from bootstrap.errors import BadInput
+from bootstrap.layers import LINEAGE_OUTPUT
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# A decompression bomb must not take the operator's machine down with it.
+MAX_STATE_BYTES = 1 << 30
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+PENDING_MEANING = {
+    "creating": "Pulumi started creating this resource and never recorded the result: it may exist in "
+                "the cloud without being in state. Look for it by its tags; if found, import it.",
+    "updating": "Pulumi started updating this resource and never recorded the result: it exists, but its "
+                "real settings may differ from state. A refresh shows the difference.",
+    "deleting": "Pulumi started deleting this resource and never recorded the result: it may or may not "
+                "still exist. Check in the cloud before deciding to keep or drop it.",
+    "reading": "Pulumi started reading this external resource; nothing was changed in the cloud. A "
+               "refresh settles it.",
+    "importing": "Pulumi started importing this resource: it exists in the cloud, and may or may not have "
+                 "been adopted into state. Import it again if it is missing from state.",
+}
+
+
+class NotAState(BadInput):
+    """The bytes are not a Pulumi state (not decodable, not JSON, or not a checkpoint/export)."""
+
+    def __init__(self, source: str, reason: str):
+        self.source = source
+        self.reason = reason
+        super().__init__(
+            f"{source} is not a readable Pulumi state: {reason}. Give a checkpoint from "
+            "`.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, a history or backup copy of one, or the "
+            "output of `pulumi stack export`."
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One integrity problem: a stable code, the URN concerned (if any), and a plain sentence."""
+
+    code: str
+    urn: Optional[str]
+    message: str
+    index: Optional[int] = None
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "urn": self.urn, "message": self.message, "index": self.index}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    time: Optional[str]
+    magic: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Resource:
+    index: int
+    urn: str
+    type: str
+    id: Optional[str]
+    custom: bool
+    parent: str = ""
+    provider: str = ""
+    dependencies: tuple[str, ...] = ()
+    property_dependencies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    deleted_with: str = ""
+    delete: bool = False
+    protect: bool = False
+    pending_replacement: bool = False
+    outputs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # Fields whose stored value had the wrong JSON type (normalised to empty here, reported as findings).
+    malformed: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        parts = self.urn.split("::", 3)
+        return parts[3] if len(parts) == 4 else ""
+
+
+@dataclass(frozen=True)
+class PendingOperation:
+    type: str
+    urn: str
+    resource_type: str
+    id: Optional[str]
+
+    @property
+    def meaning(self) -> str:
+        return PENDING_MEANING.get(
+            self.type, f"'{self.type}' is not an operation type Pulumi writes; treat the resource as unknown.")
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "urn": self.urn, "resource_type": self.resource_type, "id": self.id,
+                "meaning": self.meaning}
+
+
+@dataclass(frozen=True)
+class StateDoc:
+    kind: str                      # "checkpoint" | "export"
+    version: int
+    stack: Optional[str]
+    resources: tuple[Resource, ...]
+    pending_operations: tuple[PendingOperation, ...]
+    secrets_provider: Optional[str]
+    manifest: Optional[Manifest]
+    lineage: Optional[str]
+    sha256: str
+    size: int
+    compression: str               # "none" | "gzip" | "zstd"
+    schema_findings: tuple[Finding, ...] = ()
+
+    def counts_by_type(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.resources:
+            counts[r.type] = counts.get(r.type, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+# -- bytes to JSON ---------------------------------------------------------------------------------
+
+
+def _read_capped(reader, source: str, limit: int) -> bytes:
+    chunks, total = [], 0
+    while True:
+        chunk = reader.read(min(1 << 20, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise NotAState(source, f"it decompresses to more than {limit} bytes, which no state is")
+
+
+def decompress(raw: bytes, source: str = "the state", limit: int = MAX_STATE_BYTES) -> tuple[bytes, str]:
+    """The JSON bytes inside `raw` and the compression found by its magic bytes."""
+    try:
+        if raw.startswith(GZIP_MAGIC):
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                return _read_capped(f, source, limit), "gzip"
+        if raw.startswith(ZSTD_MAGIC):
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
+            return _read_capped(reader, source, limit), "zstd"
+    except NotAState:
+        raise
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError, ValueError) as exc:
+        kind = "gzip" if raw.startswith(GZIP_MAGIC) else "zstd"
+        raise NotAState(source, f"it starts like a {kind} file but does not decompress ({exc})") from None
+    return raw, "none"
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"'{name}' is not a JSON value")
+
+
+def load_json(data: bytes, source: str) -> Any:
+    # Go's decoder replaces invalid UTF-8 instead of failing, so Pulumi would load such a file; so do we.
+    text = data.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise NotAState(source, f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}, "
+                                f"character {exc.pos})") from None
+    except RecursionError:
+        raise NotAState(source, "its JSON is nested too deeply to be a state") from None
+    except ValueError as exc:  # NaN/Infinity, integers too long to convert
+        raise NotAState(source, f"it is not valid JSON ({exc})") from None
+
+
+# -- JSON to StateDoc ------------------------------------------------------------------------------
+
+
+def _type_name(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+class _Fields:
+    """Typed reads from one JSON object; a value of the wrong type is recorded, not raised."""
+
+    def __init__(self, obj: dict, where: str, urn: Optional[str], index: Optional[int], findings: list):
+        self.obj, self.where, self.urn, self.index, self.findings = obj, where, urn, index, findings
+        self.bad: set[str] = set()
+
+    def _wrong(self, key: str, want: str) -> None:
+        self.bad.add(key)
+        self.findings.append(Finding(
+            "malformed-field", self.urn,
+            f"{self.where} has '{key}' as {_type_name(self.obj[key])} where Pulumi stores {want}; "
+            "Pulumi itself would refuse to load this file.", self.index))
+
+    def str(self, key: str) -> str:
+        v = self.obj.get(key)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            self._wrong(key, "a string")
+            return ""
+        return v
+
+    def bool(self, key: str) -> bool:
+        v = self.obj.get(key)
+        if v is None:
+            return False
+        if not isinstance(v, bool):
+            self._wrong(key, "true or false")
+            return False
+        return v
+
+    def str_list(self, key: str) -> tuple[str, ...]:
+        v = self.obj.get(key)
+        if v is None:
+            return ()
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            self._wrong(key, "a list of URNs")
+            return ()
+        return tuple(v)
+
+    def prop_deps(self, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        v = self.obj.get(key)
+        if v is None:
+            return ()
+        ok = isinstance(v, dict) and all(
+            d is None or (isinstance(d, list) and all(isinstance(x, str) for x in d)) for d in v.values())
+        if not ok:
+            self._wrong(key, "an object of property name to list of URNs")
+            return ()
+        return tuple((k, tuple(d or ())) for k, d in v.items())
+
+    def obj_(self, key: str) -> dict:
+        v = self.obj.get(key)
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            self._wrong(key, "an object")
+            return {}
+        return v
+
+
+def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> Optional[Resource]:
+    if not isinstance(raw, dict):
+        findings.append(Finding("malformed-resource", None,
+                                f"{where} at index {index} is {_type_name(raw)}, not an object; Pulumi "
+                                "itself would refuse to load this file.", index))
+        return None
+    urn = raw.get("urn") if isinstance(raw.get("urn"), str) else None
+    f = _Fields(raw, f"{where} at index {index}" + (f" ({urn})" if urn else ""), urn, index, findings)
+    rid = raw.get("id")
+    if rid is not None and not isinstance(rid, str):
+        f._wrong("id", "a string")
+        rid = None
+    return Resource(
+        index=index, urn=f.str("urn"), type=f.str("type"), id=rid, custom=f.bool("custom"),
+        parent=f.str("parent"), provider=f.str("provider"), dependencies=f.str_list("dependencies"),
+        property_dependencies=f.prop_deps("propertyDependencies"), deleted_with=f.str("deletedWith"),
+        delete=f.bool("delete"), protect=f.bool("protect"), pending_replacement=f.bool("pendingReplacement"),
+        outputs=f.obj_("outputs"), malformed=frozenset(f.bad),
+    )
+
+
+def _pending(raw: Any, index: int, findings: list) -> Optional[PendingOperation]:
+    if not isinstance(raw, dict):
+        findings.append(Finding("malformed-pending-operation", None,
+                                f"pending operation {index} is {_type_name(raw)}, not an object.", index))
+        return None
+    op_type = raw.get("type") if isinstance(raw.get("type"), str) else ""
+    res = _resource(raw.get("resource"), index, findings, where="pending operation resource")
+    if not op_type:
+        findings.append(Finding("malformed-pending-operation", res.urn if res else None,
+                                f"pending operation {index} has no operation type.", index))
+    return PendingOperation(op_type or "unknown", res.urn if res else "", res.type if res else "",
+                            res.id if res else None)
+
+
+def _as_list(dep: dict, key: str, source: str) -> list:
+    v = dep.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise NotAState(source, f"its '{key}' is {_type_name(v)}, not a list")
+    return v
+
+
+def _deployment(dep: Any, source: str) -> tuple[list, list, Optional[Manifest], Optional[str], list]:
+    """resources, pending operations, manifest, secrets provider type, findings of one deployment."""
+    findings: list[Finding] = []
+    if dep is None:  # a checkpoint of a stack that never had an update
+        return [], [], None, None, findings
+    if not isinstance(dep, dict):
+        raise NotAState(source, f"its deployment is {_type_name(dep)}, not an object")
+    manifest = None
+    raw_manifest = dep.get("manifest")
+    if isinstance(raw_manifest, dict):
+        mf = _Fields(raw_manifest, "the manifest", None, None, findings)
+        t = raw_manifest.get("time")
+        manifest = Manifest(t if isinstance(t, str) else None, mf.str("magic"), mf.str("version"))
+    elif raw_manifest is not None:
+        findings.append(Finding("malformed-field", None,
+                                f"the manifest is {_type_name(raw_manifest)}, not an object.", None))
+    sp = dep.get("secrets_providers")
+    secrets = sp.get("type") if isinstance(sp, dict) and isinstance(sp.get("type"), str) else None
+    resources = [r for i, raw in enumerate(_as_list(dep, "resources", source))
+                 if (r := _resource(raw, i, findings)) is not None]
+    pending = [p for i, raw in enumerate(_as_list(dep, "pending_operations", source))
+               if (p := _pending(raw, i, findings)) is not None]
+    return resources, pending, manifest, secrets, findings
+
+
+def _version(obj: dict, source: str) -> int:
+    v = obj.get("version")
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise NotAState(source, f"its 'version' is {_type_name(v)}, not a schema version number")
+    if v not in SUPPORTED_VERSIONS:
+        raise NotAState(source, f"it declares schema version {v}; groundctl reads versions 1 to 4")
+    return v
+
+
+def lineage_of(resources: tuple[Resource, ...]) -> Optional[str]:
+    """The `groundctl_lineage` output of the root stack resource, when the program exports it."""
+    for r in resources:
+        if r.type == ROOT_STACK_TYPE and not r.delete:
+            value = r.outputs.get(LINEAGE_OUTPUT)
+            return value if isinstance(value, str) and value else None
+    return None
+
+
+def parse_state(raw: bytes, source: str = "the state") -> StateDoc:
+    """Parse the bytes of a checkpoint or an export. Raises `NotAState`; never anything else."""
+    digest = hashlib.sha256(raw).hexdigest()
+    data, compression = decompress(raw, source)
+    obj = load_json(data, source)
+    if not isinstance(obj, dict):
+        raise NotAState(source, f"its top level is {_type_name(obj)}, not an object")
+    stack: Optional[str] = None
+    stack_findings: list[Finding] = []
+    if "deployment" in obj:
+        kind, version, dep = "export", _version(obj, source), obj["deployment"]
+        if dep is None:
+            raise NotAState(source, "its 'deployment' is null")
+    elif "checkpoint" in obj:
+        kind, version = "checkpoint", _version(obj, source)
+        cp = obj["checkpoint"] if obj["checkpoint"] is not None else {}
+        if not isinstance(cp, dict):
+            raise NotAState(source, f"its 'checkpoint' is {_type_name(cp)}, not an object")
+        key = "target" if version == 1 else "stack"
+        stack = _Fields(cp, "the checkpoint", None, None, stack_findings).str(key) or None
+        dep = cp.get("latest")
+    elif "version" not in obj and ("latest" in obj or "target" in obj):
+        # Checkpoints from before Pulumi versioned them are a bare version-1 checkpoint.
+        kind, version = "checkpoint", 0
+        stack = _Fields(obj, "the checkpoint", None, None, stack_findings).str("target") or None
+        dep = obj.get("latest")
+    else:
+        raise NotAState(source, "it has neither a 'checkpoint' nor a 'deployment' section")
+    resources, pending, manifest, secrets, findings = _deployment(dep, source)
+    res = tuple(resources)
+    return StateDoc(
+        kind=kind, version=version, stack=stack, resources=res, pending_operations=tuple(pending),
+        secrets_provider=secrets, manifest=manifest, lineage=lineage_of(res), sha256=digest, size=len(raw),
+        compression=compression, schema_findings=tuple(stack_findings + findings),
+    )
+
+
+def read_state_file(path: str | Path) -> StateDoc:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{p} does not exist. Give the path of a state file (a download, a backup or an export).") from None
+    except IsADirectoryError:
+        raise BadInput(f"{p} is a directory. Give the path of a state file, not of a folder.") from None
+    except OSError as exc:
+        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
+    return parse_state(raw, str(p))

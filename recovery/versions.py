@@ -1,0 +1,314 @@
+"""The candidates for a stack's state: every copy Pulumi and S3 kept, listed cheaply, evaluated lazily.
+
+Listing costs a few LIST pages and no downloads: every S3 version (and delete marker) of
+`.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, Pulumi's `.bak` copies, history checkpoints and
+backups. Evaluating a candidate (download, parse, integrity) is the expensive part, so it is done by
+`CandidateEvaluator` on demand, newest first, and a caller stops as soon as it has what it needs:
+
+- with an intact ledger, `match_ledger` places candidates by their S3 version id (recorded in each
+  ledger record) before anything is downloaded; the chosen candidate then needs one download to
+  verify (its sha256 against the ledger's, its integrity, its lineage);
+- without a ledger, evaluation walks newest first and stops at the first integral candidate.
+
+No (key, version id) is downloaded twice. Two candidates with the same single-part ETag and size hold
+the same bytes (the ETag is their MD5, or a server-side copy's), so the second reuses the first one's
+evaluation; that evaluation says so (`via="etag-equal"`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Callable, Iterable, Iterator, Optional
+
+from bootstrap import layout
+from bootstrap.objectstore import ObjectStore, ObjectVersion
+from recovery.integrity import verify_integrity
+from recovery.state import Finding, NotAState, StateDoc, parse_state
+
+SOURCES = ("current", "version", "bak", "history", "backup")
+_SOURCE_RANK = {s: i for i, s in enumerate(SOURCES)}
+_HISTORY_SUFFIXES = (".checkpoint.json", ".checkpoint.json.gz", ".checkpoint.json.zst")
+_NANOS = re.compile(r"(\d{16,20})")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    verdict: str                      # "integral" | "damaged" | "unreadable" | "missing"
+    sha256: Optional[str] = None
+    findings: tuple[Finding, ...] = ()
+    lineage: Optional[str] = None
+    resource_count: int = 0
+    pending_operations: tuple[str, ...] = ()
+    stack: Optional[str] = None
+    error: Optional[str] = None
+    via: str = "download"             # "download" | "etag-equal"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str                       # one of SOURCES
+    key: str
+    version_id: Optional[str]
+    last_modified: datetime
+    size: int
+    etag: str
+    is_latest: bool
+    evaluation: Optional[Evaluation] = None
+    # Finer than S3's LastModified: Pulumi's history/backup names carry unix nanoseconds, and within
+    # one key S3 lists versions newest first.
+    order: tuple = ()
+
+    @property
+    def ident(self) -> tuple[str, Optional[str]]:
+        return (self.key, self.version_id)
+
+    @property
+    def verdict(self) -> Optional[str]:
+        return self.evaluation.verdict if self.evaluation else None
+
+    @property
+    def sha256(self) -> Optional[str]:
+        return self.evaluation.sha256 if self.evaluation else None
+
+    @property
+    def lineage(self) -> Optional[str]:
+        return self.evaluation.lineage if self.evaluation else None
+
+    def to_dict(self) -> dict:
+        ev = self.evaluation
+        read = ev is not None and ev.verdict in ("integral", "damaged")
+        return {
+            "source": self.source, "key": self.key, "version_id": self.version_id,
+            "last_modified": self.last_modified.isoformat(), "size": self.size, "etag": self.etag,
+            "is_latest": self.is_latest, "evaluated": ev is not None,
+            "verdict": ev.verdict if ev else None, "sha256": ev.sha256 if ev else None,
+            "lineage": ev.lineage if ev else None, "resources": ev.resource_count if read else None,
+            "pending_operations": list(ev.pending_operations) if read else None,
+            "findings": [f.to_dict() for f in ev.findings] if ev else None,
+            "error": ev.error if ev else None, "via": ev.via if ev else None,
+        }
+
+
+@dataclass(frozen=True)
+class DeleteMarker:
+    key: str
+    version_id: str
+    last_modified: datetime
+    is_latest: bool
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "version_id": self.version_id, "last_modified": self.last_modified.isoformat(),
+                "is_latest": self.is_latest}
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    project: str
+    stack: str
+    candidates: tuple[Candidate, ...]          # newest first
+    delete_markers: tuple[DeleteMarker, ...]   # newest first; part of the timeline, never candidates
+
+    @property
+    def current(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.source == "current")
+
+    @property
+    def current_deleted(self) -> bool:
+        """The stack object's newest version is a delete marker: `pulumi` sees no state at all."""
+        stack_keys = set(layout.stack_keys(self.project, self.stack))
+        return not self.current and any(m.is_latest and m.key in stack_keys for m in self.delete_markers)
+
+    def timeline(self) -> list[tuple[datetime, str, object]]:
+        """Candidates and delete markers merged, newest first: (time, "candidate"|"delete-marker", item)."""
+        events = [(c.last_modified, "candidate", c) for c in self.candidates]
+        events += [(m.last_modified, "delete-marker", m) for m in self.delete_markers]
+        # S3 times can tie (second resolution); a key's latest entry is its newest whatever the time says.
+        return sorted(events, key=lambda e: (e[0], e[2].is_latest), reverse=True)
+
+    def with_evaluations(self, evaluated: Iterable[Candidate]) -> "CandidateSet":
+        by_id = {c.ident: c for c in evaluated}
+        return replace(self, candidates=tuple(by_id.get(c.ident, c) for c in self.candidates))
+
+
+# -- listing (no downloads) ------------------------------------------------------------------------
+
+
+def _nanos(key: str) -> int:
+    m = _NANOS.search(key.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else 0
+
+
+def _candidate(v: ObjectVersion, source: str, position: int) -> Candidate:
+    return Candidate(source, v.key, v.version_id, v.last_modified, v.size, v.etag, v.is_latest,
+                     order=(v.last_modified, _nanos(v.key), -position, -_SOURCE_RANK[source]))
+
+
+def list_candidates(store: ObjectStore, project: str, stack: str) -> CandidateSet:
+    """Every candidate copy of the stack's state, newest first, with the delete markers beside them."""
+    stack_keys = set(layout.stack_keys(project, stack))
+    bak_keys = set(layout.bak_keys(project, stack))
+    found: list[Candidate] = []
+    markers: list[DeleteMarker] = []
+    positions: dict[str, int] = {}
+
+    def take(v: ObjectVersion, source: Callable[[ObjectVersion], str]) -> None:
+        if v.delete_marker:
+            markers.append(DeleteMarker(v.key, v.version_id, v.last_modified, v.is_latest))
+            return
+        src = source(v)
+        pos = positions.get(v.key, 0)
+        positions[v.key] = pos + 1
+        found.append(_candidate(v, src, pos))
+
+    # One listing covers the stack object and its .bak: both start with `<stack>.json`.
+    for v in store.versions(layout.stack_key(project, stack)):
+        if v.key in stack_keys:
+            take(v, lambda v: "current" if v.is_latest else "version")
+        elif v.key in bak_keys:
+            take(v, lambda v: "bak")
+    for v in store.versions(layout.history_prefix(project, stack)):
+        if v.key.endswith(_HISTORY_SUFFIXES):  # `.history.json` files describe updates; they hold no state
+            take(v, lambda v: "history")
+    for v in store.versions(layout.backups_prefix(project, stack)):
+        take(v, lambda v: "backup")
+
+    found.sort(key=lambda c: c.order, reverse=True)
+    markers.sort(key=lambda m: m.last_modified, reverse=True)
+    return CandidateSet(project, stack, tuple(found), tuple(markers))
+
+
+# -- evaluation (downloads, each at most once) -----------------------------------------------------
+
+
+def _single_part_etag(etag: str) -> Optional[str]:
+    e = etag.strip('"')
+    return e if e and "-" not in e else None
+
+
+def evaluate_bytes(raw: Optional[bytes], expected_stack: Optional[str], source: str) -> tuple[Evaluation, Optional[StateDoc]]:
+    """The verdict on one copy's bytes (pure)."""
+    if raw is None:
+        return Evaluation("missing", error="the version is no longer in the bucket"), None
+    try:
+        doc = parse_state(raw, source)
+    except NotAState as exc:
+        return Evaluation("unreadable", sha256=hashlib.sha256(raw).hexdigest(), error=exc.reason), None
+    findings = verify_integrity(doc, expected_stack)
+    return Evaluation(
+        "integral" if not findings else "damaged", sha256=doc.sha256, findings=findings, lineage=doc.lineage,
+        resource_count=len(doc.resources), pending_operations=tuple(p.type for p in doc.pending_operations),
+        stack=doc.stack,
+    ), doc
+
+
+class CandidateEvaluator:
+    """Downloads and judges candidates on demand; remembers every verdict and the last document."""
+
+    def __init__(self, store: ObjectStore, expected_stack: Optional[str] = None, *, share_by_etag: bool = True):
+        self.store = store
+        self.expected_stack = expected_stack
+        self.share_by_etag = share_by_etag
+        self.downloads = 0
+        self.bytes_downloaded = 0
+        self._by_ident: dict[tuple[str, Optional[str]], Evaluation] = {}
+        self._by_etag: dict[tuple[str, int], Evaluation] = {}
+        self._last: Optional[tuple[tuple[str, Optional[str]], StateDoc]] = None
+
+    def _download(self, c: Candidate) -> Optional[bytes]:
+        obj = self.store.get(c.key, c.version_id)
+        self.downloads += 1
+        if obj is not None:
+            self.bytes_downloaded += len(obj.body)
+        return obj.body if obj is not None else None
+
+    def _run(self, c: Candidate) -> Evaluation:
+        ev, doc = evaluate_bytes(self._download(c), self.expected_stack, f"s3://{c.key}?versionId={c.version_id}")
+        self._by_ident[c.ident] = ev
+        if doc is not None:
+            self._last = (c.ident, doc)
+        etag = _single_part_etag(c.etag)
+        if etag and ev.verdict != "missing":
+            self._by_etag.setdefault((etag, c.size), ev)
+        return ev
+
+    def evaluate(self, c: Candidate) -> Candidate:
+        """`c` with its evaluation; downloads only if neither it nor an identical copy was judged yet."""
+        if c.ident in self._by_ident:
+            return replace(c, evaluation=self._by_ident[c.ident])
+        etag = _single_part_etag(c.etag)
+        if self.share_by_etag and etag and (etag, c.size) in self._by_etag:
+            ev = replace(self._by_etag[(etag, c.size)], via="etag-equal")
+            self._by_ident[c.ident] = ev
+            return replace(c, evaluation=ev)
+        return replace(c, evaluation=self._run(c))
+
+    def load(self, c: Candidate) -> StateDoc:
+        """The parsed document of `c` (raises NotAState); the last one evaluated is kept, not re-downloaded."""
+        if self._last is not None and self._last[0] == c.ident:
+            return self._last[1]
+        where = f"s3://{c.key}?versionId={c.version_id}"
+        ev, doc = evaluate_bytes(self._download(c), self.expected_stack, where)
+        self._by_ident.setdefault(c.ident, ev)
+        if doc is None:
+            raise NotAState(where, ev.error or "it cannot be read")
+        self._last = (c.ident, doc)
+        return doc
+
+    def newest_first(self, candidates: Iterable[Candidate]) -> Iterator[Candidate]:
+        """Evaluate lazily in the order given (CandidateSet order is newest first); stop whenever you like."""
+        for c in candidates:
+            yield self.evaluate(c)
+
+    def first_integral(self, candidates: Iterable[Candidate],
+                       accept: Callable[[Candidate], bool] = lambda c: True) -> Optional[Candidate]:
+        """The newest integral candidate `accept` agrees with (e.g. the right lineage), evaluating no further."""
+        for c in self.newest_first(candidates):
+            if c.verdict == "integral" and accept(c):
+                return c
+        return None
+
+
+# -- matching ledger records without downloading ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerRef:
+    """What matching needs from one ledger record (the ledger module builds these)."""
+
+    serial: int
+    sha256: str
+    version_id: Optional[str] = None
+    etag: Optional[str] = None
+    size: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class LedgerMatch:
+    serial: int
+    by: str            # "version_id" (exact), "sha256" (exact, needs the candidate evaluated), "etag" (hint)
+    sha256: str
+
+
+def match_ledger(candidates: Iterable[Candidate], refs: Iterable[LedgerRef]) -> dict[tuple[str, Optional[str]], LedgerMatch]:
+    """Place each candidate against the ledger: by version id (no download), by sha256 when it was
+    evaluated, else by single-part ETag and size (a hint to confirm by downloading). Unmatched
+    candidates are absent from the result: written mid-update, or not recorded."""
+    refs = list(refs)
+    by_vid = {r.version_id: r for r in refs if r.version_id}
+    by_sha = {r.sha256: r for r in refs if r.sha256}
+    by_etag = {(e, r.size): r for r in refs if r.size is not None and (e := _single_part_etag(r.etag or ""))}
+    out: dict[tuple[str, Optional[str]], LedgerMatch] = {}
+    for c in candidates:
+        if c.version_id and c.version_id in by_vid:
+            r = by_vid[c.version_id]
+            out[c.ident] = LedgerMatch(r.serial, "version_id", r.sha256)
+        elif c.sha256 and c.sha256 in by_sha:
+            r = by_sha[c.sha256]
+            out[c.ident] = LedgerMatch(r.serial, "sha256", r.sha256)
+        elif (e := _single_part_etag(c.etag)) and (e, c.size) in by_etag:
+            r = by_etag[(e, c.size)]
+            out[c.ident] = LedgerMatch(r.serial, "etag", r.sha256)
+    return out

@@ -1,0 +1,124 @@
+"""Faults: boto3 routed through a proxy that answers 10% of requests with 503 SlowDown or throttling
+(some after the request already happened). Backend bootstrap, the lock and the ledger still complete,
+with nothing created twice and no ledger serial duplicated or lost."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+
+from bootstrap import layout
+from bootstrap.aws import AwsClients
+from bootstrap.backend import KEY_NAME, ensure_backend
+from bootstrap.errors import LockHeld
+from bootstrap.locks import EnvironmentLock
+from bootstrap.objectstore import ObjectStore
+from recovery.ledger import append_record, read_ledger, verify_chain
+from tests.faultproxy import FaultProxy
+
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@pytest.fixture
+def proxy(emulator_endpoint):
+    with FaultProxy(emulator_endpoint, fraction=0.10, seed=11, lifetime_seconds=120) as p:
+        yield p
+
+
+@pytest.fixture
+def faulty(proxy) -> AwsClients:
+    return AwsClients("us-east-1", proxy.endpoint_url, credentials=CREDS)
+
+
+def test_proxy_injects_the_errors_aws_gives(emulator_endpoint):
+    with FaultProxy(emulator_endpoint, fraction=1.0, after_share=0.0, seed=1) as p:
+        s3 = AwsClients("us-east-1", p.endpoint_url, credentials=CREDS).client("s3")
+        with pytest.raises(Exception) as err:
+            s3.list_buckets()
+        assert "SlowDown" in str(err.value)
+        kms = AwsClients("us-east-1", p.endpoint_url, credentials=CREDS).client("kms")
+        with pytest.raises(Exception) as err:
+            kms.list_keys()
+        assert "ThrottlingException" in str(err.value)
+        assert p.stats["fault_before"] == 2 and p.stats["forwarded"] == 0
+
+
+def test_backend_bootstrap_completes_and_creates_nothing_twice(local_spec, faulty, aws, proxy):
+    env = f"flt-{uuid.uuid4().hex[:8]}"
+    spec = local_spec.model_copy(update={"name": env, "backend": local_spec.backend.model_copy(
+        update={"kms_alias": f"alias/{env}"})})
+    first = ensure_backend(spec, faulty)
+    second = ensure_backend(spec, faulty)
+    assert first.created and second.created == () and second.updated == ()
+    assert proxy.faults > 0
+    # Exactly one key carries this environment's tags, whatever responses were lost.
+    kms = aws.client("kms")
+    tagged = []
+    for k in kms.list_keys(Limit=1000)["Keys"]:
+        tags = {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=k["KeyId"])["Tags"]}
+        if tags.get("groundctl:env") == env and tags.get("groundctl:name") == KEY_NAME:
+            tagged.append(k["KeyId"])
+    assert len(tagged) == 1
+    assert kms.describe_key(KeyId=f"alias/{env}")["KeyMetadata"]["Arn"] == first.kms_key_arn
+    s3 = aws.client("s3")
+    assert s3.get_bucket_versioning(Bucket=spec.backend.bucket)["Status"] == "Enabled"
+
+
+def test_lock_contention_under_faults(faulty, aws, bucket, proxy):
+    store = ObjectStore(faulty.client("s3"), bucket)
+    barrier = threading.Barrier(20)
+    won, held, other = [], [], []
+
+    def contender(i):
+        lock = EnvironmentLock(store, "flt", f"run-{i}", host="h", pid=i + 1)
+        barrier.wait()
+        try:
+            lock.acquire()
+            won.append(lock)
+        except LockHeld as exc:
+            held.append(exc)
+        except Exception as exc:  # pragma: no cover - shown by the assertion
+            other.append(exc)
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(20)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert other == [] and len(won) == 1 and len(held) == 19
+    assert all(won[0].run_id in e.holder for e in held)
+    won[0]._beat()
+    assert not won[0].lost.is_set()
+    assert won[0].release() is True
+    assert ObjectStore(aws.client("s3"), bucket).get(layout.lock_key("flt")) is None
+    assert proxy.faults > 0
+
+
+def test_ledger_appends_under_faults_neither_duplicate_nor_lose_a_serial(faulty, aws, bucket, proxy):
+    direct = ObjectStore(aws.client("s3"), bucket)
+    store = ObjectStore(faulty.client("s3"), bucket)
+    key = layout.stack_key("network", "flt")
+    versions = [direct.put(key, json.dumps({"version": 3, "checkpoint": {"latest": {"resources": [{"urn": str(i)}]}}})
+                           .encode()) for i in range(20)]
+    barrier = threading.Barrier(20)
+    results, errors = [], []
+
+    def appender(i):
+        barrier.wait()
+        try:
+            results.append(append_record(store, "network", "flt", operation="up", run_id=f"r{i}",
+                                         state_key=key, state_version=versions[i]))
+        except Exception as exc:  # pragma: no cover - shown by the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=appender, args=(i,)) for i in range(20)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []
+    led = read_ledger(direct, "network", "flt")
+    assert [r.serial for r in led.records] == list(range(1, 21)) and not led.problems
+    assert sorted(r.version_id for r in led.records) == sorted(versions)
+    assert sorted(r.serial for r in results) == list(range(1, 21))
+    assert verify_chain(led.records).ok
+    assert proxy.stats["fault_after"] > 0

@@ -1,0 +1,219 @@
+"""Orchestration with the in-memory engine on the emulator: order, gates, stale plans, contracts, destroy.
+
+The backend bootstrap, the lock and the ledger are the real ones, talking to the moto server over
+HTTP; only the engine is the in-memory one (writing its checkpoints into the state bucket).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+
+import pytest
+
+from bootstrap.errors import EngineError, Refused
+from bootstrap.layers import LINEAGE_OUTPUT
+from bootstrap.layout import run_key
+from bootstrap.objectstore import ObjectStore
+from bootstrap.orchestrator import UpOptions, default_services, plan_live, run
+from bootstrap.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
+from bootstrap.target import open_target
+from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_800_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        self.t += 0.25
+        return self.t
+
+
+@pytest.fixture
+def world(local_spec, aws):
+    """(engine, open) where open() yields a Target on the test emulator with that engine."""
+    clock = FakeClock()
+    store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
+    engine = InMemoryEngine("local", store=store, clock=clock)
+    declare_standard(engine)
+
+    @contextmanager
+    def open_(spec=local_spec, environ=None):
+        with open_target("local", spec=spec, environ=environ or {}, engine_factory=lambda ctx: engine,
+                         engine_check=lambda: None) as target:
+            yield target
+
+    return engine, open_, clock
+
+
+def services(clock, answers=None, probe=lambda host, port: None):
+    from bootstrap.locks import EnvironmentLock
+
+    asked = []
+
+    def confirm(question):
+        asked.append(question)
+        return bool(answers.pop(0)) if answers else False
+
+    svc = default_services(confirm=confirm, clock=clock, probe=probe, git_commit=lambda: "a" * 40,
+                           environment_lock=lambda store, env, run_id: EnvironmentLock(store, env, run_id,
+                                                                                       settle_seconds=0))
+    svc.asked = asked
+    return svc
+
+
+def up(open_, clock, *, layers=None, emulated=None, answers=None, probe=lambda h, p: None, **opts):
+    svc = services(clock, answers, probe)
+    with open_() as target:
+        steps = build_up(target.spec, layers, emulated=target.emulated if emulated is None else emulated)
+        outcome = run(target, steps, svc, UpOptions(**opts))
+        stored = target.store.get(run_key("local", outcome.record.run_id))
+    return outcome, json.loads(stored.body) if stored else None, svc
+
+
+def ops(engine, *kinds):
+    return [c for c in engine.calls if c[0] in kinds]
+
+
+def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(world, aws, local_spec):
+    from bootstrap.locks import lock_status
+    from recovery.ledger import read_ledger
+
+    engine, open_, clock = world
+    outcome, stored, _ = up(open_, clock, yes=True)
+    assert outcome.error is None and outcome.exit_code == 0
+    assert ops(engine, "preview", "up") == [("preview", "backend"), ("up", "backend"), ("preview", "network"),
+                                           ("up", "network"), ("preview", "cluster"), ("up", "cluster")]
+    achieved = {lay["layer"]: lay["achieved"] for lay in stored["layers"]}
+    assert achieved == {"backend": "applied", "network": "applied", "cluster": "applied", "flux": "skipped"}
+    flux = next(lay for lay in stored["layers"] if lay["layer"] == "flux")
+    assert flux["message"] == EMULATOR_HAS_NO_KUBERNETES
+    assert [p["name"] for p in stored["phases"]] == ["account", "backend", "lock", "engine", "unlock"]
+    assert all(p["outcome"] == "ok" and p["ended_at"] for p in stored["phases"])
+    net = next(lay for lay in stored["layers"] if lay["layer"] == "network")
+    assert [p["name"] for p in net["phases"]] == ["preview", "gate", "up", "ledger", "contract"]
+    store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
+    for layer in ("backend", "network", "cluster"):
+        records = read_ledger(store, layer, "local").records
+        assert [r.serial for r in records] == [1] and records[0].operation == "up"
+        # The lineage minted for the first record is what the program was told to export.
+        assert engine.config[layer]["groundctl:lineage"][0] == records[0].lineage
+        assert engine.outputs(layer).values[LINEAGE_OUTPUT] == records[0].lineage
+    assert lock_status(store, "local").holder is None  # released
+
+
+def test_flux_probe_decides_on_a_real_cluster_endpoint(world):
+    engine, open_, clock = world
+    probed = []
+    outcome, stored, _ = up(open_, clock, yes=True, emulated=False,
+                            probe=lambda host, port: probed.append((host, port)) or "TimeoutError: timed out")
+    assert probed == [("k8s.example.invalid", 443)]
+    flux = next(lay for lay in stored["layers"] if lay["layer"] == "flux")
+    assert flux["achieved"] == "skipped" and "k8s.example.invalid:443 is not reachable" in flux["message"]
+    assert ("preview", "flux") not in engine.calls
+    outcome, stored, _ = up(open_, clock, yes=True, emulated=False)
+    assert {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["flux"] == "applied"
+
+
+def test_interactive_gate_yes_applies_and_no_refuses(world):
+    engine, open_, clock = world
+    outcome, stored, svc = up(open_, clock, layers=["backend"], answers=[False])
+    assert isinstance(outcome.error, Refused) and outcome.exit_code == 3
+    assert "--yes" in outcome.error.message and svc.asked[0].startswith("Apply backend to local")
+    assert ("up", "backend") not in engine.calls
+    assert stored["outcome"] == "refused" and stored["stopped_at"] == "backend/gate"
+    outcome, stored, svc = up(open_, clock, layers=["backend"], answers=[True])
+    assert outcome.error is None and ("up", "backend") in engine.calls and len(svc.asked) == 1
+
+
+def test_destructive_changes_need_allow_destroy_and_protected_never(world):
+    engine, open_, clock = world
+    assert up(open_, clock, yes=True)[0].error is None
+    engine.desired["network"] = [r for r in engine.desired["network"] if r.name != "public-a"]
+    outcome, stored, _ = up(open_, clock, yes=True)
+    assert isinstance(outcome.error, Refused) and "--allow-destroy" in outcome.error.message
+    assert stored["stopped_at"] == "network/gate" and engine.calls[-1] == ("preview", "network")
+    outcome, stored, _ = up(open_, clock, yes=True, allow_destroy=True)
+    assert outcome.error is None and {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["network"] == "applied"
+    engine.desired["backend"] = []  # would delete the protected bucket and key
+    n_up = len(ops(engine, "up"))
+    outcome, _, _ = up(open_, clock, yes=True, allow_destroy=True)
+    assert isinstance(outcome.error, Refused) and "never deleted" in outcome.error.message
+    assert len(ops(engine, "up")) == n_up
+
+
+def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spec):
+    engine, open_, clock = world
+    svc = services(clock)
+    target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
+    code = plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
+                     services=svc, **target_args)
+    assert code == 0 and {"backend.json", "network.json", "plan.json", "plan.md"} <= {
+        p.name for p in (tmp_path / "plans").iterdir()}
+    engine.desired["network"].append(FakeResource("aws:ec2/subnet:Subnet", "private-b", {"name": "private-b"}))
+    outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
+    assert isinstance(outcome.error, Refused) and "stale" in outcome.error.message
+    assert {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["backend"] == "applied"
+    assert stored["stopped_at"] == "network/gate" and ("up", "network") not in engine.calls
+    plan_live("local", out_dir=tmp_path / "fresh", json_out=False, endpoint_url=None, layers=None,
+              services=svc, **target_args)
+    outcome, _, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "fresh")
+    assert outcome.error is None and ("up", "network") in engine.calls
+
+
+def test_contract_failure_stops_at_that_layer(world, aws, local_spec):
+    from recovery.ledger import read_ledger
+
+    engine, open_, clock = world
+    resources, (outputs, secret) = engine.desired["network"], engine.declared_outputs["network"]
+    engine.declare("network", resources, {k: v for k, v in outputs.items() if k != "vpc_id"}, secret)
+    outcome, stored, _ = up(open_, clock, yes=True)
+    assert isinstance(outcome.error, EngineError) and outcome.exit_code == 4
+    assert "does not export vpc_id" in outcome.error.message
+    layers = {lay["layer"]: lay for lay in stored["layers"]}
+    assert layers["network"]["achieved"] == "failed" and "vpc_id" in layers["network"]["message"]
+    assert layers["cluster"]["achieved"] == "not-reached" and stored["stopped_at"] == "network/contract"
+    assert ("preview", "cluster") not in engine.calls
+    # The up did change the state, so it is in the ledger even though the contract failed.
+    store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
+    assert [r.serial for r in read_ledger(store, "network", "local").records] == [1]
+
+
+def test_destroy_reverse_order_backend_excluded_and_ledgered(world, aws, local_spec):
+    from recovery.ledger import read_ledger
+
+    engine, open_, clock = world
+    assert up(open_, clock, yes=True, emulated=False)[0].error is None
+    svc = services(clock)
+    with open_() as target:
+        steps = build_destroy(target.spec, None, emulated=False, include_backend=False, i_mean_production=False)
+        outcome = run(target, steps, svc, UpOptions(yes=True))
+    assert outcome.error is None
+    assert ops(engine, "destroy") == [("destroy", "flux"), ("destroy", "cluster"), ("destroy", "network")]
+    store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
+    assert [(r.serial, r.operation) for r in read_ledger(store, "network", "local").records] == [(1, "up"), (2, "destroy")]
+    assert [r.operation for r in read_ledger(store, "backend", "local").records] == ["up"]
+    with open_() as target:  # the protected backend is never deleted, even when included
+        steps = build_destroy(target.spec, ["backend"], emulated=True, include_backend=True, i_mean_production=False)
+        outcome = run(target, steps, services(clock), UpOptions(yes=True))
+    assert isinstance(outcome.error, EngineError) and engine.state["backend"]
+
+
+def test_destroy_refusals(local_spec):
+    prod = local_spec.model_copy(update={"production": True})
+    with pytest.raises(Refused, match="--i-mean-production"):
+        build_destroy(prod, None, emulated=True, include_backend=False, i_mean_production=False)
+    assert build_destroy(prod, None, emulated=True, include_backend=False, i_mean_production=True).layer_names == [
+        "flux", "cluster", "network"]
+    with pytest.raises(Refused, match="--include-backend"):
+        build_destroy(local_spec, ["backend", "network"], emulated=True, include_backend=False, i_mean_production=False)
+
+
+def test_interactive_destroy_without_answer_destroys_nothing(world):
+    engine, open_, clock = world
+    assert up(open_, clock, yes=True)[0].error is None
+    with open_() as target:
+        steps = build_destroy(target.spec, None, emulated=True, include_backend=False, i_mean_production=False)
+        outcome = run(target, steps, services(clock, answers=[False]), UpOptions())
+    assert isinstance(outcome.error, Refused) and not ops(engine, "destroy")
