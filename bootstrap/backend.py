@@ -21,12 +21,15 @@ import botocore.exceptions
 from bootstrap.aws import AwsClients, error_code, is_transient, retry_transient
 from bootstrap.emulator import EMULATOR_ACCOUNT_ID
 from bootstrap.errors import CloudError, Refused
+from stacks.common import policies
 from stacks.common.naming import TAG_ENV, TAG_LAYER, TAG_NAME
 
 # Logical names of the two resources in the backend program; their `groundctl:name` tags.
 BUCKET_NAME = "state-bucket"
 KEY_NAME = "state-key"
-LIFECYCLE_RULE_ID = "expire-noncurrent-state-versions"
+# These mirror stacks/backend/__main__.py (tests/test_backend_bootstrap.py checks they still do).
+LIFECYCLE_RULE_ID = "expire-noncurrent-versions"
+ABORT_MULTIPART_DAYS = 7
 POLICY_SID = "DenyInsecureTransport"
 
 _EVENTUAL = frozenset({"NoSuchBucket", "NotFoundException", "KMS.NotFoundException", "NoSuchKey",
@@ -53,19 +56,25 @@ def backend_tags(environment: str, logical_name: str) -> dict[str, str]:
     return {TAG_ENV: environment, TAG_LAYER: "backend", TAG_NAME: logical_name}
 
 
-def tls_only_policy(bucket: str) -> dict:
-    arn = f"arn:aws:s3:::{bucket}"
-    return {
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Sid": POLICY_SID,
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [arn, f"{arn}/*"],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        }],
-    }
+def partition_of(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def tls_only_policy(bucket: str, region: str = "us-east-1") -> dict:
+    # The very document the backend program declares, so that its import shows no change.
+    return json.loads(policies.tls_only_bucket_policy(f"arn:{partition_of(region)}:s3:::{bucket}"))
+
+
+def key_policy(account: str, region: str) -> dict:
+    return json.loads(policies.state_key_policy(partition_of(region), account, region))
+
+
+def key_description(environment: str) -> str:
+    return f"groundctl {environment}: state bucket and Pulumi secrets"
 
 
 def lifecycle_rules(noncurrent_days: int) -> list[dict]:
@@ -74,6 +83,7 @@ def lifecycle_rules(noncurrent_days: int) -> list[dict]:
         "Status": "Enabled",
         "Filter": {"Prefix": ""},
         "NoncurrentVersionExpiration": {"NoncurrentDays": noncurrent_days},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
     }]
 
 
@@ -90,10 +100,10 @@ def tls_policy_decision(endpoint_url: str | None) -> tuple[bool, str]:
     return True, "applied: requests without TLS are denied"
 
 
-def _policy_has_tls_only(policy: dict | None, bucket: str) -> bool:
+def _policy_has_tls_only(policy: dict | None, bucket: str, region: str) -> bool:
     if not policy:
         return False
-    want = tls_only_policy(bucket)["Statement"][0]
+    want = tls_only_policy(bucket, region)["Statement"][0]
     for st in policy.get("Statement", []):
         res = st.get("Resource")
         res = sorted(res) if isinstance(res, list) else [res]
@@ -106,7 +116,8 @@ def _policy_has_tls_only(policy: dict | None, bucket: str) -> bool:
 def _lifecycle_ok(rules: list[dict], days: int) -> bool:
     for r in rules:
         if (r.get("ID") == LIFECYCLE_RULE_ID and r.get("Status") == "Enabled"
-                and r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == days):
+                and r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == days
+                and r.get("AbortIncompleteMultipartUpload", {}).get("DaysAfterInitiation") == ABORT_MULTIPART_DAYS):
             return True
     return False
 
@@ -168,7 +179,7 @@ def _key_by_tags(kms, tags: dict[str, str]) -> dict | None:
         marker = page["NextMarker"]
 
 
-def _create_key(kms, environment: str, tags: dict[str, str], attempts: int = 4) -> dict:
+def _create_key(kms, environment: str, tags: dict[str, str], policy: dict, attempts: int = 4) -> dict:
     """CreateKey is not idempotent: on a failure, look for a key with our tags before trying again."""
     last: BaseException | None = None
     for attempt in range(attempts):
@@ -179,7 +190,7 @@ def _create_key(kms, environment: str, tags: dict[str, str], attempts: int = 4) 
                 return found
         try:
             return kms.create_key(
-                Description=f"groundctl state backend and Pulumi secrets key for environment {environment}",
+                Description=key_description(environment), Policy=json.dumps(policy),
                 KeyUsage="ENCRYPT_DECRYPT", KeySpec="SYMMETRIC_DEFAULT",
                 Tags=[{"TagKey": k, "TagValue": v} for k, v in tags.items()],
             )["KeyMetadata"]
@@ -198,7 +209,7 @@ def _create_key(kms, environment: str, tags: dict[str, str], attempts: int = 4) 
     )
 
 
-def _ensure_key(kms, spec, created: list[str], updated: list[str]) -> dict:
+def _ensure_key(kms, spec, account: str, created: list[str], updated: list[str]) -> dict:
     alias = spec.backend.kms_alias
     tags = backend_tags(spec.name, KEY_NAME)
     meta = _key_by_alias(kms, alias)
@@ -212,7 +223,7 @@ def _ensure_key(kms, spec, created: list[str], updated: list[str]) -> dict:
     if meta is None:
         meta = _key_by_tags(kms, tags)
         if meta is None:
-            meta = _create_key(kms, spec.name, tags)
+            meta = _create_key(kms, spec.name, tags, key_policy(account, spec.aws.region))
             created.append(f"kms-key {meta['Arn']}")
         key_id = meta["KeyId"]
         retry_transient(lambda: _create_alias(kms, alias, key_id), what=f"create KMS alias {alias}",
@@ -226,6 +237,20 @@ def _ensure_key(kms, spec, created: list[str], updated: list[str]) -> dict:
                         extra=lambda e: error_code(e) in _EVENTUAL)
         if not any(c.startswith("kms-key") for c in created):
             updated.append("kms-key-rotation")
+    new_key = any(c.startswith("kms-key") for c in created)
+    want_policy = key_policy(account, spec.aws.region)
+    got = retry_transient(lambda: kms.get_key_policy(KeyId=key_id, PolicyName="default"), what="read the KMS key policy",
+                          extra=lambda e: error_code(e) in _EVENTUAL)
+    if json.loads(got["Policy"]) != want_policy:
+        retry_transient(lambda: kms.put_key_policy(KeyId=key_id, PolicyName="default", Policy=json.dumps(want_policy)),
+                        what="set the KMS key policy", extra=lambda e: error_code(e) in _EVENTUAL)
+        if not new_key:
+            updated.append("kms-key-policy")
+    if meta.get("Description") != key_description(spec.name):
+        retry_transient(lambda: kms.update_key_description(KeyId=key_id, Description=key_description(spec.name)),
+                        what="set the KMS key description")
+        if not new_key:
+            updated.append("kms-key-description")
     have = retry_transient(lambda: kms.list_resource_tags(KeyId=key_id), what="read KMS key tags")
     have_tags = {t["TagKey"]: t["TagValue"] for t in have.get("Tags", [])}
     if any(have_tags.get(k) != v for k, v in tags.items()):
@@ -344,10 +369,10 @@ def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: b
 
     pol = _read(lambda: s3.get_bucket_policy(Bucket=b), ("NoSuchBucketPolicy",), f"read policy of {b}")
     current_policy = json.loads(pol["Policy"]) if pol else None
-    if tls_policy[0] and not _policy_has_tls_only(current_policy, b):
+    if tls_policy[0] and not _policy_has_tls_only(current_policy, b, spec.aws.region):
         merged = current_policy or {"Version": "2012-10-17", "Statement": []}
         merged["Statement"] = [s for s in merged.get("Statement", []) if s.get("Sid") != POLICY_SID]
-        merged["Statement"].append(tls_only_policy(b)["Statement"][0])
+        merged["Statement"].append(tls_only_policy(b, spec.aws.region)["Statement"][0])
         put("policy", lambda: s3.put_bucket_policy(Bucket=b, Policy=json.dumps(merged)))
 
     lc = _read(lambda: s3.get_bucket_lifecycle_configuration(Bucket=b), ("NoSuchLifecycleConfiguration",),
@@ -391,7 +416,7 @@ def ensure_backend(spec, clients: AwsClients, *, tls_policy: bool | None = None)
     created: list[str] = []
     updated: list[str] = []
     kms = clients.client("kms")
-    key = _ensure_key(kms, spec, created, updated)
+    key = _ensure_key(kms, spec, account, created, updated)
     s3 = clients.client("s3")
     bucket = spec.backend.bucket
     fresh = not _bucket_exists(s3, bucket, account)

@@ -177,7 +177,7 @@ class EnvironmentLock:
         self.ttl_seconds = ttl_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.clock = clock
-        self.owner = owner or _user()
+        self.owner = owner or current_user()
         self.host = host or socket.gethostname()
         self.pid = pid if pid is not None else os.getpid()
         self.settle_seconds = settle_seconds
@@ -273,7 +273,7 @@ class EnvironmentLock:
         self.release()
 
 
-def _user() -> str:
+def current_user() -> str:
     try:
         return getpass.getuser()
     except Exception:  # no passwd entry (containers): the uid still identifies the owner

@@ -269,8 +269,9 @@ def _translate(layer: str, exc: Exception) -> Exception:
     from pulumi.config import ConfigMissingError, ConfigTypeError
 
     if isinstance(exc, (ConfigMissingError, ConfigTypeError, ValueError)):
+        reason = " ".join(str(exc).split()).rstrip(".")
         return BadInput(
-            f"The {layer} program refused its config: {exc} Check the environment spec and the layer's "
+            f"The {layer} program refused its config: {reason}. Check the environment spec and the layer's "
             f"config keys in stacks/{layer}/Pulumi.yaml, then run again."
         )
     return EngineError(

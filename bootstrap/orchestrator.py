@@ -392,7 +392,7 @@ def plan_live(environment: str, *, out_dir: Path, json_out: bool, endpoint_url: 
         plans = preview_all(target, steps, services or default_services())
     written = write_plans(plans, out_dir)
     if json_out:
-        console.emit_json({"environment": environment, "plans": [p.to_dict() for p in plans],
+        console.emit_json({"environment": plans[0].environment if plans else environment, "plans": [p.to_dict() for p in plans],
                            "files": [str(f) for f in written]})
     else:
         for plan in plans:

@@ -49,6 +49,8 @@ def _common(spec: EnvironmentSpec, layer: str, lineage: str | None, endpoint: st
     }
     if endpoint:
         out["groundctl:awsEndpoint"] = endpoint
+    elif spec.aws.apply_role_arn:
+        out["groundctl:assumeRoleArn"] = spec.aws.apply_role_arn
     return out
 
 
@@ -147,6 +149,10 @@ def layer_config(
     # no endpoint, and a real run always starts the emulator first and passes its URL here.
     endpoint = endpoint_url or spec.aws.endpoint_url
     raw: dict[str, object] = _common(spec, layer, lineage, endpoint)
+    if layer == "flux":
+        # Flux talks only to Kubernetes (through the cluster layer's kubeconfig); no AWS provider.
+        for key in ("aws:region", "groundctl:accountId", "groundctl:awsEndpoint", "groundctl:assumeRoleArn"):
+            raw.pop(key, None)
     if layer == "backend":
         raw.update(_backend(spec))
     elif layer == "network":

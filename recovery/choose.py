@@ -162,7 +162,9 @@ def ordered(options: Iterable[Option]) -> list[Option]:
     """
     opts = list(options)
     if opts and all(o.position is not None for o in opts):
-        return sorted(opts, key=lambda o: (o.position, o.when, o.is_current), reverse=True)
+        # Copies of one recorded state share a position: prefer the stack object's own version.
+        return sorted(opts, key=lambda o: (o.position, o.serial is not None and o.source in ("current", "version"),
+                                           o.when, o.is_current), reverse=True)
     return sorted(opts, key=lambda o: (o.when, o.is_current), reverse=True)
 
 
@@ -387,26 +389,54 @@ def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) ->
     """Each candidate (`recovery.versions.Candidate`) as an `Option`, placed on the ledger's timeline.
 
     A candidate is recorded at a serial when its version id (exact, no download) or its sha256 (once
-    evaluated) is in a record; otherwise it is placed after the newest record written before it.
+    evaluated) is in a record. An unledgered version of the stack object is placed after the newest
+    recorded version below it in S3's own version order (exact, whatever the clock resolution); any
+    other copy after the newest record stored before it, by time.
     """
     ledgered = evidence.strength == "ledger"
     by_vid = {r.version_id: r for r in records if r.version_id} if ledgered else {}
     by_sha = {r.sha256: r for r in records} if ledgered else {}
-    times = sorted(((t, r.serial) for r in records if (t := _record_time(r)) is not None)) if ledgered else []
-    out = []
+    matched: dict[tuple, object] = {}
     for c in candidates:
         ev = c.evaluation
         rec = by_vid.get(c.version_id) if c.source in ("current", "version") else None
         if rec is not None and ev is not None and ev.sha256 and ev.sha256 != rec.sha256:
             rec = None  # the version id was recorded with other bytes: do not trust the match
         rec = rec or (by_sha.get(ev.sha256) if ev is not None and ev.sha256 else None)
-        after = None
+        if rec is not None:
+            matched[c.ident] = rec
+    # A record's time: the listed time of its own version when that is a candidate (finer than the
+    # HTTP date a GET returns), else the time it carries.
+    listed = {r.serial: c.last_modified for c in candidates if (r := matched.get(c.ident)) is not None
+              and r.version_id == c.version_id}
+    times = sorted((t, r.serial) for r in records if (t := listed.get(r.serial) or _record_time(r)) is not None)
+    after: dict[tuple, int] = {}
+    if ledgered:
+        same_key: dict[str, list] = {}
+        for c in candidates:
+            if c.source in ("current", "version"):
+                same_key.setdefault(c.key, []).append(c)
+        for group in same_key.values():
+            last = None
+            for c in sorted(group, key=lambda c: getattr(c, "order", ()) or (c.last_modified,)):
+                rec = matched.get(c.ident)
+                if rec is not None:
+                    last = rec.serial
+                elif last is not None:
+                    after[c.ident] = last
+    out = []
+    for c in candidates:
+        ev = c.evaluation
+        rec = matched.get(c.ident)
+        pos = None
         if rec is None and ledgered:
-            after = max((s for t, s in times if t <= c.last_modified), default=0)
+            pos = after.get(c.ident)
+            if pos is None:
+                pos = max((s for t, s in times if t <= c.last_modified), default=0)
         out.append(Option(
             ident=c.ident, source=c.source, when=c.last_modified, verdict=ev.verdict if ev else None,
             lineage=ev.lineage if ev else None, sha256=ev.sha256 if ev else None,
-            serial=rec.serial if rec else None, after_serial=after,
+            serial=rec.serial if rec else None, after_serial=pos,
             resources=ev.resource_count if ev else None, findings=len(ev.findings) if ev else 0,
             pending=ev.pending_operations if ev else (), is_current=c.source == "current"))
     return out

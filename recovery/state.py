@@ -181,11 +181,21 @@ def _reject_constant(name: str):
     raise ValueError(f"'{name}' is not a JSON value")
 
 
-def load_json(data: bytes, source: str) -> Any:
+def _drop_inputs(obj: dict) -> dict:
+    # A resource's inputs are never read here and are often as large as its outputs: dropping them
+    # while the JSON is decoded keeps peak memory near 3.5x the file instead of 4.5x. A StateDoc is a
+    # read model; the stored bytes (not a re-serialisation) are what a restore copies.
+    if "urn" in obj and "inputs" in obj:
+        del obj["inputs"]
+    return obj
+
+
+def load_json(data: bytes, source: str, *, keep_inputs: bool = True) -> Any:
+    """The JSON value in `data`, everything kept unless `keep_inputs=False`; raises `NotAState`."""
     # Go's decoder replaces invalid UTF-8 instead of failing, so Pulumi would load such a file; so do we.
     text = data.decode("utf-8", errors="replace")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_hook=None if keep_inputs else _drop_inputs)
     except json.JSONDecodeError as exc:
         raise NotAState(source, f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}, "
                                 f"character {exc.pos})") from None
@@ -356,7 +366,7 @@ def parse_state(raw: bytes, source: str = "the state") -> StateDoc:
     """Parse the bytes of a checkpoint or an export. Raises `NotAState`; never anything else."""
     digest = hashlib.sha256(raw).hexdigest()
     data, compression = decompress(raw, source)
-    obj = load_json(data, source)
+    obj = load_json(data, source, keep_inputs=False)
     if not isinstance(obj, dict):
         raise NotAState(source, f"its top level is {_type_name(obj)}, not an object")
     stack: Optional[str] = None

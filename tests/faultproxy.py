@@ -32,13 +32,17 @@ JSON_THROTTLE = (400, "application/x-amz-json-1.1",
 
 class FaultProxy:
     def __init__(self, upstream: str, *, fraction: float = 0.10, seed: int = 7, after_share: float = 0.3,
-                 max_requests: int = 50_000, lifetime_seconds: float = 300.0):
+                 max_requests: int = 50_000, lifetime_seconds: float = 300.0,
+                 only=None, max_faults: int | None = None):
+        """`only(method, path, headers, body)` limits faults to matching requests; `max_faults` caps them."""
         up = urlsplit(upstream)
         self.upstream_host, self.upstream_port = up.hostname, up.port or 80
         self.fraction = fraction
         self.after_share = after_share
         self.max_requests = max_requests
         self.lifetime_seconds = lifetime_seconds
+        self.only = only
+        self.max_faults = max_faults
         self.stats: Counter = Counter()
         self._rng = random.Random(seed)
         self._mutex = threading.Lock()
@@ -48,14 +52,17 @@ class FaultProxy:
 
     # -- decisions -----------------------------------------------------------------------------
 
-    def decide(self) -> str:
+    def decide(self, eligible: bool = True) -> str:
         """'pass', 'before' (fail without forwarding) or 'after' (forward, then lose the response)."""
         with self._mutex:
             self.stats["requests"] += 1
             if self.stats["requests"] > self.max_requests:
                 return "refuse"
-            if self._rng.random() >= self.fraction:
+            if not eligible or self._rng.random() >= self.fraction:
                 return "pass"
+            if self.max_faults is not None and self.stats["decided_faults"] >= self.max_faults:
+                return "pass"
+            self.stats["decided_faults"] += 1
             return "after" if self._rng.random() < self.after_share else "before"
 
     @staticmethod
@@ -108,7 +115,7 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self._body()
-                verdict = proxy.decide()
+                verdict = proxy.decide(proxy.only is None or proxy.only(self.command, self.path, self.headers, body))
                 if verdict == "refuse":
                     self._send(503, [("Content-Type", "text/plain")], b"fault proxy request budget spent")
                     return

@@ -9,6 +9,8 @@ import pytest
 
 from bootstrap.backend import BUCKET_NAME, KEY_NAME, LIFECYCLE_RULE_ID, check_account, ensure_backend, tls_policy_decision
 from bootstrap.errors import Refused
+from bootstrap.layers import STACKS_DIR
+from stacks.common import policies
 
 
 def _tags(pairs, k="Key", v="Value"):
@@ -41,6 +43,7 @@ def test_bootstrap_creates_every_setting(local_spec, aws):
     ours = [r for r in lc if r["ID"] == LIFECYCLE_RULE_ID]
     assert ours[0]["NoncurrentVersionExpiration"]["NoncurrentDays"] == \
         local_spec.backend.noncurrent_version_retention_days
+    assert ours[0]["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == 7
     assert _tags(s3.get_bucket_tagging(Bucket=b)["TagSet"]) == {
         "groundctl:env": local_spec.name, "groundctl:layer": "backend", "groundctl:name": BUCKET_NAME}
 
@@ -48,6 +51,9 @@ def test_bootstrap_creates_every_setting(local_spec, aws):
     assert meta["Arn"] == report.kms_key_arn
     assert kms.get_key_rotation_status(KeyId=meta["KeyId"])["KeyRotationEnabled"] is True
     key_tags = _tags(kms.list_resource_tags(KeyId=meta["KeyId"])["Tags"], "TagKey", "TagValue")
+    key_policy = json.loads(kms.get_key_policy(KeyId=meta["KeyId"], PolicyName="default")["Policy"])
+    assert key_policy == json.loads(policies.state_key_policy("aws", "123456789012", "us-east-1"))
+    assert meta["Description"] == f"groundctl {local_spec.name}: state bucket and Pulumi secrets"
     assert key_tags["groundctl:name"] == KEY_NAME and key_tags["groundctl:layer"] == "backend"
 
     # An object written without naming a key is encrypted with ours.
@@ -62,9 +68,7 @@ def test_tls_only_policy_is_put_when_asked_and_read_back(local_spec, aws):
     s3 = aws.client("s3")
     assert report.settings["policy"]["tls_only"] is True
     policy = json.loads(s3.get_bucket_policy(Bucket=b)["Policy"])
-    deny = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
-    assert deny and deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert sorted(deny[0]["Resource"]) == [f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*"]
+    assert policy == json.loads(policies.tls_only_bucket_policy(f"arn:aws:s3:::{b}"))  # the program's document
     assert ensure_backend(local_spec, aws, tls_policy=True).updated == ()
     s3.delete_bucket_policy(Bucket=b)  # the emulator ignores the condition and would deny everything
 
@@ -127,3 +131,12 @@ def test_wrong_account_refused_naming_both(local_spec, aws):
 
 def test_check_account_returns_the_emulator_account(local_spec, aws):
     assert check_account(local_spec, aws) == "123456789012"
+
+
+def test_bootstrap_mirrors_the_backend_program():
+    # The import into the backend stack must show no change: same logical names and lifecycle rule.
+    program = (STACKS_DIR / "backend" / "__main__.py").read_text()
+    for literal in (f'"{BUCKET_NAME}"', f'"{KEY_NAME}"', f'id="{LIFECYCLE_RULE_ID}"', "days_after_initiation=7",
+                    "policies.tls_only_bucket_policy", "policies.state_key_policy",
+                    'f"groundctl {settings.environment}: state bucket and Pulumi secrets"'):
+        assert literal in program, literal

@@ -122,3 +122,19 @@ def test_ledger_appends_under_faults_neither_duplicate_nor_lose_a_serial(faulty,
     assert sorted(r.serial for r in results) == list(range(1, 21))
     assert verify_chain(led.records).ok
     assert proxy.stats["fault_after"] > 0
+
+
+def test_lost_create_key_response_does_not_leave_two_keys(local_spec, emulator_endpoint, aws):
+    # CreateKey lands but its answer is lost: the retry must find the key by its tags, not make another.
+    env = f"ck-{uuid.uuid4().hex[:8]}"
+    spec = local_spec.model_copy(update={"name": env, "backend": local_spec.backend.model_copy(
+        update={"kms_alias": f"alias/{env}"})})
+    only = lambda m, path, headers, body: headers.get("X-Amz-Target") == "TrentService.CreateKey"  # noqa: E731
+    with FaultProxy(emulator_endpoint, fraction=1.0, after_share=1.0, max_faults=1, only=only) as p:
+        report = ensure_backend(spec, AwsClients("us-east-1", p.endpoint_url, credentials=CREDS))
+        assert p.stats["fault_after"] == 1
+    kms = aws.client("kms")
+    ours = [k["KeyId"] for k in kms.list_keys(Limit=1000)["Keys"]
+            if {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=k["KeyId"])["Tags"]}
+            .get("groundctl:env") == env]
+    assert len(ours) == 1 and report.kms_key_arn.endswith(ours[0])

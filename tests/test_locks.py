@@ -145,3 +145,52 @@ def test_staleness_is_pure_and_says_why():
     assert stale and "another host" in why and age == pytest.approx(1000)
     assert staleness(info, 2000, "h1", lambda p: False)[0] is True
     assert staleness(info, 2000, "h1", lambda p: True)[0] is False
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+
+def _spec_file(tmp_path, bucket, endpoint="embedded"):
+    import yaml
+
+    from bootstrap.spec import ENVIRONMENTS_DIR
+    data = yaml.safe_load((ENVIRONMENTS_DIR / "local.yaml").read_text())
+    data["backend"]["bucket"] = bucket
+    data["aws"]["endpoint_url"] = endpoint
+    path = tmp_path / "local-test.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_cli_status_and_break(tmp_path, store, bucket, emulator_endpoint, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bootstrap.cli import app
+    monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
+    spec = _spec_file(tmp_path, bucket)
+    runner = CliRunner()
+    res = runner.invoke(app, ["lock", "status", spec, "--endpoint-url", emulator_endpoint, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["held"] is False
+
+    _old_lock(store, "local", host="elsewhere", pid=5, age=3)
+    monkeypatch.setenv("GROUNDCTL_ENDPOINT_URL", emulator_endpoint)
+    res = runner.invoke(app, ["lock", "status", spec, "--json"])
+    out = json.loads(res.stdout)
+    assert out["held"] and out["holder"]["run_id"] == "run-old" and out["stale"] is False
+
+    res = runner.invoke(app, ["lock", "break", spec])
+    assert isinstance(res.exception, Refused)
+    res = runner.invoke(app, ["lock", "break", spec, "--force", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["broken"]["run_id"] == "run-old"
+    assert store.get(layout.lock_key("local")) is None
+
+
+def test_cli_embedded_spec_without_endpoint_says_what_to_do(tmp_path, bucket, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bootstrap.cli import app
+    from bootstrap.errors import BadInput
+    monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
+    res = CliRunner().invoke(app, ["lock", "status", _spec_file(tmp_path, bucket)])
+    assert isinstance(res.exception, BadInput)
+    assert "groundctl emulator start" in str(res.exception) and "--endpoint-url" in str(res.exception)

@@ -181,3 +181,27 @@ def test_programs_import_only_allowed_modules(path):
 
 def test_four_programs_exist():
     assert {p.parent.name for p in STACKS.glob("*/__main__.py")} == {"backend", "network", "cluster", "flux"}
+
+
+def test_key_policy_lets_cloudwatch_logs_use_the_state_key_in_this_account_only():
+    from stacks.common import policies
+
+    statements = json.loads(policies.state_key_policy("aws", "111111111111", "eu-west-1"))["Statement"]
+    admin, logs = statements
+    assert admin["Principal"] == {"AWS": "arn:aws:iam::111111111111:root"}
+    assert logs["Principal"] == {"Service": "logs.eu-west-1.amazonaws.com"}
+    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"] == (
+        "arn:aws:logs:eu-west-1:111111111111:log-group:*")
+    assert "kms:*" not in logs["Action"]
+    key = named(run("backend", spec("dev")), "state-key").inputs
+    assert json.loads(key["policy"]) == {"Version": "2012-10-17", "Statement": statements}
+
+
+def test_replication_policy_is_least_privilege():
+    from stacks.common import policies
+
+    doc = json.loads(policies.replication_policy("arn:aws:s3:::a", "arn:aws:s3:::b", "k1", "k2"))
+    by_action = {a: s["Resource"] for s in doc["Statement"] for a in s["Action"]}
+    assert by_action["s3:ReplicateObject"] == ["arn:aws:s3:::b/*"]
+    assert by_action["s3:GetObjectVersionForReplication"] == ["arn:aws:s3:::a/*"]
+    assert by_action["kms:Decrypt"] == ["k1"] and by_action["kms:Encrypt"] == ["k2"]

@@ -28,6 +28,7 @@ def test_dev_network_and_common_keys():
     assert values(config) == {
         "aws:region": "eu-west-1", "groundctl:env": "dev", "groundctl:production": "false",
         "groundctl:accountId": "111111111111", "groundctl:lineage": "L-1",
+        "groundctl:assumeRoleArn": "arn:aws:iam::111111111111:role/groundctl-apply",
         "network:cidr": "10.20.0.0/16", "network:azCount": "2", "network:natMode": "single",
         "network:flowLogsRetentionDays": "30",
     }
@@ -129,8 +130,9 @@ def test_every_key_set_is_documented(layer, environment):
     declared = {f"{layer}:{k}" for k in proj["config"]}
     for key in layer_config(load_spec(environment), layer, environ=FLUX_ENV):
         assert key in declared or re.search(re.escape(key) + r"\b", text), f"{key} undocumented in {layer}"
-    for key in COMMON:
-        assert key in layer_config(load_spec(environment), layer, environ=FLUX_ENV)
+    expected_common = COMMON if layer != "flux" else {k for k in COMMON if k.startswith("groundctl:")} - {
+        "groundctl:accountId"}
+    assert expected_common <= set(layer_config(load_spec(environment), layer, environ=FLUX_ENV))
 
 
 @pytest.mark.parametrize("layer", LAYER_NAMES)
@@ -143,3 +145,9 @@ def test_every_key_the_program_reads_is_documented(layer):
     declared = set(project(layer)["config"])
     for key in read:
         assert key in declared or f"{layer}:{key}" in text, f"{layer}:{key} is read but not documented"
+
+
+def test_emulator_runs_assume_no_role():
+    config = values(layer_config(load_spec("local"), "backend", endpoint_url="http://127.0.0.1:5999"))
+    assert "groundctl:assumeRoleArn" not in config
+    assert config["groundctl:awsEndpoint"] == "http://127.0.0.1:5999"

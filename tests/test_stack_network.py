@@ -151,3 +151,10 @@ def test_bad_config_is_bad_input():
     config["network:natMode"] = ConfigValue("sometimes")
     with pytest.raises(BadInput, match="natMode"):
         run_program("network", "dev", config, UPSTREAM)
+
+
+def test_provider_assumes_the_apply_role_and_pins_the_account():
+    provider, = of_type(network(2, "single"), "pulumi:providers:aws")
+    roles = json.loads(provider.inputs["assumeRoles"])
+    assert roles == [{"roleArn": "arn:aws:iam::111111111111:role/groundctl-apply", "sessionName": "groundctl-dev"}]
+    assert json.loads(provider.inputs["allowedAccountIds"]) == ["111111111111"]

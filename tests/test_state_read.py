@@ -148,3 +148,14 @@ def test_missing_file_is_bad_input(tmp_path):
         read_state_file(tmp_path / "nope.json")
     with pytest.raises(BadInput, match="is a directory"):
         read_state_file(tmp_path)
+
+
+def test_load_json_keeps_everything_for_callers_that_need_inputs():
+    # StateDoc drops resource inputs to save memory; the raw loader used by import planning must not.
+    from recovery.state import load_json
+
+    rs = base_resources()
+    rs[2]["inputs"] = {"cidrBlock": "10.0.0.0/16"}
+    raw = build_state(rs)
+    assert load_json(raw, "x.json")["checkpoint"]["latest"]["resources"][2]["inputs"] == {"cidrBlock": "10.0.0.0/16"}
+    assert parse_state(raw).resources[2].urn == rs[2]["urn"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -140,8 +142,6 @@ def test_verdicts_cover_damage_foreign_stacks_and_pending_operations(store):
 def test_a_vanished_version_is_missing_not_an_error(store):
     store.put(KEY, state(1))
     (c,) = list_candidates(store, PROJECT, STACK).candidates
-    from dataclasses import replace
-
     gone = replace(c, version_id="no-such-version-id")
     assert CandidateEvaluator(store, EXPECTED).evaluate(gone).verdict == "missing"
 
@@ -154,8 +154,6 @@ def test_an_intact_ledger_places_candidates_without_downloads(aws, bucket):
     for serial in range(1, 61):
         body = state(serial)
         vid = store.put(KEY, body)
-        import hashlib
-
         refs.append(LedgerRef(serial, hashlib.sha256(body).hexdigest(), vid))
         if serial % 10 == 0:
             store.put(KEY, state(serial)[:50] + b"mid-update")  # unledgered writes in between
@@ -175,8 +173,6 @@ def test_ledger_matching_by_sha256_and_etag(store):
     body = state(3)
     store.put(KEY, body)
     (c,) = list_candidates(store, PROJECT, STACK).candidates
-    import hashlib
-
     sha = hashlib.sha256(body).hexdigest()
     by_etag = match_ledger([c], [LedgerRef(3, sha, None, etag=c.etag, size=c.size)])
     assert by_etag[c.ident].by == "etag"

@@ -25,6 +25,7 @@ app = typer.Typer(
 def _register() -> None:
     # Command modules register themselves on `app` when imported.
     from bootstrap.cli import spec_cmd  # noqa: F401
+    from bootstrap.cli import lock  # noqa: F401
     from bootstrap.cli import state  # noqa: F401
     from bootstrap.cli import state_import  # noqa: F401
     from bootstrap.cli import emulator_cmd, status, up  # noqa: F401

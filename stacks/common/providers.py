@@ -35,9 +35,14 @@ def provider(name: str, settings: Common, region: str) -> aws.Provider:
             access_key="test",
             secret_key="test",
         )
-    elif settings.account_id:
-        # A run with credentials for another account fails before it changes anything.
-        args["allowed_account_ids"] = [settings.account_id]
+    else:
+        if settings.account_id:
+            # A run with credentials for another account fails before it changes anything.
+            args["allowed_account_ids"] = [settings.account_id]
+        if settings.assume_role_arn:
+            # The operator's credentials only need to be allowed to assume the spec's apply role.
+            args["assume_roles"] = [aws.ProviderAssumeRoleArgs(
+                role_arn=settings.assume_role_arn, session_name=f"groundctl-{settings.environment}")]
     return aws.Provider(name, **args)
 
 

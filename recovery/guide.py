@@ -1,0 +1,414 @@
+"""The guided recovery of one stack: Assess → Candidates → Lineage/serial → Choose → Restore →
+Reconcile → Import → Verify.
+
+Each phase ends in a `Condition` (like a Flux condition: a status, a CamelCase reason, a message and
+the operator's next step), and "attempted" is kept apart from "achieved": a restore that was refused
+was not attempted; an import that failed was attempted and not achieved. `plan_phases` (pure) says
+which phases a run will attempt; `run_guide` runs them, doing I/O only through `GuideServices`, and
+stops at the first refusal or failure, marking the rest not attempted. The recovery is complete only
+when the final verification (`preview --refresh --expect-no-changes`) shows no changes.
+
+Interactive by default (`confirm` is asked before each write); `yes` answers it, but never lifts a
+refusal that needs a flag; `dry_run` stops before any write (reconcile still runs, read-only, against
+the chosen state, so the import plan can be reviewed).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from bootstrap.errors import GroundctlError
+from recovery import choose as ch
+from recovery import ledger as led
+from recovery.restore import RestorePlan, current_objects, restore
+from recovery.state import NotAState, decompress, load_json
+from recovery.versions import CandidateEvaluator, list_candidates
+
+PHASES = ("assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "verify")
+WRITES = frozenset({"restore", "import"})
+
+
+@dataclass(frozen=True)
+class Condition:
+    phase: str
+    status: str            # achieved | refused | failed | skipped | not-attempted
+    reason: str
+    message: str
+    next_step: str = ""
+    attempted: bool = True
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "status": self.status, "attempted": self.attempted,
+                "achieved": self.status == "achieved", "reason": self.reason, "message": self.message,
+                "next_step": self.next_step, "details": self.details}
+
+
+@dataclass(frozen=True)
+class GuideOptions:
+    environment: str
+    layer: str
+    yes: bool = False
+    dry_run: bool = False
+    flags: ch.Flags = ch.Flags()
+    run_id: str = field(default_factory=lambda: f"recover-{uuid.uuid4().hex[:12]}")
+
+    @property
+    def project(self) -> str:
+        return self.layer
+
+    @property
+    def expected_stack(self) -> str:
+        return f"organization/{self.layer}/{self.environment}"
+
+
+@dataclass
+class GuideServices:
+    store: Any
+    engine: Callable[[], Any]                     # built lazily: a dry run never needs it
+    inventory: Callable[[str, str], Any]           # (environment, layer) -> recovery.inventory.Inventory
+    lock_factory: Callable                         # (store, environment, run_id) -> context manager
+    confirm: Callable[[str], bool]
+    append_record: Callable = led.append_record
+    clock: Callable[[], float] = time.time
+    lock_status: Optional[Callable] = None         # (store, environment) -> LockStatus
+    after_restore_step: Optional[Callable[[int, str], None]] = None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    environment: str
+    layer: str
+    run_id: str
+    started_at: str
+    finished_at: str
+    options: dict
+    conditions: tuple[Condition, ...]
+    outcome: str            # complete | nothing-to-do | dry-run | refused | declined | incomplete
+    downloads: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return {"complete": 0, "nothing-to-do": 0, "dry-run": 0, "refused": 3, "declined": 3}.get(self.outcome, 1)
+
+    def to_dict(self) -> dict:
+        return {"environment": self.environment, "layer": self.layer, "run_id": self.run_id,
+                "started_at": self.started_at, "finished_at": self.finished_at, "options": self.options,
+                "outcome": self.outcome, "complete": self.outcome == "complete", "exit_code": self.exit_code,
+                "state_downloads": self.downloads, "phases": [c.to_dict() for c in self.conditions]}
+
+
+def plan_phases(opts: GuideOptions) -> tuple[tuple[str, Optional[str]], ...]:
+    """(phase, why it is skipped or None) for every phase, in order. Pure."""
+    skip = {"restore": "dry run: nothing is written", "import": "dry run: nothing is written",
+            "verify": "dry run: the verification needs the restored state"} if opts.dry_run else {}
+    return tuple((p, skip.get(p)) for p in PHASES)
+
+
+def _now(clock: Callable[[], float]) -> str:
+    return datetime.fromtimestamp(clock(), timezone.utc).isoformat(timespec="seconds")
+
+
+class _Stop(Exception):
+    def __init__(self, outcome: str):
+        self.outcome = outcome
+
+
+class _Run:
+    """The state carried from phase to phase. Only `run_guide` makes one."""
+
+    def __init__(self, opts: GuideOptions, svc: GuideServices):
+        self.o, self.s = opts, svc
+        self.evaluator = CandidateEvaluator(svc.store, expected_stack=opts.expected_stack)
+        self.cset = None
+        self.ledger: Optional[led.LedgerRead] = None
+        self.evidence: Optional[ch.Evidence] = None
+        self.choice: Optional[ch.Choice] = None
+        self.chosen_candidate = None
+        self.nothing_to_restore = False
+        self.import_plan: Optional[dict] = None
+
+    # -- Assess ------------------------------------------------------------------------------------
+
+    def assess(self) -> Condition:
+        o, s = self.o, self.s
+        self.cset = list_candidates(s.store, o.project, o.environment)
+        details: dict = {"current_objects": []}
+        if s.lock_status is not None:
+            st = s.lock_status(s.store, o.environment)
+            details["lock"] = {"held": st.holder is not None, "holder": st.holder.holder if st.holder else None,
+                               "stale": st.stale, "pulumi_locks": len(st.pulumi_locks)}
+            if st.holder is not None and not st.stale:
+                return Condition("assess", "refused", "LockHeld",
+                                 f"Environment '{o.environment}' is locked by {st.holder.holder}: another run is "
+                                 "changing it, so its state must not be restored under it.",
+                                 f"wait for that run, or check `groundctl lock status {o.environment}`",
+                                 details=details)
+        current = self.cset.current
+        if self.cset.current_deleted:
+            return Condition("assess", "achieved", "StateDeleted",
+                             "The stack's state object is deleted (its newest version is a delete marker): "
+                             "Pulumi sees no state at all.", "look for the last good version", details=details)
+        if not current:
+            return Condition("assess", "achieved", "StateMissing",
+                             "The stack has no state object.", "look for copies of it", details=details)
+        c = self.evaluator.evaluate(current[0])
+        details["current_objects"] = [c.to_dict()]
+        if c.verdict == "integral":
+            return Condition("assess", "achieved", "StateIntegral",
+                             f"The current state is readable and integral ({c.evaluation.resource_count} "
+                             "resources).", "check its lineage and serial against the ledger", details=details)
+        what = c.evaluation.error if c.verdict == "unreadable" else f"{len(c.evaluation.findings)} integrity findings"
+        return Condition("assess", "achieved", "StateUnreadable" if c.verdict == "unreadable" else "StateDamaged",
+                         f"The current state is {c.verdict}: {what}.", "look for the last good version",
+                         details=details)
+
+    # -- Candidates --------------------------------------------------------------------------------
+
+    def candidates(self) -> Condition:
+        by_source: dict[str, int] = {}
+        for c in self.cset.candidates:
+            by_source[c.source] = by_source.get(c.source, 0) + 1
+        n = len(self.cset.candidates)
+        details = {"count": n, "by_source": by_source, "delete_markers": len(self.cset.delete_markers)}
+        if not n:
+            return Condition("candidates", "refused", "NoCandidates",
+                             "No copy of this stack's state exists in the bucket (no version, .bak, history "
+                             "checkpoint or backup).", "rebuild the state from a file you hold with "
+                             "`groundctl state import-plan <file>`", details=details)
+        return Condition("candidates", "achieved", "CandidatesListed",
+                         f"{n} candidate copies found ({', '.join(f'{v} {k}' for k, v in by_source.items())}), "
+                         f"{len(self.cset.delete_markers)} delete markers; they are downloaded only as needed.",
+                         "place them against the ledger", details=details)
+
+    # -- Lineage/serial ----------------------------------------------------------------------------
+
+    def lineage(self) -> Condition:
+        o = self.o
+        self.ledger = led.read_ledger(self.s.store, o.project, o.environment)
+        chain = led.verify_chain(self.ledger.records)
+        self.evidence = ch.evidence_from(self.ledger.records, chain.findings, self.ledger.problems,
+                                         self.ledger.missing)
+        ev = self.evidence
+        details = ev.to_dict() | {"records": len(self.ledger.records),
+                                  "findings": [f.sentence for f in (*self.ledger.problems, *chain.findings)]}
+        if ev.strength == "weaker":
+            reason = "LedgerMissing" if self.ledger.missing or not self.ledger.records else "LedgerDamaged"
+            return Condition("lineage", "achieved", reason, "Weaker evidence: " + " ".join(ev.notes),
+                             "choose by integrity and time; check the result carefully", details=details)
+        msg = (f"The ledger is intact: {len(ev.serials)} records, lineage {ev.lineage}, head serial "
+               f"{ev.head_serial}.")
+        if ev.forks:
+            msg += " It shows a fork: " + " ".join(f.message for f in ev.forks)
+        return Condition("lineage", "achieved", "Forked" if ev.forks else "LedgerIntact", msg,
+                         "choose the newest integral state of this lineage", details=details)
+
+    # -- Choose ------------------------------------------------------------------------------------
+
+    def _decide(self) -> ch.Choice:
+        cands = {c.ident: c for c in self.cset.candidates}
+        while True:
+            evaluated = [c for c in cands.values() if c.evaluation is not None]
+            evidence = self._with_out_of_band_forks(evaluated)
+            result = ch.decide(ch.options_from(list(cands.values()), self.ledger.records, evidence),
+                               evidence, self.o.flags)
+            if isinstance(result, ch.Choice):
+                self.evidence = evidence
+                self.chosen_candidate = cands.get(result.chosen.ident) if result.chosen else None
+                return result
+            cands[result.ident] = self.evaluator.evaluate(cands[result.ident])
+
+    def _with_out_of_band_forks(self, evaluated) -> ch.Evidence:
+        ev = self.evidence
+        if ev.strength != "ledger":
+            return ev
+        like = [led.Candidate(c.key, c.version_id, c.sha256, c.last_modified, c.lineage)
+                for c in evaluated if c.sha256 and c.verdict != "missing"]
+        verdict = led.assess_lineage(self.ledger, like)
+        known = {f.message for f in ev.forks}
+        extra = tuple(ch.Fork(f.serial or 0, "", "", f.sentence) for f in verdict.forks if f.sentence not in known)
+        return ch.Evidence(ev.strength, ev.lineage, ev.head_serial, ev.serials, ev.forks + extra, ev.notes,
+                           ev.head_resources) if extra else ev
+
+    def choose(self) -> Condition:
+        choice = self._decide()
+        self.choice = choice
+        details = choice.to_dict()
+        if not choice.allowed:
+            first = choice.refusals[0]
+            flags = [r.flag for r in choice.refusals if r.flag]
+            nxt = (f"re-run with {' and '.join(dict.fromkeys(flags))} if you accept that" if flags and
+                   all(r.flag for r in choice.refusals) else "resolve it by hand (see runbooks/recover-state.md)")
+            return Condition("choose", "refused", _reason(first.code),
+                             " ".join(r.message for r in choice.refusals), nxt, details=details)
+        point = self._recovery_point(choice)
+        details["recovery_point"] = point.to_dict()
+        c = choice.chosen
+        recorded_here = c.is_current and c.serial is not None and c.serial == self.evidence.head_serial and \
+            any(r.version_id == c.ident[1] for r in self.ledger.records)
+        if c.is_current and (recorded_here or self.evidence.strength == "weaker"):
+            self.nothing_to_restore = True
+            return Condition("choose", "achieved", "CurrentIsNewest",
+                             f"The current state, {c.label()}, is already the newest integral state of this "
+                             "lineage: there is nothing to restore.", "reconcile it with what is live",
+                             details=details)
+        lost = (f" It loses serials {', '.join(map(str, point.serials_lost))} and "
+                f"{len(point.resources_lost)} resources from state (they can be imported)."
+                if not point.loses_nothing else " Nothing recorded is lost.")
+        return Condition("choose", "achieved", "ChoseNewestIntegral",
+                         f"Chose {c.label()}.{lost}" + (" Lifted by flag: " + "; ".join(
+                             r.flag for r in choice.overridden) + "." if choice.overridden else ""),
+                         "restore it as the current state", details=details)
+
+    def _recovery_point(self, choice: ch.Choice) -> ch.RecoveryPoint:
+        chosen_doc = self.evaluator.load(self.chosen_candidate)
+        newest = ch.newest_readable(choice)
+        newest_urns = None
+        if newest is not None and newest.ident != choice.chosen.ident:
+            cand = next(c for c in self.cset.candidates if c.ident == newest.ident)
+            try:
+                newest_urns = [r.urn for r in self.evaluator.load(cand).resources if not r.delete]
+            except NotAState:
+                newest_urns = None
+            self.evaluator.load(self.chosen_candidate)  # keep the chosen document as the last one
+        elif newest is not None:
+            newest_urns = [r.urn for r in chosen_doc.resources if not r.delete]
+        return ch.recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns)
+
+    # -- Restore -----------------------------------------------------------------------------------
+
+    def restore(self) -> Condition:
+        o, s, c = self.o, self.s, self.choice.chosen
+        if self.nothing_to_restore:
+            return Condition("restore", "skipped", "NothingToRestore", "The current state is already the one "
+                             "chosen and recorded; nothing was written.", "reconcile", details={})
+        question = (f"Restore {c.label()} as the current state of {o.project}/{o.environment}? The displaced "
+                    "current object is kept under .groundctl/quarantine/.")
+        if not (o.yes or s.confirm(question)):
+            raise _Stop("declined")
+        plan = RestorePlan(o.project, o.environment, o.environment, c.ident[0], c.ident[1] or "", c.sha256 or "",
+                           lineage=c.lineage or self.evidence.lineage)
+        result = restore(s.store, plan, lock_factory=s.lock_factory, run_id=o.run_id,
+                         append_record=s.append_record, after_step=s.after_restore_step, clock=s.clock)
+        return Condition("restore", "achieved", "Restored",
+                         f"{plan.dest_key} now holds the chosen state as version {result.new_version}, recorded "
+                         f"as ledger serial {result.serial}; the displaced object is at "
+                         f"{', '.join(result.quarantined) or '(nothing to quarantine)'}.",
+                         "reconcile the restored state with what is live", details=result.to_dict())
+
+    # -- Reconcile ---------------------------------------------------------------------------------
+
+    def _state_json(self) -> dict:
+        c = self.chosen_candidate
+        obj = self.s.store.get(c.key, c.version_id)
+        doc = load_json(decompress(obj.body, c.key)[0], c.key) if obj is not None else {}
+        dep = doc.get("deployment") or (doc.get("checkpoint") or {}).get("latest") or {}
+        return dep if isinstance(dep, dict) else {}
+
+    def reconcile(self) -> Condition:
+        from recovery.imports import classify, plan_for_survivors
+
+        dep = self._state_json()
+        resources = [r for r in dep.get("resources") or [] if isinstance(r, dict)]
+        pending = [p for p in dep.get("pending_operations") or [] if isinstance(p, dict)]
+        inv = self.s.inventory(self.o.environment, self.o.layer)
+        cls = classify(resources, inv.items, pending, inv.types_covered or None)
+        plan = plan_for_survivors(cls.survivors, resources)
+        self.import_plan = plan.to_pulumi_json()
+        details = {"counts": cls.counts(), "tagging_pages": inv.tagging_pages,
+                   "import_plan": self.import_plan,
+                   "in_state_not_live": [r.urn for r in cls.in_state_not_live],
+                   "pending_creates": [{"urn": p.urn, "live": p.live is not None,
+                                        "import_id": p.live.import_id if p.live else None} for p in cls.pending_creates],
+                   "unnamed": [i.arn or i.import_id for i in cls.unnamed], "warnings": list(inv.warnings)}
+        n = len(self.import_plan.get("resources", []))
+        msg = (f"{len(cls.in_state_and_live)} resources are in state and live; {len(cls.survivors)} live ones are "
+               f"missing from state and go into the import plan ({n} entries); {len(cls.in_state_not_live)} in "
+               f"state are not live; {len(cls.pending_creates)} pending creates.")
+        nxt = "import the survivors" if n else "verify with a refresh preview"
+        if cls.in_state_not_live:
+            nxt += "; review the resources in state that are not live (the refresh in the verification drops them)"
+        return Condition("reconcile", "achieved", "SurvivorsFound" if n else "StateMatchesLive", msg, nxt,
+                         details=details)
+
+    # -- Import and Verify -------------------------------------------------------------------------
+
+    def import_(self) -> Condition:
+        o, s = self.o, self.s
+        entries = self.import_plan.get("resources", []) if self.import_plan else []
+        if not entries:
+            return Condition("import", "skipped", "NothingToImport", "No live resource is missing from state.",
+                             "verify", details={})
+        if not (o.yes or s.confirm(f"Import {len(entries)} live resources into {o.project}/{o.environment}?")):
+            raise _Stop("declined")
+        with s.lock_factory(s.store, o.environment, o.run_id):
+            result = s.engine().import_resources(o.layer, self.import_plan)
+            rec = s.append_record(s.store, o.project, o.environment, operation="import", run_id=o.run_id,
+                                  lineage=self.evidence.lineage, clock=s.clock)
+        return Condition("import", "achieved", "Imported",
+                         f"Imported {result.counts.get('import', len(entries))} resources; ledger serial "
+                         f"{getattr(rec, 'serial', '-')}.", "verify", details={"counts": dict(result.counts)})
+
+    def verify(self) -> Condition:
+        try:
+            plan = self.s.engine().preview(self.o.layer, refresh=True, expect_no_changes=True)
+        except GroundctlError as exc:
+            details = {"plan": exc.plan.to_dict()} if hasattr(exc, "plan") else {}
+            return Condition("verify", "failed", "ChangesRemain" if details or "expected no changes" in
+                             exc.message else "VerificationFailed", exc.message,
+                             "review the plan; the recovery is not complete until it shows no changes",
+                             details=details)
+        if plan.has_changes:
+            return Condition("verify", "failed", "ChangesRemain", f"The verification plan shows {plan.counts}.",
+                             "review the plan; the recovery is not complete until it shows no changes",
+                             details={"plan": plan.to_dict()})
+        return Condition("verify", "achieved", "NoChanges",
+                         "The refresh preview shows no changes: state and live resources agree.", "none",
+                         details={"counts": plan.counts})
+
+
+def _reason(code: str) -> str:
+    return {"rollback": "RollbackRefused", "foreign-lineage": "ForeignLineageRefused", "damaged": "DamagedRefused",
+            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate"}.get(code, "Refused")
+
+
+def run_guide(opts: GuideOptions, svc: GuideServices,
+              on_condition: Callable[[Condition], None] = lambda c: None) -> Transcript:
+    """Run the phases `plan_phases` gives, in order; stop at the first refusal or failure."""
+    run = _Run(opts, svc)
+    started = _now(svc.clock)
+    conditions: list[Condition] = []
+    outcome: Optional[str] = None
+    for phase, skip in plan_phases(opts):
+        if outcome is not None:
+            conditions.append(Condition(phase, "not-attempted", "NotAttempted", "An earlier phase stopped the "
+                                        "recovery.", attempted=False))
+            continue
+        if skip:
+            cond = Condition(phase, "skipped", "DryRun", f"Skipped: {skip}.", "re-run without --dry-run",
+                             attempted=False)
+        else:
+            try:
+                cond = getattr(run, "import_" if phase == "import" else phase)()
+            except _Stop as stop:
+                outcome = stop.outcome
+                cond = Condition(phase, "not-attempted", "Declined", "The operator declined; nothing was written "
+                                 "in this phase.", "re-run when ready", attempted=False)
+            except GroundctlError as exc:
+                cond = Condition(phase, "failed", type(exc).__name__, exc.message,
+                                 "fix the cause and re-run: every step is safe to repeat")
+        conditions.append(cond)
+        on_condition(cond)
+        if outcome is None and cond.status in ("refused", "failed"):
+            outcome = "refused" if cond.status == "refused" else "incomplete"
+    if outcome is None:
+        outcome = "dry-run" if opts.dry_run else "complete"
+    return Transcript(opts.environment, opts.layer, opts.run_id, started, _now(svc.clock),
+                      {"yes": opts.yes, "dry_run": opts.dry_run, "allow_rollback": opts.flags.allow_rollback,
+                       "allow_foreign_lineage": opts.flags.allow_foreign_lineage,
+                       "allow_damaged": opts.flags.allow_damaged},
+                      tuple(conditions), outcome, run.evaluator.downloads)

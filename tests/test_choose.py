@@ -1,0 +1,135 @@
+"""The choice of a state version, as a pure decision over candidates and ledger evidence."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from recovery import choose as ch
+
+T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+L = "lineage-a"
+
+
+def opt(n, *, serial=None, after=None, verdict="integral", lineage=L, current=False, findings=0):
+    return ch.Option(ident=("k", f"v{n}"), source="current" if current else "version", when=T0 + timedelta(minutes=n),
+                     verdict=verdict, lineage=lineage, sha256=f"sha{n}", serial=serial, after_serial=after,
+                     resources=3, findings=findings, is_current=current)
+
+
+def ledger(head=7, forks=()):
+    return ch.Evidence("ledger", lineage=L, head_serial=head, serials=tuple(range(1, head + 1)), forks=forks)
+
+
+def test_head_is_chosen_when_current_is_corrupt():
+    opts = [opt(8, after=7, verdict="unreadable", current=True), opt(7, serial=7), opt(6, serial=6)]
+    c = ch.decide(opts, ledger())
+    assert c.allowed and c.chosen.serial == 7 and not c.serials_lost
+    assert [o.ident[1] for o in c.newer] == ["v8"]
+    assert c.skipped[0][1] == "unreadable"
+
+
+def test_unevaluated_candidate_is_asked_for_newest_first():
+    opts = [opt(7, serial=7, verdict=None), opt(8, after=7, verdict=None, current=True)]
+    need = ch.decide(opts, ledger())
+    assert need == ch.Need(("k", "v8"))
+
+
+def test_rollback_refused_with_both_serials_named_and_lifted_by_its_flag():
+    opts = [opt(7, serial=7, verdict="missing"), opt(4, serial=4)]
+    c = ch.decide(opts, ledger())
+    assert not c.allowed and c.chosen is None
+    (r,) = c.refusals
+    assert r.code == "rollback" and r.flag == "--allow-rollback" and "serial 4 over newer serial 7" in r.message
+    c2 = ch.decide(opts, ledger(), ch.Flags(allow_rollback=True))
+    assert c2.allowed and c2.chosen.serial == 4 and c2.serials_lost == (5, 6, 7)
+    assert c2.overridden[0].code == "rollback"
+
+
+def test_foreign_lineage_refused_naming_both_and_lifted_by_its_flag():
+    opts = [opt(8, after=7, lineage="lineage-b", current=True)]
+    c = ch.decide(opts, ledger())
+    (r,) = c.refusals
+    assert r.code == "foreign-lineage" and r.flag == "--allow-foreign-lineage"
+    assert "lineage-b over the stack's lineage lineage-a" in r.message
+    c2 = ch.decide(opts, ledger(), ch.Flags(allow_foreign_lineage=True))
+    assert c2.allowed and c2.chosen.lineage == "lineage-b"
+
+
+def test_foreign_newer_state_is_passed_over_for_the_right_lineage():
+    opts = [opt(9, after=7, lineage="lineage-b", current=True), opt(7, serial=7)]
+    c = ch.decide(opts, ledger())
+    assert c.allowed and c.chosen.serial == 7
+    assert "lineage lineage-b" in c.skipped[0][1]
+
+
+def test_damaged_only_refused_then_allowed_by_its_flag():
+    opts = [opt(8, after=7, verdict="damaged", findings=2, current=True)]
+    c = ch.decide(opts, ledger())
+    (r,) = c.refusals
+    assert r.code == "damaged" and r.flag == "--allow-damaged" and "breaks 2" in r.message
+    c2 = ch.decide(opts, ledger(), ch.Flags(allow_damaged=True))
+    assert c2.allowed and c2.chosen.verdict == "damaged"
+
+
+def test_rollback_or_newer_damaged_are_alternatives():
+    opts = [opt(7, serial=7, verdict="damaged", findings=1), opt(5, serial=5)]
+    c = ch.decide(opts, ledger())
+    assert [r.code for r in c.refusals] == ["rollback"]
+    assert any("--allow-damaged would restore" in n for n in c.notes)
+    c2 = ch.decide(opts, ledger(), ch.Flags(allow_damaged=True))
+    assert c2.allowed and c2.chosen.serial == 7
+
+
+def test_fork_at_or_after_the_choice_refuses_without_a_flag():
+    fork = ch.Fork(7, "", "", "serial 7 was derived from serial 5's state.")
+    c = ch.decide([opt(7, serial=7)], ledger(forks=(fork,)))
+    (r,) = c.refusals
+    assert r.code == "fork" and r.flag is None and "derived from serial 5" in r.message
+    old = ch.Fork(3, "", "", "old fork")
+    c2 = ch.decide([opt(7, serial=7)], ledger(forks=(old,)))
+    assert c2.allowed and any("older fork at serial 3" in n for n in c2.notes)
+
+
+def test_weaker_evidence_takes_lineage_from_the_newest_integral_and_orders_by_time():
+    ev = ch.evidence_from([], missing=True)
+    assert ev.strength == "weaker" and "no ledger" in ev.notes[0]
+    opts = [opt(1), opt(3, verdict="unreadable", current=True), opt(2)]
+    c = ch.decide(opts, ev)
+    assert c.allowed and c.chosen.ident == ("k", "v2") and not c.serials_lost
+    assert any("no ledger to confirm" in n for n in c.notes)
+
+
+def test_nothing_readable_is_a_refusal_without_a_flag():
+    c = ch.decide([opt(1, verdict="unreadable")], ledger())
+    assert [(r.code, r.flag) for r in c.refusals] == [("no-candidate", None)]
+
+
+def test_recovery_point_lists_lost_resources_and_serials():
+    c = ch.decide([opt(7, serial=7, verdict="missing"), opt(5, serial=5)], ledger(), ch.Flags(allow_rollback=True))
+    point = ch.recovery_point(c, ["a", "b"], None, ["a", "b", "c"])
+    assert point.serials_lost == (6, 7) and point.resources_lost == ("c",) and not point.loses_nothing
+
+
+class _Rec:
+    def __init__(self, serial, sha, vid, minute):
+        self.serial, self.sha256, self.version_id, self.lineage, self.resources = serial, sha, vid, L, 3
+        self.state_last_modified = (T0 + timedelta(minutes=minute)).isoformat()
+        self.at = self.state_last_modified
+
+
+class _Cand:
+    def __init__(self, vid, minute, source="version", evaluation=None):
+        self.key, self.version_id, self.source, self.evaluation = "k", vid, source, evaluation
+        self.last_modified = T0 + timedelta(minutes=minute, seconds=1)
+
+    @property
+    def ident(self):
+        return (self.key, self.version_id)
+
+
+def test_options_from_places_by_version_id_and_by_time():
+    recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
+    ev = ch.evidence_from(recs)
+    assert ev.strength == "ledger" and ev.head_serial == 2
+    opts = ch.options_from([_Cand("v3", 3, "current"), _Cand("v2", 2), _Cand("vx", 1)], recs, ev)
+    assert [(o.serial, o.after_serial) for o in opts] == [(None, 2), (2, None), (None, 1)]

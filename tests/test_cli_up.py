@@ -1,0 +1,182 @@
+"""The commands through the real front door (`bootstrap.cli.main`): exit codes, --json, no secret leaks.
+
+In-process runs swap only the engine (the in-memory one) and point the spec at the test emulator;
+the subprocess runs use nothing but the product, as an operator would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+
+from bootstrap.errors import EngineError
+from bootstrap.objectstore import ObjectStore
+from tests.conftest import REPO
+from tests.fakes.engine import InMemoryEngine, declare_standard
+
+
+@pytest.fixture
+def cli(tmp_path, aws, emulator_endpoint, monkeypatch, capsys):
+    """Run `groundctl ARGS` in-process against the test emulator with an in-memory engine."""
+    spec = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    spec["backend"]["bucket"] = f"gl-{uuid.uuid4().hex[:16]}"
+    spec_path = tmp_path / "local.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    engine = InMemoryEngine("local", store=ObjectStore(aws.client("s3"), spec["backend"]["bucket"]))
+    declare_standard(engine)
+    monkeypatch.setattr("bootstrap.target.pulumi_engine", lambda ctx: engine)
+    monkeypatch.setattr("bootstrap.target.require_pulumi", lambda: None)
+    monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        from bootstrap.cli import main
+
+        argv = [a.replace("SPEC", str(spec_path)) for a in args] + ["--endpoint-url", emulator_endpoint]
+        monkeypatch.setattr(sys, "argv", ["groundctl", *argv])
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    invoke.engine = engine
+    invoke.store = ObjectStore(aws.client("s3"), spec["backend"]["bucket"])
+    return invoke
+
+
+def test_up_yes_then_status_and_drift(cli):
+    code, out, err = cli("up", "SPEC", "--yes", "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["outcome"] == "succeeded" and record["stopped_at"] is None
+    assert "flux skipped: the target is the AWS emulator" in record["message"]
+
+    code, out, _ = cli("status", "SPEC", "--json")
+    assert code == 0
+    status = json.loads(out)
+    rows = {r["layer"]: r for r in status["layers"]}
+    assert [rows[n]["serial"] for n in ("backend", "network", "cluster")] == [1, 1, 1]
+    assert rows["flux"]["operation"] is None and rows["network"]["operation"] == "up"
+    assert rows["network"]["resources"] == 4 and len(rows["network"]["lineage"]) == 36
+    assert status["lock"]["held"] is False
+
+    code, out, _ = cli("drift", "SPEC", "--json")
+    assert code == 0 and json.loads(out)["drift"] is False
+    cli.engine.state["network"][0].inputs["name"] = "changed-by-hand"
+    code, out, _ = cli("drift", "SPEC", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["drift"] is True
+    assert {r["layer"]: r["state"] for r in report["layers"]} == {
+        "backend": "clean", "network": "drift", "cluster": "clean", "flux": "skipped"}
+
+
+def test_up_without_a_terminal_is_refused_with_the_flag_to_pass(cli):
+    code, out, err = cli("up", "SPEC")
+    assert code == 3
+    assert "--yes" in err and "backend layer was not applied" in err
+    assert "refused" in out and ("up", "backend") not in cli.engine.calls
+
+
+def test_destroy_flags_and_exit_codes(cli):
+    assert cli("up", "SPEC", "--yes")[0] == 0
+    code, _, err = cli("destroy", "SPEC", "--layers", "backend", "--yes")
+    assert code == 3 and "--include-backend" in err
+    code, out, _ = cli("destroy", "SPEC", "--yes", "--json")
+    assert code == 0 and [(lay["layer"], lay["achieved"]) for lay in json.loads(out)["layers"]] == [
+        ("flux", "skipped"), ("cluster", "destroyed"), ("network", "destroyed")]
+    code, out, _ = cli("status", "SPEC", "--json")
+    rows = {r["layer"]: r for r in json.loads(out)["layers"]}
+    assert rows["network"]["operation"] == "destroy" and rows["network"]["serial"] == 2
+    assert rows["backend"]["operation"] == "up"
+
+
+def test_destroy_production_needs_its_flag(monkeypatch, capsys):
+    from bootstrap.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["groundctl", "destroy", "prod", "--yes"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 3 and "--i-mean-production" in capsys.readouterr().err
+
+
+def test_bad_input_exit_2(cli):
+    code, _, err = cli("up", "SPEC", "--layers", "nope", "--yes")
+    assert code == 2 and "'nope' is not a layer" in err
+
+
+def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
+    from bootstrap.orchestrator import plan_live
+
+    passphrase, deploy_key, kube = "CANARY-pass-51f0e2", "CANARY-deploy-key-9a7c33", "CANARY-kubeconfig-77aa01"
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", passphrase)
+    monkeypatch.setenv("GROUNDCTL_FLUX_DEPLOY_KEY", deploy_key)
+    declare_standard(cli.engine, kubeconfig=f"token: {kube}")
+    cli.engine.set_config("flux", "deployKey", deploy_key, secret=True)
+    # An engine error that quotes every secret it knows (as a careless CLI message might).
+    cli.engine.fail[("preview", "network")] = EngineError(f"boom {passphrase} {deploy_key}")
+    outputs = [cli("up", "SPEC", "--yes", "--json")]
+    assert outputs[0][0] == 4
+    code, out, err = cli("up", "SPEC", "--yes", "--json")  # backend is unchanged, network now runs
+    outputs.append((code, out, err))
+    assert code == 0
+    monkeypatch.setattr("bootstrap.target.ENDPOINT_ENV", "GROUNDCTL_TEST_UNUSED")
+    code = plan_live(str(tmp_path / "local.yaml"), out_dir=tmp_path / "plans", json_out=True,
+                     endpoint_url=cli.store.client.meta.endpoint_url, layers=None)
+    assert code == 0
+    texts = [o + e for _, o, e in outputs]
+    texts += [p.read_text() for p in (tmp_path / "plans").iterdir()]
+    for v in [v for v in cli.store.versions(".groundctl/") if not v.delete_marker]:
+        texts.append(cli.store.get(v.key, v.version_id).body.decode())
+    assert len(texts) > 10 and any("boom [redacted]" in t or "boom [secret]" in t for t in texts)
+    for text in texts:
+        for canary in (passphrase, deploy_key, kube):
+            assert canary not in text
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="checks the behaviour without the Pulumi CLI")
+def test_up_local_without_pulumi_cli_stops_cleanly_after_backend_and_lock():
+    env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
+    proc = subprocess.run([sys.executable, "-m", "bootstrap.cli", "up", "local", "--yes", "--json"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    assert proc.returncode == 4, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["stopped_at"] == "engine" and record["outcome"] == "failed"
+    assert [(p["name"], p["outcome"]) for p in record["phases"]] == [
+        ("account", "ok"), ("backend", "ok"), ("lock", "ok"), ("engine", "failed"), ("unlock", "ok")]
+    assert "Pulumi CLI is not installed" in proc.stderr and "Traceback" not in proc.stderr
+    assert all(lay["achieved"] == "not-reached" for lay in record["layers"])
+
+
+def test_emulator_start_serves_until_interrupted():
+    proc = subprocess.Popen([sys.executable, "-m", "bootstrap.cli", "emulator", "start", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        text = ""
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            text += line
+            if line.startswith("}"):
+                break
+        info = json.loads(text)
+        url = info["endpoint_url"]
+        assert info["env"] == {"GROUNDCTL_ENDPOINT_URL": url} and url.startswith("http://127.0.0.1:")
+        s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="emulator-start-check")
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["emulator-start-check"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    assert "AWS emulator stopped" in proc.stderr.read()
