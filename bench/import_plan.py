@@ -32,40 +32,25 @@ CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 def populate(endpoint: str, env: str, count: int, workers: int) -> None:
+    """N tagged resources: a fifth security groups (created one by one: moto's EC2 backend is not
+    thread-safe), the rest log groups (created in parallel)."""
     aws = AwsClients("us-east-1", endpoint, credentials=CREDS)
     ec2, logs = aws.client("ec2"), aws.client("logs")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    groups = count // 5
 
-    def make(i: int) -> None:
-        # moto's EC2 backend is not thread-safe under load and sometimes answers 500: retry setup calls.
-        for attempt in range(5):
-            try:
-                return _make(i)
-            except Exception:
-                if attempt == 4:
-                    raise
-                time.sleep(0.05)
+    def tags(name: str, environment: str = env) -> dict[str, str]:
+        return {naming.TAG_ENV: environment, naming.TAG_LAYER: LAYER, naming.TAG_NAME: name}
 
-    def _make(i: int) -> None:
-        name = f"survivor-{i}"
-        if i % 2:
-            if logs.describe_log_groups(logGroupNamePrefix=f"/{env}/{name}")["logGroups"]:
-                return
-            logs.create_log_group(logGroupName=f"/{env}/{name}", tags={
-                naming.TAG_ENV: env, naming.TAG_LAYER: LAYER, naming.TAG_NAME: name})
-        else:
-            if ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [f"{env}-{name}"]}])["SecurityGroups"]:
-                return  # an earlier attempt got through before its answer failed
-            ec2.create_security_group(GroupName=f"{env}-{name}", Description="bench", VpcId=vpc, TagSpecifications=[{
-                "ResourceType": "security-group",
-                "Tags": [{"Key": naming.TAG_ENV, "Value": env}, {"Key": naming.TAG_LAYER, "Value": LAYER},
-                         {"Key": naming.TAG_NAME, "Value": name}]}])
-
+    for i in range(groups):
+        ec2.create_security_group(GroupName=f"{env}-survivor-{i}", Description="bench", VpcId=vpc, TagSpecifications=[{
+            "ResourceType": "security-group", "Tags": [{"Key": k, "Value": v} for k, v in tags(f"survivor-{i}").items()]}])
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(make, range(count)))
+        list(pool.map(lambda i: logs.create_log_group(logGroupName=f"/{env}/survivor-{i}", tags=tags(f"survivor-{i}")),
+                      range(groups, count)))
         # Noise the filters must drop: another environment.
-        list(pool.map(lambda i: logs.create_log_group(logGroupName=f"/other/{env}/{i}", tags={
-            naming.TAG_ENV: env + "-other", naming.TAG_LAYER: LAYER, naming.TAG_NAME: f"n{i}"}), range(200)))
+        list(pool.map(lambda i: logs.create_log_group(logGroupName=f"/other/{env}/{i}", tags=tags(f"n{i}", env + "-x")),
+                      range(200)))
 
 
 def main() -> int:

@@ -202,10 +202,10 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     if error is not None:
         _scrub(error, target)
         stopped = log.record.stopped_at or ""
-        log.finish(error_outcome(error), f"stopped at {stopped}: {error.message}")
         for lay in log.record.layers:
             if lay.achieved == "pending":
                 log.set_layer(lay.layer, achieved=error_outcome(error), message=error.message)
+        log.finish(error_outcome(error), f"stopped at {stopped}: {error.message}")
     else:
         log.finish("succeeded", _closing_message(log.record))
     if log.save_error:

@@ -23,6 +23,8 @@ from bootstrap.layout import run_key
 # Layer outcomes. "not-reached" is a layer the run meant to handle but stopped before.
 ACHIEVED = ("pending", "applied", "unchanged", "destroyed", "previewed", "skipped", "refused", "failed", "not-reached")
 REDACTED = "[redacted]"
+# Phases long enough (or dangerous enough) that the record should say "running" while they run.
+SAVED_AT_START = frozenset({"backend", "lock", "preview", "up", "destroy"})
 
 
 def iso(ts: float) -> str:
@@ -136,8 +138,9 @@ class RunLog:
     # -- building -----------------------------------------------------------------------------------
 
     def _update(self, **changes) -> None:
+        # Saved at phase boundaries and at the end, not on every change: one PUT per step is enough
+        # for the record to say where a run stopped, and each PUT is a version in the bucket.
         self.record = replace(self.record, **changes)
-        self.save()
 
     def plan_layers(self, layers: list[str], attempted: str) -> None:
         self._update(layers=tuple(LayerRun(name, attempted, "not-reached") for name in layers))
@@ -152,6 +155,8 @@ class RunLog:
         """Record a phase's start, end and outcome. The yielded dict may carry `detail`/`outcome`."""
         start = self.clock()
         self._put_phase(layer, Phase(name, iso(start)))
+        if name in SAVED_AT_START:
+            self.save()
         note: dict = {}
         try:
             yield note
@@ -161,8 +166,10 @@ class RunLog:
             self._end_phase(layer, name, start, outcome, message)
             where = f"{layer}/{name}" if layer else name
             self._update(stopped_at=where)
+            self.save()
             raise
         self._end_phase(layer, name, start, note.get("outcome", "ok"), self.clean(note.get("detail", "")))
+        self.save()
 
     def _put_phase(self, layer: Optional[str], phase: Phase) -> None:
         if layer is None:
@@ -191,6 +198,7 @@ class RunLog:
 
     def finish(self, outcome: str, message: str = "") -> RunRecord:
         self._update(outcome=outcome, message=self.clean(message), ended_at=iso(self.clock()))
+        self.save()
         return self.record
 
 

@@ -1,0 +1,85 @@
+"""`groundctl plan <env> [--offline]`: what each layer would declare or change, written for review.
+
+`--offline` runs the layer programs under Pulumi's mock runtime and checks posture: no engine, no
+cloud, no credentials (bootstrap/offline.py). Without it, the live plan previews through the engine;
+that path lives in `bootstrap.orchestrator.plan_live` and is looked up only when asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from bootstrap import console
+from bootstrap.cli import app
+from bootstrap.errors import BadInput
+from bootstrap.spec import load_spec
+
+DEFAULT_OUT = Path(".groundctl/plans")
+
+
+@app.command("plan")
+def plan(
+    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
+    offline: bool = typer.Option(False, "--offline", help="Mock runtime and posture checks; no cloud access."),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Directory for plan-<env>.md and plan-<env>.json."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON instead of tables."),
+) -> None:
+    """Plan every layer; --offline checks posture without any cloud credentials (exit 1 on a failed rule)."""
+    raise typer.Exit(dispatch(environment, offline=offline, out=out, json_out=json_out))
+
+
+def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool) -> int:
+    """The exit code of `groundctl plan`: the offline path here, the live one in the orchestrator."""
+    if offline:
+        return plan_offline(environment, out=out, json_out=json_out)
+    try:
+        from bootstrap.orchestrator import plan_live
+    except ImportError:
+        raise BadInput(
+            f"A live plan of '{environment}' previews through the Pulumi engine, which this build of "
+            f"groundctl does not provide yet (the engine issue). Run `groundctl plan {environment} --offline` "
+            "to check what the programs declare and their posture without any cloud access."
+        ) from None
+    return plan_live(environment, out=out, json_out=json_out)
+
+
+def plan_offline(environment: str, *, out: Path, json_out: bool) -> int:
+    from bootstrap import offline_render
+    from bootstrap.offline import run_offline
+
+    spec = load_spec(environment)
+    with console.progress(f"{spec.name}: offline plan") as tick:
+        result = run_offline(spec, on_layer=tick)
+    doc = offline_render.document(result)
+    written = _write(out, offline_render.files(doc))
+    if json_out:
+        console.emit_json(doc)
+    else:
+        for table in offline_render.tables(doc):
+            console.data(table)
+    console.info(f"{offline_render.summary(doc)} ({result.seconds:.1f} s)")
+    console.info(f"Wrote {', '.join(str(p) for p in written)}")
+    if result.failed_rules:
+        console.error(
+            f"{spec.name}: posture rule{'s' if len(result.failed_rules) != 1 else ''} failed: "
+            f"{', '.join(result.failed_rules)}. See the failing findings above or in the plan files, fix the "
+            "spec or the layer program, and plan again."
+        )
+    return result.exit_code
+
+
+def _write(out: Path, files: dict[str, str]) -> list[Path]:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, text in files.items():
+            path = out / name
+            path.write_text(text)
+            written.append(path)
+        return written
+    except OSError as exc:
+        raise BadInput(
+            f"Cannot write the plan files to {out} ({exc.strerror or exc}). Give a writable directory with --out."
+        ) from None
