@@ -205,6 +205,8 @@ class EnvironmentLock:
                 if obj is not None and obj.body == body:
                     self.info = replace(mine, etag=obj.etag)
                     return self.info
+            elif self.settle_seconds:
+                time.sleep(self.settle_seconds)  # so the holder we name is the one that stays
             obj, info = _read_lock(self.store, self.environment)
             if obj is None:
                 continue  # released between our attempt and the read; try again
@@ -233,7 +235,10 @@ class EnvironmentLock:
 
     def _run(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
-            self._beat()
+            try:
+                self._beat()
+            except Exception:  # noqa: BLE001 - a background thread must not die printing a traceback
+                self.heartbeat_errors += 1
             if self.lost.is_set():
                 return
 

@@ -97,6 +97,8 @@ def show(value: Any) -> str:
         return str(int(value))
     if isinstance(value, list):
         return ", ".join(show(v) for v in value)
+    if value == "":
+        return '""'
     if isinstance(value, dict):
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     else:
@@ -109,7 +111,21 @@ def key_properties(type_token: str, inputs: dict) -> dict[str, str]:
     if keys is None:
         keys = tuple(k for k, v in sorted(inputs.items())
                      if k != "tags" and not isinstance(v, (dict, list)))[:_FALLBACK_COUNT]
-    return {k.replace(".0.", "[0]."): show(v) for k in keys if (v := _lookup(inputs, k)) is not None}
+    # Labelled by the last path segment: `sseAlgorithm`, not the whole path to it.
+    return {k.rsplit(".", 1)[-1]: show(v) for k in keys if (v := _lookup(inputs, k)) is not None}
+
+
+def short_type(type_token: str) -> str:
+    """`aws:s3/bucketVersioning:BucketVersioning` → `aws:s3:BucketVersioning`, for narrow terminals."""
+    parts = type_token.split(":")
+    if len(parts) != 3:
+        return type_token
+    return f"{parts[0]}:{parts[1].split('/')[0]}:{parts[2]}"
+
+
+def _reading_order(resource) -> tuple:
+    # Registration order varies run to run (async); a fixed order keeps plan files diffable.
+    return (not resource.type.startswith("pulumi:"), resource.type, resource.name)
 
 
 def _masked_outputs(run) -> dict:
@@ -119,6 +135,8 @@ def _masked_outputs(run) -> dict:
 def document(plan: "OfflinePlan") -> dict:
     """The plan as JSON-ready data: deterministic (no timestamps), secrets masked."""
     statuses = rule_status(plan.findings)
+    rank = {rule.id: i for i, rule in enumerate(RULES)}
+    findings = sorted(plan.findings, key=lambda f: (rank.get(f.rule, len(rank)), f.resource or "", f.message))
     layers = {}
     for run in plan.runs:
         layers[run.layer] = {
@@ -126,19 +144,20 @@ def document(plan: "OfflinePlan") -> dict:
             "resources": [
                 {"type": r.type, "name": r.name, "urn": r.urn, "protect": r.protect,
                  "key_properties": key_properties(r.type, r.inputs), "inputs": r.inputs}
-                for r in run.resources
+                for r in sorted(run.resources, key=_reading_order)
             ],
             "outputs": _masked_outputs(run),
             "secret_outputs": sorted(run.secret_outputs),
         }
     rules = []
     for rule in RULES:
-        own = [f for f in plan.findings if f.rule == rule.id]
+        own = [f for f in findings if f.rule == rule.id]
         rules.append({
             "id": rule.id, "layer": rule.layer, "types": list(rule.types), "reason": rule.reason,
             "status": statuses.get(rule.id, "fail"),
             "checked": len(own),
             "failures": [f.to_dict() for f in own if f.status == "fail"],
+            "not_applicable": sorted({f.message for f in own if f.status == "not-applicable"}),
         })
     return {
         "kind": KIND,
@@ -150,7 +169,7 @@ def document(plan: "OfflinePlan") -> dict:
         "layer_order": [run.layer for run in plan.runs],
         "layers": layers,
         "rules": rules,
-        "findings": [f.to_dict() for f in plan.findings],
+        "findings": [f.to_dict() for f in findings],
     }
 
 
@@ -165,7 +184,9 @@ def summary(doc: dict) -> str:
 def _rule_detail(rule: dict) -> str:
     if rule["failures"]:
         return "; ".join(f"{f['resource'] + ': ' if f['resource'] else ''}{f['message']}" for f in rule["failures"])
-    return f"{rule['checked']} checked" if rule["status"] == "pass" else "not applicable"
+    if rule["status"] == "pass":
+        return f"{rule['checked']} checked"
+    return "not applicable: " + "; ".join(rule["not_applicable"])
 
 
 # -- Markdown ------------------------------------------------------------------------------------------
@@ -232,7 +253,7 @@ def tables(doc: dict) -> list:
             table.add_column(column, overflow="fold")
         for r in layer["resources"]:
             props = "\n".join(f"{k}: {v}" for k, v in r["key_properties"].items())
-            table.add_row(Text(r["type"]), Text(r["name"]), Text(props), Text("yes" if r["protect"] else ""))
+            table.add_row(Text(short_type(r["type"])), Text(r["name"]), Text(props), Text("yes" if r["protect"] else ""))
         out.append(table)
     checks = Table(title=Text("posture rules"), title_justify="left")
     for column in ("rule", "layer", "status", "detail"):

@@ -10,8 +10,6 @@ through `Services`, so tests can count, fail or replace any of it.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,32 +18,13 @@ from typing import Callable, Optional
 
 from bootstrap import console, gate
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
-from bootstrap.layers import STACKS_DIR, layer as layer_def, missing_outputs
+from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.plan import Plan
-from bootstrap.runs import RunLog, RunRecord, error_outcome, redact, start_run
+from bootstrap.runs import RunLog, RunRecord, error_outcome, git_commit, redact, start_run
 from bootstrap.steps import LayerStep, Steps, kubernetes_endpoint
-from bootstrap.target import Target
+from bootstrap.target import Target, probe_tcp
 
 LINEAGE_CONFIG = "groundctl:lineage"
-
-
-def _probe_tcp(host: str, port: int, timeout: float = 3.0) -> Optional[str]:
-    """None when a TCP connection to host:port opens; otherwise why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc.strerror or exc}"
-
-
-def _git_commit() -> Optional[str]:
-    try:
-        out = subprocess.run(["git", "-C", str(STACKS_DIR.parent), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and len(sha) == 40 else None
 
 
 @dataclass
@@ -57,8 +36,8 @@ class Services:
     append_record: Callable
     confirm: Callable[[str], bool] = console.confirm
     clock: Callable[[], float] = time.time
-    probe: Callable[[str, int], Optional[str]] = _probe_tcp
-    git_commit: Callable[[], Optional[str]] = _git_commit
+    probe: Callable[[str, int], Optional[str]] = probe_tcp
+    git_commit: Callable[[], Optional[str]] = git_commit
 
 
 def default_services(**overrides) -> Services:

@@ -37,6 +37,21 @@ def new_run_id(clock: Callable[[], float] = time.time) -> str:
     return f"{stamp}-{_secrets.token_hex(3)}"
 
 
+def git_commit() -> Optional[str]:
+    """The commit of the checkout groundctl runs from (recorded with each run), or None."""
+    import subprocess
+
+    from bootstrap.layers import STACKS_DIR
+
+    try:
+        out = subprocess.run(["git", "-C", str(STACKS_DIR.parent), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and len(sha) == 40 else None
+
+
 def redact(text: str, secret_values: Iterable[str]) -> str:
     # Longest first, so a secret containing another is replaced whole. Very short values are skipped:
     # replacing "a" everywhere would make every message unreadable without protecting anything.

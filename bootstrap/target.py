@@ -169,6 +169,17 @@ class Target:
         return [v for v in values if v] + sorted(self.extra_secrets)
 
 
+def probe_tcp(host: str, port: int, timeout: float = 3.0) -> Optional[str]:
+    """None when a TCP connection to host:port opens (e.g. a cluster's API); otherwise why not."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
 def quiet_emulator_logs() -> None:
     # The emulator's HTTP server logs every request on stderr; that would bury groundctl's own output.
     import logging

@@ -312,6 +312,8 @@ class RecoveryPoint:
     resources_gained: tuple[str, ...]      # URNs in the chosen state, not in the newest known one
     newest_readable: bool
     versions_displaced: int
+    chosen_resources: int = 0
+    head_resources: Optional[int] = None   # the ledger head's count, when the newest state cannot be read
 
     @property
     def loses_nothing(self) -> bool:
@@ -321,11 +323,12 @@ class RecoveryPoint:
         return {"newest_known": self.newest_label, "chosen": self.chosen_label, "serials_lost": list(self.serials_lost),
                 "resources_lost": list(self.resources_lost), "resources_gained": list(self.resources_gained),
                 "newest_readable": self.newest_readable, "versions_displaced": self.versions_displaced,
+                "chosen_resources": self.chosen_resources, "head_resources": self.head_resources,
                 "loses_nothing": self.loses_nothing}
 
 
 def recovery_point(choice: Choice, chosen_urns: Iterable[str], newest: Optional[Option],
-                   newest_urns: Optional[Iterable[str]]) -> RecoveryPoint:
+                   newest_urns: Optional[Iterable[str]], head_resources: Optional[int] = None) -> RecoveryPoint:
     """Compare the chosen state with the newest known one (`newest_urns` None when it cannot be read)."""
     assert choice.chosen is not None
     mine = set(chosen_urns)
@@ -338,6 +341,8 @@ def recovery_point(choice: Choice, chosen_urns: Iterable[str], newest: Optional[
         resources_gained=tuple(sorted(mine - theirs)) if theirs is not None else (),
         newest_readable=theirs is not None,
         versions_displaced=len(choice.newer),
+        chosen_resources=len(mine),
+        head_resources=head_resources if theirs is None else None,
     )
 
 

@@ -275,9 +275,12 @@ class _Run:
             except NotAState:
                 newest_urns = None
             self.evaluator.load(self.chosen_candidate)  # keep the chosen document as the last one
-        elif newest is not None:
+        elif newest is not None and not choice.serials_lost:
             newest_urns = [r.urn for r in chosen_doc.resources if not r.delete]
-        return ch.recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns)
+        # When newer recorded serials exist but none of their states can be read, only the ledger's
+        # resource count of the head says what is lost.
+        return ch.recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns,
+                                 self.evidence.head_resources)
 
     # -- Restore -----------------------------------------------------------------------------------
 

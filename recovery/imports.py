@@ -308,7 +308,7 @@ class Classification:
 def classify(state_resources: Sequence[Mapping[str, Any]], live: Sequence[LiveItem],
              pending_operations: Sequence[Mapping[str, Any]] = (),
              inventoried_types: Iterable[str] | None = None) -> Classification:
-    """Match state and live by (type, import ID), falling back to (type, logical name).
+    """Match state and live by (type, import ID); by (type, logical name) only where the ID is unknown.
 
     `inventoried_types` are the types inventory looked for; a state resource of another type is
     `not_checked` rather than "not live", so nothing is dropped on missing evidence.
@@ -327,8 +327,9 @@ def classify(state_resources: Sequence[Mapping[str, Any]], live: Sequence[LiveIt
             continue
         ident = import_id_from_state(res)
         ref = StateRef(res["urn"], typ, logical_name(res["urn"]), ident.value)
-        hit = by_id.get((typ, ident.value)) if ident.value else None
-        hit = hit or by_name.get((typ, ref.name))
+        # By name only when the state cannot say its ID: a same-named live resource with another ID
+        # is a replacement made outside Pulumi, reported as "not live" + a survivor, never merged.
+        hit = by_id.get((typ, ident.value)) if ident.value else by_name.get((typ, ref.name))
         if hit is not None:
             matched.append((ref, hit))
             used.add(id(hit))

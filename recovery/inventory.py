@@ -1,11 +1,11 @@
 """Inventory: the live AWS resources of one environment and layer, found by their `groundctl:*` tags.
 
-Three sources, merged by ARN:
+Three sources, merged by (type, import ID):
 1. the Resource Groups Tagging API (`get_resources`, filtered on `groundctl:env` and `groundctl:layer`,
    100 resources a page — the API's maximum — so N resources cost ceil(N/100) pages);
 2. per-service describe calls for taggable types that API does not return everywhere (IAM roles and
-   OIDC providers, Elastic IPs, VPC endpoints, EKS clusters and their node groups, add-ons and access
-   entries; the emulator's Tagging API omits them);
+   OIDC providers, Elastic IPs, VPC endpoints, EKS clusters and node groups: the emulator's Tagging
+   API omits them). EKS add-ons and access entries are taken from the Tagging API only;
 3. children that cannot carry tags, read through their tagged parent: a route table's routes and
    subnet associations, a role's policy attachments and inline policies, a bucket's settings, a KMS
    key's aliases, an access entry's policy associations. Children are named by `stacks.common.naming`,
@@ -17,10 +17,9 @@ type token, import ID) is done by pure functions below; only `collect` does I/O.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
-
-import re
 
 import botocore.exceptions
 

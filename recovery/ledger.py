@@ -73,6 +73,10 @@ class LedgerRecord:
         sha = s("sha256")
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise ValueError("field 'sha256' is not a sha256 hex digest")
+        for name in ("at", "state_last_modified"):
+            stamp = s(name, optional=name != "at")
+            if stamp is not None:
+                _ts(stamp)  # raises ValueError when it is not an ISO time
         return cls(lineage=s("lineage"), serial=serial, sha256=sha, version_id=s("version_id", True),
                    previous_sha256=s("previous_sha256", True), operation=s("operation"), run_id=s("run_id"),
                    at=s("at"), git_commit=s("git_commit", True), resources=resources, stack_key=s("stack_key"),
@@ -169,9 +173,26 @@ def read_ledger(store: ObjectStore, project: str, stack: str, *,
     return LedgerRead(project, stack, tuple(records), tuple(problems), highest)
 
 
+def _head(store: ObjectStore, project: str, stack: str,
+          cache: dict[str, tuple]) -> tuple[Optional[LedgerRecord], int]:
+    """(newest parseable record, highest serial claimed) from one listing and, usually, one read."""
+    prefix = layout.ledger_prefix(project, stack)
+    serials = sorted(((int(m.group(1)), key) for key, _s, _m in store.keys(prefix)
+                      if (m := _RECORD_NAME.match(key[len(prefix):]))), reverse=True)
+    for serial, key in serials:
+        if key not in cache:
+            obj = store.get(key)
+            if obj is None:
+                continue
+            cache[key] = _parse_record(key, serial, obj.body)
+        if cache[key][0] is not None:
+            return cache[key][0], serials[0][0]
+    return None, serials[0][0] if serials else 0
+
+
 def current_lineage(store: ObjectStore, project: str, stack: str) -> Optional[str]:
     """The lineage of the stack's ledger (its head's), or None when the stack has no ledger yet."""
-    head = read_ledger(store, project, stack).head
+    head, _ = _head(store, project, stack, {})
     return head.lineage if head else None
 
 
@@ -245,11 +266,10 @@ def append_record(store: ObjectStore, project: str, stack: str, *, operation: st
     modified = iso(state.last_modified.timestamp()) if state.last_modified else None
     cache: dict[str, tuple] = {}
     for _attempt in range(max_attempts):
-        led = read_ledger(store, project, stack, _cache=cache)
-        head = led.head
+        head, highest = _head(store, project, stack, cache)
         if head and head.sha256 == sha and head.version_id == state.version_id:
             return head  # this exact stored object is already the head: never record it twice
-        serial = led.highest_serial + 1
+        serial = highest + 1
         rec = LedgerRecord(
             lineage=head.lineage if head else (lineage or str(uuid.uuid4())), serial=serial, sha256=sha,
             version_id=state.version_id,

@@ -81,7 +81,9 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
             out += ["", "### Recovery point", "", f"- newest known state: {point['newest_known']}",
                     f"- serials lost: {', '.join(map(str, point['serials_lost'])) or 'none'}",
                     f"- resources lost from state: {len(point['resources_lost'])}"
-                    + ("" if point["newest_readable"] else " (the newest state cannot be read to compare)")]
+                    + ("" if point["newest_readable"] else
+                       f" (the newest state cannot be read to compare; the ledger head held "
+                       f"{point.get('head_resources')} resources, the chosen state {point.get('chosen_resources')})")]
             out += [f"  - `{u}`" for u in point["resources_lost"][:50]]
     lineage = phases.get("lineage", {}).get("details") or {}
     if lineage.get("forks"):

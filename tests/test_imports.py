@@ -278,3 +278,15 @@ def test_cli_exit_codes_for_a_partial_plan_and_for_a_non_state(tmp_path: Path):
     bad = run_cli("state", "import-plan", str(junk), "--out", str(tmp_path / "q.json"))
     assert bad.returncode == 2 and "not a readable Pulumi state" in bad.stderr
     assert not (tmp_path / "q.json").exists()
+
+
+def test_a_resource_replaced_outside_pulumi_is_not_merged_with_its_old_state_entry():
+    state = [{"urn": "urn:pulumi:dev::network::aws:ec2/vpc:Vpc::vpc", "type": "aws:ec2/vpc:Vpc", "custom": True,
+              "id": "vpc-old"},
+             {"urn": "urn:pulumi:dev::network::aws:eks/addon:Addon::coredns", "type": "aws:eks/addon:Addon",
+              "custom": True, "id": "c:coredns", "outputs": {"clusterName": "c"}}]  # addonName not recorded
+    live = [LiveItem("aws:ec2/vpc:Vpc", "vpc", "vpc-new"), LiveItem("aws:eks/addon:Addon", "coredns", "c:coredns")]
+    got = classify(state, live)
+    assert [s.import_id for s in got.in_state_not_live] == ["vpc-old"]
+    assert [i.import_id for i in got.survivors] == ["vpc-new"]
+    assert [(s.name, i.import_id) for s, i in got.in_state_and_live] == [("coredns", "c:coredns")]

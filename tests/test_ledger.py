@@ -223,3 +223,35 @@ def test_assess_lineage_with_damaged_ledger_is_weaker_but_still_places():
     v = assess_lineage(led, [cand("z", 25)])
     assert v.evidence == "ledger-damaged" and v.weaker
     assert v.placements[0].after_serial == 1 and v.placements[0].before_serial == 3
+
+
+def test_hostile_ledger_records_are_findings_never_tracebacks():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from recovery.ledger import _parse_record
+
+    json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                               lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+                               max_leaves=12)
+    good = json.loads(rec(1, "a", None).to_json())
+    mutated = st.builds(lambda k, v: {**good, k: v}, st.sampled_from(sorted(good)), json_values)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.one_of(st.binary(max_size=200), json_values.map(lambda v: json.dumps(v).encode()),
+                     mutated.map(lambda d: json.dumps(d).encode())))
+    def check(body):
+        parsed, problem = _parse_record("k", 1, body)
+        assert (parsed is None) != (problem is None)
+        if parsed:
+            verify_chain([parsed])
+            place_candidates([parsed], [cand("a", 5)])
+
+    check()
+
+
+def test_record_with_a_bad_time_is_unparseable_not_a_crash_later():
+    from recovery.ledger import _parse_record
+    bad = {**json.loads(rec(1, "a", None).to_json()), "state_last_modified": "yesterday"}
+    parsed, problem = _parse_record("k", 1, json.dumps(bad).encode())
+    assert parsed is None and problem.code == "unparseable-record"

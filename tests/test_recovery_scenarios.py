@@ -96,6 +96,18 @@ def store(aws, bucket):
     return ObjectStore(aws.client("s3"), bucket)
 
 
+@pytest.fixture(autouse=True)
+def fresh_environment(monkeypatch):
+    """The emulator is shared by the session: a unique environment name keeps one test's live,
+    tagged resources out of another's inventory."""
+    import uuid
+
+    env = f"e{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(__import__(__name__, fromlist=["ENV"]), "ENV", env)
+    monkeypatch.setattr(__import__(__name__, fromlist=["KEY"]), "KEY", layout.stack_key(LAYER, env))
+    return env
+
+
 # -- scenarios ---------------------------------------------------------------------------------------
 
 
@@ -207,8 +219,9 @@ def test_rollback_is_refused_without_its_flag(store, aws):
     engine.declare(LAYER, resources(2))
     t2 = guide(store, aws, engine, flags=Flags(allow_rollback=True))
     assert phase(t2, "choose").details["recovery_point"]["serials_lost"] == [3]
-    assert phase(t2, "choose").details["recovery_point"]["resources_lost"] == [
-        f"urn:pulumi:{ENV}::{LAYER}::aws:ec2/subnet:Subnet::subnet-2"]
+    point = phase(t2, "choose").details["recovery_point"]
+    # No copy of serial 3 is left to compare URNs with: the ledger's counts say what is lost.
+    assert not point["newest_readable"] and (point["head_resources"], point["chosen_resources"]) == (5, 4)
     assert phase(t2, "restore").status == "achieved" and t2.outcome == "complete"
     assert led.read_ledger(store, LAYER, ENV).head.operation == "restore"
 

@@ -27,6 +27,7 @@ def _register() -> None:
     from bootstrap.cli import spec_cmd  # noqa: F401
     from bootstrap.cli import lock  # noqa: F401
     from bootstrap.cli import state  # noqa: F401
+    from bootstrap.cli import plan  # noqa: F401
     from bootstrap.cli import state_import  # noqa: F401
     from bootstrap.cli import emulator_cmd, status, up  # noqa: F401
 
