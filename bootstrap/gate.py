@@ -186,16 +186,18 @@ def approved_from_documents(documents: Mapping[str, object], environment: str) -
 
 
 def _plan_dicts(doc: object) -> list[dict]:
+    # Other JSON in the directory (an offline plan, a note) is not a live plan and is left alone.
+    def is_plan(d: object) -> bool:
+        return isinstance(d, dict) and {"layer", "environment", "changes"} <= set(d)
+
     if isinstance(doc, list):
-        return [d for d in doc if isinstance(d, dict)]
+        return [d for d in doc if is_plan(d)]
     if not isinstance(doc, dict):
         return []
     for key in ("plans", "layers"):
         if isinstance(doc.get(key), list):
-            return [d for d in doc[key] if isinstance(d, dict)]
-    if "layer" in doc and "changes" in doc:
-        return [doc]
-    return []
+            return [d for d in doc[key] if is_plan(d)]
+    return [doc] if is_plan(doc) else []
 
 
 def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str) -> GateDecision | None:

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from bootstrap import console, gate
+from bootstrap import console, gate, plan_render
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.plan import Plan
 from bootstrap.runs import RunLog, RunRecord, error_outcome, git_commit, redact, start_run
-from bootstrap.steps import LayerStep, Steps, kubernetes_endpoint
-from bootstrap.target import Target, probe_tcp
+from bootstrap.steps import LayerStep, Steps, build_preview, kubernetes_endpoint
+from bootstrap.target import Target, open_target, probe_tcp
 
 LINEAGE_CONFIG = "groundctl:lineage"
 
@@ -355,45 +355,27 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     return plans
 
 
-def plan_live(environment: str, *, out_dir: Path, json_out: bool, endpoint_url: Optional[str],
-              layers: Optional[list[str]], services: Optional[Services] = None, **target_args) -> int:
+def plan_live(environment: str, *, out_dir: Optional[Path] = None, out: Optional[Path] = None,
+              json_out: bool = False, endpoint_url: Optional[str] = None, layers: Optional[list[str]] = None,
+              services: Optional[Services] = None, **target_args) -> int:
     """`groundctl plan <env>` through the engine: preview every layer, write the plan files, report.
 
-    `target_args` go to `open_target` (tests pass their engine factory and spec there)."""
-    from bootstrap.steps import build_preview
-    from bootstrap.target import open_target
-
-    def announce(url: str) -> None:
-        console.info(f"Started the embedded AWS emulator at {url} for this command.")
-
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce, **target_args) as target:
+    `out` is the same as `out_dir` (bootstrap/cli/plan.py passes `out`). `target_args` go to
+    `open_target` (tests pass their engine factory and spec there)."""
+    out_dir = out_dir or out or Path(".groundctl/plans")
+    with open_target(environment, endpoint_url=endpoint_url, **target_args,
+                     on_emulator=lambda url: console.info(f"Started the embedded AWS emulator at {url}.")) as target:
         steps = build_preview(target.spec, layers, emulated=target.emulated, refresh=False)
         plans = preview_all(target, steps, services or default_services())
-    written = write_plans(plans, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in plan_render.plan_files(plans).items():
+        (out_dir / name).write_text(text)
+        written.append(out_dir / name)
     if json_out:
-        console.emit_json({"environment": plans[0].environment if plans else environment, "plans": [p.to_dict() for p in plans],
-                           "files": [str(f) for f in written]})
+        console.emit_json({**plan_render.combined_json(plans), "files": [str(f) for f in written]})
     else:
         for plan in plans:
             _render(plan)
         console.info(f"Wrote {len(written)} plan files under {out_dir}.")
     return 0
-
-
-def write_plans(plans: list[Plan], out_dir: Path) -> list[Path]:
-    """Per-layer and combined Markdown and JSON (bootstrap.plan_render); JSON only if it is absent."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        from bootstrap.plan_render import plan_files
-    except ImportError:
-        files = {f"{p.layer}.json": json.dumps(p.to_dict(), indent=2, sort_keys=True) for p in plans}
-        files["plan.json"] = json.dumps({"environment": plans[0].environment if plans else None,
-                                         "layers": [p.to_dict() for p in plans]}, indent=2, sort_keys=True)
-    else:
-        files = plan_files(plans)
-    return [_write(out_dir / name, text) for name, text in files.items()]
-
-
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text if text.endswith("\n") else text + "\n")
-    return path

@@ -22,15 +22,14 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.aws import AwsClients
 from bootstrap.engine import Engine
-from bootstrap.errors import BadInput, EngineError
+from bootstrap.errors import BadInput
 from bootstrap.objectstore import ObjectStore
 from bootstrap.spec import EnvironmentSpec, load_spec
 
 ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
 # Environment variables whose values are secrets the engine may be handed; their values are redacted
 # from everything groundctl prints or stores. (The Pulumi passphrase for `local`, the Flux deploy key.)
-SECRET_ENV_VARS = ("PULUMI_CONFIG_PASSPHRASE", "GROUNDCTL_FLUX_DEPLOY_KEY", "GROUNDCTL_DEPLOY_KEY",
-                   "FLUX_DEPLOY_KEY")
+SECRET_ENV_VARS = ("PULUMI_CONFIG_PASSPHRASE", "GROUNDCTL_FLUX_DEPLOY_KEY")
 _URL = re.compile(r"^https?://[^\s/]+(:\d+)?/?$")
 
 
@@ -85,24 +84,9 @@ def pulumi_engine(ctx: EngineContext) -> Engine:
 
 def require_pulumi() -> None:
     """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
-    try:
-        from bootstrap.engine import pulumi_available
-    except ImportError:  # the engine module predates the check: look for the binary directly
-        import shutil
+    from bootstrap.engine import require_pulumi as engine_requires_pulumi
 
-        def pulumi_available() -> bool:
-            return shutil.which("pulumi") is not None
-    if pulumi_available():
-        return
-    try:
-        from bootstrap.engine_errors import missing_cli_error
-    except ImportError:
-        raise EngineError(
-            "The Pulumi CLI is not installed or not on PATH, so groundctl cannot preview or apply any "
-            "layer. Install it from https://www.pulumi.com/docs/install/, check that `pulumi version` "
-            "works in this shell, and run the command again; groundctl never downloads it."
-        ) from None
-    raise missing_cli_error()
+    engine_requires_pulumi()
 
 
 @dataclass
@@ -165,8 +149,11 @@ class Target:
             raise
 
     def secret_values(self) -> list[str]:
-        values = [self.environ.get(name, "") for name in SECRET_ENV_VARS]
-        return [v for v in values if v] + sorted(self.extra_secrets)
+        values = [v for v in (self.environ.get(name, "") for name in SECRET_ENV_VARS) if v]
+        values += sorted(self.extra_secrets)
+        # A deploy key or kubeconfig is several lines; a message quoting one line must not leak it.
+        lines = [ln.strip() for v in values if "\n" in v for ln in v.splitlines() if len(ln.strip()) >= 16]
+        return values + lines
 
 
 def probe_tcp(host: str, port: int, timeout: float = 3.0) -> Optional[str]:

@@ -410,6 +410,13 @@ def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) ->
         rec = rec or (by_sha.get(ev.sha256) if ev is not None and ev.sha256 else None)
         if rec is not None:
             matched[c.ident] = rec
+    # Pulumi's .bak and history copies hold the same bytes as a recorded version: equal single-part
+    # ETag (the MD5) and size place them at that serial without a download.
+    by_etag = {(c.etag.strip('"'), c.size): r for c in candidates if (r := matched.get(c.ident)) is not None
+               and r.version_id == c.version_id and "-" not in c.etag and c.etag}
+    for c in candidates:
+        if c.ident not in matched and c.evaluation is None and (c.etag.strip('"'), c.size) in by_etag:
+            matched[c.ident] = by_etag[(c.etag.strip('"'), c.size)]
     # A record's time: the listed time of its own version when that is a candidate (finer than the
     # HTTP date a GET returns), else the time it carries.
     listed = {r.serial: c.last_modified for c in candidates if (r := matched.get(c.ident)) is not None

@@ -169,7 +169,11 @@ def decide(phases: tuple[PhaseResult, ...], recovery: tuple[str, ...], rto_minut
     took = recovery_seconds(phases, recovery)
     within = None if took is None else took <= rto
     if dry_run:
-        return Verdict("dry-run", "DryRun", "Dry run: nothing was changed and nothing was measured.", None, rto, None)
+        stop = next((p for p in phases if p.status in (REFUSED, FAILED)), None)
+        tail = (f" The drill would stop at {stop.name}: {stop.message}" if stop else
+                " The read-only checks passed.")
+        return Verdict("dry-run", "DryRun", "Dry run: nothing was changed and nothing was measured." + tail,
+                       None, rto, None, stop.name if stop else None)
     for p in phases:
         if p.status in (REFUSED, FAILED):
             kind = "refused" if p.status == REFUSED else "failed"

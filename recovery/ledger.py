@@ -136,11 +136,10 @@ def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRe
     return rec, None
 
 
-def read_ledger(store: ObjectStore, project: str, stack: str, *,
-                _cache: Optional[dict[str, tuple]] = None) -> LedgerRead:
+def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
     """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised."""
     prefix = layout.ledger_prefix(project, stack)
-    cache = _cache if _cache is not None else {}
+    cache: dict[str, tuple] = {}
     problems: list[Finding] = []
     wanted: list[tuple[str, int]] = []
     for key, _size, _mod in store.keys(prefix):
@@ -210,14 +209,22 @@ def decompress(body: bytes) -> bytes:
 
 
 def count_resources(body: bytes) -> int:
-    """Resources in a checkpoint (`{version, checkpoint: {latest: {resources}}}`) or an export."""
-    doc = json.loads(decompress(body))
+    """Resources in a checkpoint (`{version, checkpoint: {latest: {resources}}}`) or an export.
+    Raises ValueError for anything that is not one."""
+    try:
+        doc = json.loads(decompress(body))
+    except ValueError:
+        raise
+    except Exception as exc:  # a truncated gzip/zstd stream raises its library's own error
+        raise ValueError(f"the state cannot be decompressed ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise ValueError("the state is not a JSON object")
-    if "checkpoint" in doc:
-        latest = (doc.get("checkpoint") or {}).get("latest") or {}
+    if isinstance(doc.get("checkpoint"), dict):
+        latest = doc["checkpoint"].get("latest") or {}  # a stack with no deployment yet has no `latest`
     else:
-        latest = doc.get("deployment") or {}
+        latest = doc.get("deployment")
+    if not isinstance(latest, dict):
+        raise ValueError("the state has no checkpoint.latest or deployment object")
     resources = latest.get("resources") or []
     if not isinstance(resources, list):
         raise ValueError("'resources' is not a list")

@@ -118,8 +118,9 @@ class _Rec:
 
 
 class _Cand:
-    def __init__(self, vid, minute, source="version", evaluation=None):
+    def __init__(self, vid, minute, source="version", evaluation=None, etag=None, size=10):
         self.key, self.version_id, self.source, self.evaluation = "k", vid, source, evaluation
+        self.etag, self.size = f'"{etag or vid}"', size
         self.last_modified = T0 + timedelta(minutes=minute, seconds=1)
 
     @property
@@ -133,3 +134,11 @@ def test_options_from_places_by_version_id_and_by_time():
     assert ev.strength == "ledger" and ev.head_serial == 2
     opts = ch.options_from([_Cand("v3", 3, "current"), _Cand("v2", 2), _Cand("vx", 1)], recs, ev)
     assert [(o.serial, o.after_serial) for o in opts] == [(None, 2), (2, None), (None, 1)]
+
+
+def test_copies_with_a_recorded_versions_etag_take_its_serial_without_a_download():
+    recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
+    hist = _Cand("h1", 5, "history", etag="v1")
+    hist.key = "history-key"
+    opts = ch.options_from([_Cand("v2", 2), _Cand("v1", 1), hist], recs, ch.evidence_from(recs))
+    assert opts[2].serial == 1 and opts[2].verdict is None

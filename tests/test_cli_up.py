@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import boto3
 import pytest

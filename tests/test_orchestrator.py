@@ -217,3 +217,22 @@ def test_interactive_destroy_without_answer_destroys_nothing(world):
         steps = build_destroy(target.spec, None, emulated=True, include_backend=False, i_mean_production=False)
         outcome = run(target, steps, services(clock, answers=[False]), UpOptions())
     assert isinstance(outcome.error, Refused) and not ops(engine, "destroy")
+
+
+def test_endpoint_resolution_rules():
+    from bootstrap.errors import BadInput
+    from bootstrap.spec import load_spec
+    from bootstrap.target import ENDPOINT_ENV, resolve_endpoint
+
+    local, dev, prod = load_spec("local"), load_spec("dev"), load_spec("prod")
+    env = {ENDPOINT_ENV: "http://127.0.0.1:4599"}
+    assert resolve_endpoint(local, None, {}).url == "embedded"
+    assert resolve_endpoint(local, None, env).url == "http://127.0.0.1:4599"
+    assert resolve_endpoint(local, "http://127.0.0.1:5000/", env).url == "http://127.0.0.1:5000"
+    # A variable exported for local work never redirects an environment that targets AWS.
+    assert resolve_endpoint(dev, None, env).url is None and resolve_endpoint(prod, None, env).url is None
+    assert resolve_endpoint(dev, "http://127.0.0.1:5000", {}).source == "--endpoint-url"
+    with pytest.raises(BadInput, match="production"):
+        resolve_endpoint(prod, "http://127.0.0.1:5000", {})
+    with pytest.raises(BadInput, match="not an endpoint URL"):
+        resolve_endpoint(local, None, {ENDPOINT_ENV: "localhost:4599"})

@@ -29,6 +29,8 @@ def _register() -> None:
     from bootstrap.cli import state  # noqa: F401
     from bootstrap.cli import plan  # noqa: F401
     from bootstrap.cli import state_import  # noqa: F401
+    from bootstrap.cli import recover, state_verify  # noqa: F401
+    from bootstrap.cli import drill  # noqa: F401
     from bootstrap.cli import emulator_cmd, status, up  # noqa: F401
 
 

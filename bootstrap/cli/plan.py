@@ -8,6 +8,7 @@ that path lives in `bootstrap.orchestrator.plan_live` and is looked up only when
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -23,16 +24,28 @@ DEFAULT_OUT = Path(".groundctl/plans")
 def plan(
     environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
     offline: bool = typer.Option(False, "--offline", help="Mock runtime and posture checks; no cloud access."),
-    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Directory for plan-<env>.md and plan-<env>.json."),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Directory for the plan files (Markdown and JSON)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON instead of tables."),
+    layers: Optional[list[str]] = typer.Option(
+        None, "--layers", help="Live plan only: these layers (repeat, or comma-separated)."),
+    endpoint_url: Optional[str] = typer.Option(
+        None, "--endpoint-url", help="Live plan only: AWS endpoint (an emulator) for a non-production environment."),
 ) -> None:
     """Plan every layer; --offline checks posture without any cloud credentials (exit 1 on a failed rule)."""
-    raise typer.Exit(dispatch(environment, offline=offline, out=out, json_out=json_out))
+    names = [n.strip() for v in layers or [] for n in v.split(",") if n.strip()] or None
+    raise typer.Exit(dispatch(environment, offline=offline, out=out, json_out=json_out, layers=names,
+                              endpoint_url=endpoint_url))
 
 
-def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool) -> int:
+def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool,
+             layers: Optional[list[str]] = None, endpoint_url: Optional[str] = None) -> int:
     """The exit code of `groundctl plan`: the offline path here, the live one in the orchestrator."""
     if offline:
+        if layers or endpoint_url:
+            raise BadInput(
+                "--layers and --endpoint-url apply to the live plan only: an offline plan runs every layer (each "
+                "needs the outputs of the ones before) and talks to no endpoint. Drop them, or drop --offline."
+            )
         return plan_offline(environment, out=out, json_out=json_out)
     try:
         from bootstrap.orchestrator import plan_live
@@ -42,7 +55,7 @@ def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool) -> i
             f"groundctl does not provide yet (the engine issue). Run `groundctl plan {environment} --offline` "
             "to check what the programs declare and their posture without any cloud access."
         ) from None
-    return plan_live(environment, out=out, json_out=json_out)
+    return plan_live(environment, out_dir=out, json_out=json_out, endpoint_url=endpoint_url, layers=layers)
 
 
 def plan_offline(environment: str, *, out: Path, json_out: bool) -> int:

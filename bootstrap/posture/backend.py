@@ -26,7 +26,7 @@ def _settings_of(ctx: Context, bucket: "DeclaredResource", kind: str) -> list["D
     return [r for r in ctx.of_type("backend", kind) if r.inputs.get("bucket") in refs]
 
 
-def _per_bucket(kind: str, judge: Callable[[Context, "DeclaredResource"], Outcome | None], what: str):
+def _per_bucket(kind: str, judge: Callable[[Context, "DeclaredResource"], Outcome], what: str):
     """A backend check applied to every bucket's setting of `kind`; a bucket without one fails."""
 
     def check(ctx: Context) -> Iterable[Outcome]:
@@ -90,7 +90,7 @@ def _tls_policy(ctx: Context, r: "DeclaredResource") -> Outcome:
         return "fail", r.name, "the bucket policy is not readable JSON at plan time"
     statements = [statements] if isinstance(statements, dict) else statements
     return ok(any(_denies_plain_http(s) for s in statements), r.name, "denies s3:* when aws:SecureTransport is false",
-               "no statement denies s3:* to everyone when aws:SecureTransport is false")
+              "no statement denies s3:* to everyone when aws:SecureTransport is false")
 
 
 def _lifecycle(ctx: Context, r: "DeclaredResource") -> Outcome:
@@ -98,7 +98,7 @@ def _lifecycle(ctx: Context, r: "DeclaredResource") -> Outcome:
     days = [number((rule.get("noncurrentVersionExpiration") or {}).get("noncurrentDays"))
             for rule in r.inputs.get("rules") or [] if rule.get("status") == "Enabled"]
     return ok(float(want) in days, r.name, f"noncurrent versions expire after {want} days",
-               f"no enabled rule expires noncurrent versions after {want} days (found {days or 'none'})")
+              f"no enabled rule expires noncurrent versions after {want} days (found {days or 'none'})")
 
 
 def _key_rotation(ctx: Context) -> Iterable[Outcome]:
@@ -135,7 +135,7 @@ def _replica(ctx: Context) -> Iterable[Outcome]:
     for cfg in configs:
         rules = [x for x in cfg.inputs.get("rules") or [] if x.get("status") == "Enabled"]
         yield ok(bool(rules) and bool(replica_buckets), cfg.name, f"replicates to a bucket in {region}",
-                  "no enabled replication rule" if not rules else f"no replica bucket in {region}")
+                 "no enabled replication rule" if not rules else f"no replica bucket in {region}")
 
 
 RULES: tuple[Rule, ...] = (

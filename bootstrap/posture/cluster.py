@@ -34,7 +34,7 @@ def _secrets_encryption(ctx: Context, r: "DeclaredResource") -> Outcome:
     key = (enc.get("provider") or {}).get("keyArn") if isinstance(enc, dict) else None
     resources = enc.get("resources") or [] if isinstance(enc, dict) else []
     return ok("secrets" in resources and bool(key), r.name, "Kubernetes secrets envelope-encrypted with KMS",
-               "secrets are not envelope-encrypted with a KMS key")
+              "secrets are not envelope-encrypted with a KMS key")
 
 
 def _log_types(ctx: Context, r: "DeclaredResource") -> Outcome:
@@ -52,7 +52,7 @@ def _public_in_production(ctx: Context, r: "DeclaredResource") -> Outcome:
     if not ctx.spec.production:
         return "not-applicable", r.name, f"non-production (public access {'on' if public else 'off'} per spec)"
     return ok(public is False, r.name, "public endpoint off",
-               "the API endpoint is public in production; set cluster.endpoint_public_access: false")
+              "the API endpoint is public in production; set cluster.endpoint_public_access: false")
 
 
 def _nodes_private(ctx: Context) -> Iterable[Outcome]:
@@ -63,7 +63,7 @@ def _nodes_private(ctx: Context) -> Iterable[Outcome]:
         ids = ids if isinstance(ids, list) else [ids]
         stray = [i for i in ids if i not in private]
         yield ok(bool(ids) and not stray, group.name, "only private subnets",
-                  f"subnets outside the private ones: {', '.join(map(str, stray))}" if stray else "no subnets")
+                 f"subnets outside the private ones: {', '.join(map(str, stray))}" if stray else "no subnets")
 
 
 def _admin_access(ctx: Context) -> Iterable[Outcome]:

@@ -20,7 +20,7 @@ def _flux_version(ctx: Context) -> Iterable[Outcome]:
         source = str(cf.inputs.get("file") or cf.inputs.get("files") or "")
         pinned = source == fx.manifest_path if fx.manifest_path else f"/download/{fx.version}/" in source
         yield ok(pinned and exported == fx.version, cf.name, f"controllers at {fx.version} from {source}",
-                  f"controllers from {source!r} (exported version {exported!r}); the spec pins {fx.version}")
+                 f"controllers from {source!r} (exported version {exported!r}); the spec pins {fx.version}")
 
 
 def _git_ref(ctx: Context) -> Iterable[Outcome]:
@@ -32,8 +32,8 @@ def _git_ref(ctx: Context) -> Iterable[Outcome]:
         same = got == want and spec.get("url") == ctx.spec.flux.repository_url
         branch_in_prod = ctx.spec.production and "branch" in (got or {})
         yield ok(same and not branch_in_prod, repo.name, f"{ctx.spec.flux.repository_url} at {want}",
-                  f"source {spec.get('url')!r} at {got!r}; the spec says {want}"
-                  + (" and production needs a tag or commit" if branch_in_prod else ""))
+                 f"source {spec.get('url')!r} at {got!r}; the spec says {want}"
+                 + (" and production needs a tag or commit" if branch_in_prod else ""))
 
 
 def _strip(path: object) -> str:
@@ -47,7 +47,7 @@ def _kustomization(ctx: Context) -> Iterable[Outcome]:
         spec = k.inputs.get("spec") or {}
         good = spec.get("prune") is True and _strip(spec.get("path")) == want
         yield ok(good, k.name, f"prune on at {want}",
-                  f"prune {spec.get('prune')!r} at {spec.get('path')!r}; want prune true at {want}")
+                 f"prune {spec.get('prune')!r} at {spec.get('path')!r}; want prune true at {want}")
 
 
 def _everything_plain(ctx: Context) -> Iterable[tuple[str, str]]:
@@ -75,7 +75,7 @@ def _deploy_key(ctx: Context) -> Iterable[Outcome]:
         data = secret.inputs.get("stringData", secret.inputs.get("data"))
         sealed = data == SECRET or (isinstance(data, dict) and data.get("identity") == SECRET)
         yield ok(sealed, secret.name, "deploy key held only as secret config",
-                  "the deploy key in the Secret is not marked secret")
+                 "the deploy key in the Secret is not marked secret")
 
 
 RULES: tuple[Rule, ...] = (

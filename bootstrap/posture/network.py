@@ -30,7 +30,7 @@ def _private_no_public_ip(ctx: Context) -> Iterable[Outcome]:
         yield "fail", None, f"{len(private)} private subnets for {ctx.spec.network.az_count} availability zones"
     for s in private:
         yield ok(s.inputs.get("mapPublicIpOnLaunch") in (False, None), s.name, "no public IPs on launch",
-                  "maps public IPs on launch")
+                 "maps public IPs on launch")
 
 
 def _role_tags(ctx: Context) -> Iterable[Outcome]:
@@ -47,7 +47,7 @@ def _nat_count(ctx: Context) -> Iterable[Outcome]:
     nats = ctx.of_type("network", NAT)
     if nats:
         yield ok(len(nats) == want, None, f"{len(nats)} NAT gateway(s) for NAT mode {net.nat}",
-                  f"{len(nats)} NAT gateway(s), but NAT mode {net.nat} with {net.az_count} AZs needs {want}")
+                 f"{len(nats)} NAT gateway(s), but NAT mode {net.nat} with {net.az_count} AZs needs {want}")
 
 
 def _flow_logs(ctx: Context) -> Iterable[Outcome]:
@@ -69,7 +69,7 @@ def _s3_endpoint(ctx: Context) -> Iterable[Outcome]:
         gateway = ep.inputs.get("vpcEndpointType", "Gateway") == "Gateway"
         routed = bool(ep.inputs.get("routeTableIds"))
         yield ok(gateway and routed, ep.name, f"{service} gateway endpoint on the route tables",
-                  "not a Gateway endpoint" if not gateway else "attached to no route table")
+                 "not a Gateway endpoint" if not gateway else "attached to no route table")
 
 
 RULES: tuple[Rule, ...] = (

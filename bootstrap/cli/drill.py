@@ -1,0 +1,180 @@
+"""`groundctl drill …`: rehearse a recovery, time it against the RTO, report it; and list past drills."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from bootstrap import console
+from bootstrap.cli import app
+from bootstrap.target import open_target
+from recovery.drill_report import DrillReport, load_history, summarize_history, what_to_look_at, write_report
+
+drill_app = typer.Typer(help="Rehearse recoveries, time them against the RTO, and keep their reports.",
+                        no_args_is_help=True)
+app.add_typer(drill_app, name="drill")
+
+_ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
+_DRY = typer.Option(False, "--dry-run", help="Show the phases and plans; change nothing.")
+_YES = typer.Option(False, "--yes", help="Do not ask before the drill's destructive step.")
+_OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SVG report (default: drill-reports/<env>; "
+                    "a dry run writes files only when given).")
+_JSON = typer.Option(False, "--json", help="Print the report as JSON on stdout.")
+_ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
+
+
+def _announce(url: str) -> None:
+    console.info(f"Started the embedded AWS emulator at {url} for this command (its contents go when it ends).")
+
+
+def _context(target, clock=time.time):
+    import boto3
+
+    from bootstrap.locks import EnvironmentLock, lock_status
+    from recovery.drills import DrillContext, orchestrated_layers
+    from recovery.flux_ready import api_from_kubeconfig
+
+    def inventory(environment: str, layer: str):
+        from recovery.inventory import collect
+        return collect(target.clients, environment, layer)
+
+    def kube_for(kubeconfig: str):
+        session = boto3.Session(profile_name=target.spec.aws.profile, region_name=target.spec.aws.region)
+        return api_from_kubeconfig(kubeconfig, session=session)
+
+    ctx = DrillContext(
+        spec=target.spec, store=target.store, engine=lambda: target.engine, emulated=target.emulated,
+        run_layers=orchestrated_layers(target, clock=clock),
+        lock_factory=lambda store, environment, run_id: EnvironmentLock(store, environment, run_id),
+        require_bucket=target.require_bucket, kube_for=kube_for, lock_status=lock_status, confirm=console.confirm,
+        clock=clock, secrets=set(target.secret_values()), inventory=inventory)
+
+    def checkpoint(report: DrillReport) -> None:
+        # Progress after each phase, so a drill that dies part-way still says where it stopped.
+        try:
+            write_report(report, store=target.store, secret_values=ctx.secrets)
+        except Exception as exc:  # noqa: BLE001 - losing progress must not stop the drill
+            console.warn(f"drill progress could not be stored: {type(exc).__name__}")
+    ctx.checkpoint = checkpoint
+    return ctx
+
+
+def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool, dry_run: bool) -> None:
+    out_dir = out if (out is not None or not dry_run) else None
+    out_dir = out_dir or (Path("drill-reports") / report.environment if not dry_run else None)
+    written, note = None, None
+    try:
+        written = write_report(report, store=None if dry_run else store, out_dir=out_dir, secret_values=ctx.secrets)
+    except Exception as exc:  # noqa: BLE001 - the outcome is still shown
+        note = f"the drill report could not be written ({type(exc).__name__}: {exc})"
+    if json_out:
+        from recovery.drill_report import redact_obj
+        doc = redact_obj(report.to_dict(), ctx.secrets)
+        doc["written"] = {"bucket_key": written.bucket_key, "files": list(written.files)} if written else None
+        console.emit_json(doc)
+    else:
+        _render(report)
+        if written and written.bucket_key:
+            console.info(f"Drill record: {written.bucket_key} in the state bucket")
+        for f in written.files if written else ():
+            console.info(f"Wrote {f}")
+    if note:
+        console.warn(note)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def _render(report: DrillReport) -> None:
+    v = report.verdict
+    table = Table(title=f"drill {report.kind} {report.environment}" + (f" ({report.layer})" if report.layer else "")
+                  + f" — {report.drill_id}")
+    for column in ("phase", "status", "reason", "seconds", "message"):
+        table.add_column(column)
+    for p in report.phases:
+        table.add_row(p.name, p.status, p.reason, "" if p.seconds is None else f"{p.seconds:.1f}", p.message)
+    console.data(table)
+    for plan in report.plans:
+        console.info(f"  plan {plan.get('phase')}: {plan.get('summary')}")
+    took = "—" if v.recovery_seconds is None else f"{v.recovery_seconds:.1f} s"
+    console.info(f"verdict: {v.outcome} ({v.reason}) — recovery {took} of RTO {v.rto_seconds:.0f} s. {v.message}")
+    if v.outcome not in ("passed", "dry-run"):
+        for item in what_to_look_at(report):
+            console.warn(item)
+
+
+@drill_app.command("rebuild-cluster")
+def rebuild_cluster(
+    environment: str = _ENV,
+    dry_run: bool = _DRY,
+    yes: bool = _YES,
+    i_mean_production: bool = typer.Option(False, "--i-mean-production", help="Needed to drill a production environment."),
+    timeout: Optional[int] = typer.Option(None, "--timeout", min=1, help="Minutes to wait for Flux Ready (default: the RTO)."),
+    out: Optional[Path] = _OUT,
+    json_out: bool = _JSON,
+    endpoint_url: Optional[str] = _ENDPOINT,
+) -> None:
+    """Destroy flux and cluster, recreate them, wait for Flux Ready, check the revisions; time it against the RTO."""
+    from recovery.drills import RebuildOptions, run_rebuild
+
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
+        ctx = _context(target)
+        report = run_rebuild(ctx, RebuildOptions(dry_run=dry_run, yes=yes, i_mean_production=i_mean_production,
+                                                 timeout_minutes=timeout))
+        _finish(report, ctx, target.store, out, json_out, dry_run)
+
+
+@drill_app.command("state-loss")
+def state_loss(
+    environment: str = _ENV,
+    layer: str = typer.Option(..., "--layer", help="The layer whose state is deleted and recovered."),
+    dry_run: bool = _DRY,
+    yes: bool = _YES,
+    out: Optional[Path] = _OUT,
+    json_out: bool = _JSON,
+    endpoint_url: Optional[str] = _ENDPOINT,
+) -> None:
+    """Delete a stack's current state (non-production only), recover it unattended, require a clean verification."""
+    from recovery.drill_state_loss import StateLossOptions, run_state_loss
+
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
+        ctx = _context(target)
+        report = run_state_loss(ctx, StateLossOptions(layer=layer, dry_run=dry_run, yes=yes))
+        _finish(report, ctx, target.store, out, json_out, dry_run)
+
+
+@drill_app.command("history")
+def history(
+    environment: str = _ENV,
+    last: int = typer.Option(5, "--last", min=2, help="How many recent measured drills the trend covers."),
+    json_out: bool = _JSON,
+    endpoint_url: Optional[str] = _ENDPOINT,
+) -> None:
+    """Past drills of an environment with their times and verdicts, and whether recovery gets faster."""
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
+        target.require_bucket()
+        records, unreadable = load_history(target.store, target.name)
+    summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable}
+    if json_out:
+        console.emit_json(summary)
+        return
+    table = Table(title=f"drills of {environment}")
+    for column in ("drill", "kind", "started", "verdict", "recovery s", "RTO s"):
+        table.add_column(column)
+    for row in summary["drills"]:
+        table.add_row(str(row["drill_id"]), f"{row['kind']}" + (f" ({row['layer']})" if row["layer"] else ""),
+                      str(row["started_at"]), f"{row['verdict']} ({row['reason']})",
+                      "—" if row["recovery_seconds"] is None else f"{row['recovery_seconds']:.1f}",
+                      "—" if row["rto_seconds"] is None else f"{row['rto_seconds']:.0f}")
+    console.data(table)
+    for kind, t in summary["trends"].items():
+        times = ", ".join(f"{s:.0f}" for s in t["recovery_seconds"]) or "none"
+        console.info(f"{kind}: last {t['last_n']} measured recovery times (s): {times} — {t['trend']}; "
+                     f"{t['passed']} passed")
+    for key in unreadable:
+        console.warn(f"{key} is not a readable drill record")
+    if not summary["drills"]:
+        console.info(f"No drill has been recorded for {environment} yet.")

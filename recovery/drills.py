@@ -1,0 +1,412 @@
+"""The runner of drills: runs the phases `recovery.drill_phases` lists, timing each with the injected clock.
+
+`rebuild-cluster`: preflight → baseline → destroy flux → destroy cluster → recreate cluster → recreate
+flux → wait for Flux Ready → verify the Kustomizations. The layers are destroyed and recreated through
+the orchestrator (`bootstrap.orchestrator.run` with steps built here, so its gates, ledger records,
+output-contract checks and run records apply); the drill holds the environment lock for its whole
+length, so those steps carry no lock preflight of their own. A phase that fails stops the drill: the
+later phases are reported as not attempted, and what was left changed is listed in the report. The
+lock is released on every path. `--dry-run` runs the read-only checks and shows the plans.
+
+All I/O comes in through `DrillContext`; `orchestrated_layers` builds the product's `run_layers`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+from bootstrap.errors import GroundctlError, Refused
+from bootstrap.layers import layer as layer_def, missing_outputs
+from recovery import drill_phases as dp
+from recovery.drill_phases import PhasePlan, PhaseResult
+from recovery.drill_report import DrillReport, new_drill_id
+from recovery.flux_ready import (KubeApi, KubeApiError, assess, compare_revisions, list_kustomizations,
+                                 revisions, wait_ready)
+
+
+@dataclass(frozen=True)
+class LayerOutcome:
+    """What the orchestrator achieved for the layers of one drill step."""
+    status: str                 # achieved | skipped | failed | refused
+    message: str
+    run_id: Optional[str] = None
+    outputs: dict = field(default_factory=dict)
+
+
+@dataclass
+class DrillContext:
+    spec: Any                                           # EnvironmentSpec
+    store: Any                                          # ObjectStore of the state bucket
+    engine: Callable[[], Any]                           # the Engine, built on first use
+    emulated: bool
+    run_layers: Callable[[str, tuple[str, ...]], LayerOutcome]
+    lock_factory: Callable                              # (store, environment, run_id) -> context manager
+    require_bucket: Callable[[], None]
+    kube_for: Callable[[str], KubeApi] = None           # kubeconfig text -> Kubernetes API client
+    lock_status: Optional[Callable] = None              # (store, environment) -> LockStatus, for dry runs
+    confirm: Callable[[str], bool] = lambda question: False
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    secrets: set = field(default_factory=set)           # grows as secret outputs are seen
+    checkpoint: Optional[Callable[[DrillReport], None]] = None  # saves progress after each phase
+    inventory: Optional[Callable[[str, str], Any]] = None       # (environment, layer) -> live inventory
+
+    @property
+    def environment(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class RebuildOptions:
+    dry_run: bool = False
+    yes: bool = False
+    i_mean_production: bool = False
+    timeout_minutes: Optional[int] = None               # Flux wait; the RTO when not given
+
+
+# -- shared by both drills ----------------------------------------------------------------------------
+
+class Failed(GroundctlError):
+    """A phase did not achieve what it must; carries its Flux-style reason."""
+
+    exit_code = 1
+
+    def __init__(self, reason: str, message: str, details: Optional[dict] = None):
+        super().__init__(message)
+        self.reason = reason
+        self.details = details or {}
+
+
+class Refusal(Refused):
+    def __init__(self, reason: str, message: str, details: Optional[dict] = None):
+        super().__init__(message)
+        self.reason = reason
+        self.details = details or {}
+
+
+def verify_layer_state(store, layer: str, environment: str) -> tuple[bool, str, dict]:
+    """Is the stack's current state present, integral, and the one the ledger recorded last?"""
+    from recovery.ledger import current_state, read_ledger, verify_chain
+    from recovery.versions import evaluate_bytes
+
+    obj = current_state(store, layer, environment)
+    if obj is None:
+        return False, f"{layer} has no current state (never deployed, or its state was deleted)", {}
+    evaluation, _doc = evaluate_bytes(obj.body, f"organization/{layer}/{environment}", obj.key)
+    sha = hashlib.sha256(obj.body).hexdigest()
+    details = {"key": obj.key, "version_id": obj.version_id, "sha256": sha, "resources": evaluation.resource_count}
+    if evaluation.verdict != "integral":
+        return False, f"{layer}'s current state is {evaluation.verdict} (`groundctl state versions` shows it)", details
+    ledger = read_ledger(store, layer, environment)
+    head = ledger.head
+    if head is None:
+        return False, f"{layer} has no ledger record, so its state cannot be verified", details
+    details["serial"] = head.serial
+    if head.sha256 != sha:
+        return False, (f"{layer}'s current state is not the one its ledger recorded last (serial {head.serial}); "
+                       "something wrote it outside groundctl"), details
+    chain = verify_chain(ledger.records)
+    if chain.findings:
+        return False, f"{layer}'s ledger: {chain.findings[0].sentence}", details
+    return True, f"{layer}: serial {head.serial}, {evaluation.resource_count} resources, state verified", details
+
+
+def public_outputs(outputs) -> dict:
+    """Stack outputs without any secret one (not even masked: the kubeconfig is never reported)."""
+    return {k: v for k, v in outputs.values.items() if k not in outputs.secret_keys}
+
+
+def _result_from_error(plan: PhasePlan, exc: GroundctlError, environment: str, layer: str) -> PhaseResult:
+    refused = isinstance(exc, Refused)
+    reason = getattr(exc, "reason", None) or type(exc).__name__
+    return PhaseResult(plan.name, dp.REFUSED if refused else dp.FAILED, reason, exc.message, True,
+                       dp.next_step(plan.name, environment, layer), details=getattr(exc, "details", {}) or {})
+
+
+def run_phases(ctx: DrillContext, plans: tuple[PhasePlan, ...], methods: dict[str, Callable[[], tuple]], *,
+               dry_run: bool, read_only: frozenset[str], dry_details: Callable[[str], dict], layer: str,
+               snapshot: Callable[[list[PhaseResult]], DrillReport]) -> list[PhaseResult]:
+    """Run each phase (a method returns (reason, message, details)); stop at the first that does not succeed."""
+    results: list[PhaseResult] = []
+    stopped = False
+    for plan in plans:
+        at = ctx.clock()
+        if stopped:
+            results.append(dp.not_attempted(plan.name))
+        elif plan.skip_reason:
+            results.append(dp.skipped(plan, "NoKubernetesApi", at=at))
+        elif dry_run and plan.name not in read_only:
+            result = dp.skipped(plan, "DryRun", "dry run: nothing is changed", at=at)
+            try:
+                details = dry_details(plan.name)
+            except Exception as exc:  # noqa: BLE001 - a dry run shows what it can, and says what it could not
+                details = {"phase": plan.name, "summary": f"not known: {getattr(exc, 'message', None) or type(exc).__name__}"}
+            results.append(replace(result, details=details))
+        else:
+            try:
+                reason, message, details = methods[plan.name]()
+                result = PhaseResult(plan.name, dp.ACHIEVED, reason, message, True, details=details)
+            except GroundctlError as exc:
+                message = exc.message
+                for secret in ctx.secrets:
+                    message = message.replace(secret, "[redacted]") if secret and len(secret) >= 6 else message
+                exc.message = message
+                result = _result_from_error(plan, exc, ctx.environment, layer)
+                stopped = True
+            results.append(dp.with_timing(result, at, ctx.clock()))
+            if dry_run and result.status != dp.ACHIEVED:
+                stopped = False  # a dry run shows every read-only check it can
+        if ctx.checkpoint is not None and not dry_run:
+            ctx.checkpoint(snapshot(results))
+    return results
+
+
+# -- rebuild-cluster ----------------------------------------------------------------------------------
+
+class _Rebuild:
+    def __init__(self, ctx: DrillContext, opts: RebuildOptions, drill_id: str):
+        self.ctx, self.opts, self.drill_id = ctx, opts, drill_id
+        self.lock = None
+        self.kubeconfig: Optional[str] = None
+        self.baseline: dict = {}
+        self.after: dict = {}
+        self.runs: list[str] = []
+        self.wait_result = None
+
+    # preflight: every check that can be made without changing anything
+    def preflight(self) -> tuple:
+        ctx, opts, spec = self.ctx, self.opts, self.ctx.spec
+        if spec.production and not opts.i_mean_production:
+            raise Refusal("ProductionRefused", f"'{spec.name}' is a production environment; a rebuild drill destroys "
+                          "its cluster. Pass --i-mean-production as well if that is really intended.")
+        ctx.require_bucket()
+        if not opts.dry_run:
+            # Taken before the checks, so nothing changes between checking and destroying.
+            lock = ctx.lock_factory(ctx.store, spec.name, self.drill_id)
+            lock.__enter__()
+            self.lock = lock
+        elif ctx.lock_status is not None:
+            status = ctx.lock_status(ctx.store, spec.name)
+            if status.holder is not None:
+                raise Refusal("LockHeld", f"The environment is locked by {status.holder.holder}; the drill would "
+                              "wait for that run.")
+        checks, problems = {}, []
+        layers = ["backend", "network", "cluster"] + ([] if ctx.emulated else ["flux"])
+        for name in layers:
+            ok, message, details = verify_layer_state(ctx.store, name, spec.name)
+            checks[name] = {"ok": ok, "message": message, **details}
+            if not ok:
+                problems.append(message)
+        for name in ("backend", "network", "cluster"):
+            try:
+                outputs = ctx.engine().outputs(name)
+            except GroundctlError as exc:
+                problems.append(f"{name}'s outputs could not be read ({exc.message})")
+                break
+            ctx.secrets.update(str(outputs.values[k]) for k in outputs.secret_keys if k in outputs.values)
+            missing = missing_outputs(layer_def(name), outputs.values)
+            checks[name]["missing_outputs"] = missing
+            if missing:
+                problems.append(f"{name} does not export {', '.join(missing)}")
+        if problems:
+            raise Refusal("PreflightFailed", "The environment is not healthy enough to rebuild from: "
+                          + "; ".join(problems) + ".", {"checks": checks})
+        question = (f"Destroy and recreate the cluster and flux layers of '{spec.name}' to time the rebuild? "
+                    "Workloads on the cluster go down until it is back.")
+        if not opts.dry_run and not (opts.yes or ctx.confirm(question)):
+            raise Refusal("NotConfirmed", "The drill was not confirmed (without a terminal the answer is no); "
+                          "re-run with --yes.")
+        return "Healthy", "; ".join(c["message"] for c in checks.values()), {"checks": checks}
+
+    def baseline_(self) -> tuple:
+        ctx = self.ctx
+        outputs = ctx.engine().outputs("cluster")
+        ctx.secrets.update(str(outputs.values[k]) for k in outputs.secret_keys if k in outputs.values)
+        self.kubeconfig = outputs.values.get("kubeconfig")
+        self.baseline = {"cluster_outputs": public_outputs(outputs)}
+        reason = dp.kubernetes_reason(emulated=ctx.emulated, cluster_outputs=outputs.values)
+        if reason:
+            if not ctx.emulated:
+                raise Refusal("KubernetesUnreachable", f"Flux cannot be checked: {reason}. A rebuild that cannot be "
+                              "verified is not run against a real cluster.")
+            self.baseline["kustomizations"] = None
+            self.baseline["kustomizations_skipped"] = reason
+            return "BaselineRecorded", "Cluster outputs recorded; Flux is not checked here: " + reason + ".", self.baseline
+        try:
+            items = list_kustomizations(ctx.kube_for(self.kubeconfig))
+        except KubeApiError as exc:
+            raise Refusal("KubernetesUnreachable", f"Flux's Kustomizations cannot be read before the drill ({exc}); "
+                          "run from a host that reaches the cluster's API.") from None
+        ready = assess(items)
+        if ready.outcome != "ready":
+            raise Refusal("BaselineNotReady", f"Flux is not Ready before the drill ({ready.message}); a rebuild "
+                          "cannot be judged against a baseline that is already broken.")
+        self.baseline["kustomizations"] = revisions(items)
+        return "BaselineRecorded", f"Cluster outputs and {len(items)} Kustomization(s) with their revisions.", self.baseline
+
+    def _layers(self, operation: str, layer: str) -> tuple:
+        self._check_lock()
+        outcome = self.ctx.run_layers(operation, (layer,))
+        if outcome.run_id:
+            self.runs.append(outcome.run_id)
+        details = {"run_id": outcome.run_id}
+        if outcome.status == dp.REFUSED:
+            raise Refusal(f"{operation.capitalize()}Refused", outcome.message, details)
+        if outcome.status != dp.ACHIEVED:
+            raise Failed(f"{operation.capitalize()}Failed", outcome.message + (
+                f" (run record {outcome.run_id})" if outcome.run_id else ""), details)
+        if operation == "up" and layer == "cluster":
+            outputs = self.ctx.engine().outputs("cluster")
+            self.ctx.secrets.update(str(outputs.values[k]) for k in outputs.secret_keys if k in outputs.values)
+            self.kubeconfig = outputs.values.get("kubeconfig")
+            self.after["cluster_outputs"] = public_outputs(outputs)
+        verb = {"destroy": "Destroyed", "up": "Recreated"}[operation]
+        return verb, f"{layer}: {outcome.message}", details
+
+    def _check_lock(self) -> None:
+        check = getattr(self.lock, "check", None)
+        if callable(check):
+            check()
+
+    def flux_ready(self) -> tuple:
+        timeout = (self.opts.timeout_minutes or self.ctx.spec.recovery.rto_minutes) * 60
+        if not self.kubeconfig:
+            raise Failed("NoKubeconfig", "The recreated cluster exports no kubeconfig, so Flux cannot be checked.")
+        result = wait_ready(self.ctx.kube_for(self.kubeconfig), timeout_seconds=timeout,
+                            expected=self.baseline.get("kustomizations"), clock=self.ctx.clock, sleep=self.ctx.sleep)
+        self.wait_result = result
+        details = result.to_dict()
+        if result.outcome != "ready":
+            raise Failed("Stalled" if result.outcome == "stalled" else "ReadyTimeout", result.message, details)
+        return "Ready", f"{result.message} after {result.polls} poll(s)", details
+
+    def verify(self) -> tuple:
+        now = self.wait_result.revisions if self.wait_result else {}
+        self.after["kustomizations"] = now
+        check = compare_revisions(self.baseline.get("kustomizations") or {}, now)
+        if not check.same:
+            raise Failed("RevisionMismatch", check.message, check.to_dict())
+        return "SameRevisions", check.message, check.to_dict()
+
+    def methods(self) -> dict:
+        return {"preflight": self.preflight, "baseline": self.baseline_,
+                "destroy-flux": lambda: self._layers("destroy", "flux"),
+                "destroy-cluster": lambda: self._layers("destroy", "cluster"),
+                "recreate-cluster": lambda: self._layers("up", "cluster"),
+                "recreate-flux": lambda: self._layers("up", "flux"),
+                "flux-ready": self.flux_ready, "verify-kustomizations": self.verify}
+
+    def dry_details(self, phase: str) -> dict:
+        """What the phase would do: the resources a destroy removes, the preview a recreate starts from."""
+        layer = phase.split("-", 1)[1] if "-" in phase else None
+        if phase.startswith("destroy-") or phase.startswith("recreate-"):
+            return dry_plan(self.ctx, phase, layer)
+        return {}
+
+
+def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
+    from recovery.ledger import current_state
+    from recovery.state import NotAState, parse_state
+
+    if phase.startswith("destroy-"):
+        try:
+            obj = current_state(ctx.store, layer, ctx.environment)
+        except GroundctlError as exc:
+            return {"phase": phase, "layer": layer, "summary": f"not known: {exc.message}"}
+        if obj is None:
+            return {"phase": phase, "layer": layer, "summary": "no current state: nothing to destroy is known"}
+        try:
+            doc = parse_state(obj.body, obj.key)
+        except NotAState as exc:
+            return {"phase": phase, "layer": layer, "summary": f"the state cannot be read: {exc.message}"}
+        counts = doc.counts_by_type()
+        n = sum(counts.values())
+        return {"phase": phase, "layer": layer, "summary": f"destroys {n} resource(s) in state", "by_type": counts}
+    try:
+        from bootstrap.orchestrator import plan_summary
+
+        plan = ctx.engine().preview(layer)
+    except GroundctlError as exc:
+        return {"phase": phase, "layer": layer, "summary": f"no preview: {exc.message}"}
+    return {"phase": phase, "layer": layer, "summary": "recreates every resource in the current program; "
+            f"a preview now shows {plan_summary(plan)} (anything but 'no changes' is applied too)",
+            "plan": plan.to_dict()}
+
+
+def _build_report(kind: str, ctx: DrillContext, drill_id: str, started: float, results: list[PhaseResult],
+                  plans: tuple[PhasePlan, ...], options: dict, *, dry_run: bool, layer: Optional[str] = None,
+                  **extra) -> DrillReport:
+    done = {r.name for r in results}
+    phases = tuple(results) + tuple(PhaseResult(p.name, dp.NOT_ATTEMPTED, "Pending", "Not reached yet.", False)
+                                    for p in plans if p.name not in done)
+    from recovery.drill_report import recovery_phases
+
+    verdict = dp.decide(phases, recovery_phases(kind), ctx.spec.recovery.rto_minutes, dry_run=dry_run)
+    if len(done) < len(plans):  # a progress checkpoint: the drill is still running
+        verdict = replace(verdict, outcome="running", reason="InProgress", message="The drill is still running.")
+    plans_shown = tuple(r.details for r in phases if r.reason == "DryRun" and r.details)
+    return DrillReport(drill_id, kind, ctx.environment, started, ctx.clock(), ctx.spec.recovery.rto_minutes, phases,
+                       verdict, options, layer=layer, plans=plans_shown,
+                       left_half_done=tuple(dp.left_half_done(phases, ctx.environment)), **extra)
+
+
+def run_rebuild(ctx: DrillContext, opts: RebuildOptions = RebuildOptions()) -> DrillReport:
+    """Run the rebuild drill; never raises a GroundctlError: the report says what happened."""
+    drill_id = new_drill_id("rebuild-cluster", ctx.clock)
+    started = ctx.clock()
+    runner = _Rebuild(ctx, opts, drill_id)
+    plans = dp.build_rebuild(kubernetes_reason=dp.EMULATOR_HAS_NO_KUBERNETES if ctx.emulated else None)
+    options = {"dry_run": opts.dry_run, "yes": opts.yes, "i_mean_production": opts.i_mean_production,
+               "timeout_minutes": opts.timeout_minutes}
+
+    def snapshot(results: list[PhaseResult]) -> DrillReport:
+        return _build_report("rebuild-cluster", ctx, drill_id, started, results, plans, options,
+                             dry_run=opts.dry_run, baseline=runner.baseline, after=runner.after,
+                             runs=tuple(runner.runs))
+
+    lock_note = None
+    try:
+        results = run_phases(ctx, plans, runner.methods(), dry_run=opts.dry_run,
+                             read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
+                             layer="cluster", snapshot=snapshot)
+    finally:
+        if runner.lock is not None:
+            try:
+                runner.lock.__exit__(None, None, None)
+            except GroundctlError as exc:  # the lock expires by its TTL; the drill's outcome stands
+                lock_note = f"the environment lock was not released cleanly: {exc.message}"
+    report = snapshot(results)
+    if lock_note:
+        report = replace(report, left_half_done=report.left_half_done + (lock_note,))
+    return report
+
+
+def orchestrated_layers(target, *, clock: Callable[[], float] = time.time) -> Callable[[str, tuple[str, ...]], LayerOutcome]:
+    """`run_layers` for the product: the orchestrator's runner on steps built here.
+
+    The steps carry only the "state-bucket" preflight (which also attaches the run record to the
+    bucket): the drill already holds the environment lock, so a "lock" preflight would refuse.
+    `yes` approves create-only plans; anything destructive in a recreate is refused by the gate.
+    """
+    def run_layers(operation: str, layers: tuple[str, ...]) -> LayerOutcome:
+        from bootstrap.orchestrator import UpOptions, default_services, run
+        from bootstrap.steps import KUBERNETES_LAYERS, LayerStep, Steps
+
+        steps = Steps(operation, target.name, ("state-bucket",),
+                      tuple(LayerStep(name, operation, None, name in KUBERNETES_LAYERS) for name in layers))
+        outcome = run(target, steps, default_services(clock=clock, confirm=lambda question: False),
+                      UpOptions(yes=True))
+        record = outcome.record
+        if outcome.error is not None:
+            return LayerOutcome(dp.REFUSED if isinstance(outcome.error, Refused) else dp.FAILED,
+                                outcome.error.message, record.run_id)
+        skipped = [f"{lay.layer} skipped: {lay.message}" for lay in record.layers if lay.achieved == "skipped"]
+        if skipped:
+            return LayerOutcome(dp.SKIPPED, "; ".join(skipped), record.run_id)
+        return LayerOutcome(dp.ACHIEVED, ", ".join(f"{lay.layer} {lay.achieved}" + (
+            f" (serial {lay.serial})" if lay.serial is not None else "") for lay in record.layers), record.run_id)
+
+    return run_layers

@@ -1,0 +1,188 @@
+"""The guided flow with the in-memory engine: phases and conditions, interactive/--yes/--dry-run, the
+verification plan deciding completeness, and the transcript and report never holding a secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tests.test_recovery_scenarios as sc
+from bootstrap.objectstore import ObjectStore
+from recovery import ledger as led
+from recovery.guide import PHASES, GuideOptions, plan_phases
+from recovery.report import render_markdown, transcript_json
+from tests.fakes.engine import FakeResource
+
+REPO = Path(__file__).resolve().parent.parent
+CANARY = "canary-Zx81-secret-value-do-not-print"
+
+
+@pytest.fixture
+def store(aws, bucket):
+    return ObjectStore(aws.client("s3"), bucket)
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch):
+    import uuid
+
+    name = f"g{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(sc, "ENV", name)
+    monkeypatch.setattr(sc, "KEY", sc.layout.stack_key(sc.LAYER, name))
+    return name
+
+
+def test_plan_phases_is_pure_and_dry_run_skips_every_write():
+    full = plan_phases(GuideOptions("dev", "network"))
+    assert [p for p, _ in full] == list(PHASES) and all(skip is None for _, skip in full)
+    dry = dict(plan_phases(GuideOptions("dev", "network", dry_run=True)))
+    assert {p for p, s in dry.items() if s} == {"restore", "import", "verify"}
+
+
+def test_dry_run_writes_nothing(store, aws):
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    before = sc.all_versions(store)
+    t = sc.guide(store, aws, engine, dry_run=True)
+    assert sc.all_versions(store) == before
+    assert t.outcome == "dry-run" and t.exit_code == 0
+    assert sc.phase(t, "choose").status == "achieved"
+    assert sc.phase(t, "restore").attempted is False and sc.phase(t, "restore").reason == "DryRun"
+    assert sc.phase(t, "reconcile").status == "achieved"  # read-only, against the chosen state
+    assert ("import", "network") not in engine.calls and ("preview", "network") not in engine.calls
+
+
+def test_interactive_decline_writes_nothing(store, aws):
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    before = sc.all_versions(store)
+    asked = []
+    t = sc.guide(store, aws, engine, yes=False, confirm=lambda q: asked.append(q) or False)
+    assert asked and "Restore" in asked[0]
+    assert t.outcome == "declined" and t.exit_code == 3
+    assert sc.all_versions(store) == before
+
+
+def test_complete_only_when_the_verification_plan_shows_no_changes(store, aws):
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    # The program now declares a resource that is neither in state nor live: the refresh preview
+    # shows a create, so the restore is achieved but the recovery is not complete.
+    engine.declare(sc.LAYER, sc.resources(3) + [FakeResource("aws:ec2/subnet:Subnet", "extra", {})])
+    t = sc.guide(store, aws, engine)
+    assert sc.phase(t, "restore").status == "achieved"
+    v = sc.phase(t, "verify")
+    assert v.status == "failed" and v.attempted and v.reason == "ChangesRemain"
+    assert t.outcome == "incomplete" and t.exit_code == 1
+    assert ("preview", sc.LAYER) in engine.calls
+
+
+def test_healthy_stack_has_nothing_to_restore(store, aws):
+    engine = sc.history(store)
+    before = sc.all_versions(store)
+    t = sc.guide(store, aws, engine)
+    assert sc.phase(t, "choose").reason == "CurrentIsNewest"
+    assert sc.phase(t, "restore").status == "skipped" and t.outcome == "complete"
+    assert {x for x in sc.all_versions(store) if not x[0].startswith(".groundctl/locks/")} == \
+        {x for x in before if not x[0].startswith(".groundctl/locks/")}
+    assert t.downloads == 1  # the current state, matched to the ledger head by version id
+
+
+def test_canary_secret_never_reaches_the_transcript_or_the_report(store, aws):
+    engine = sc.history(store, outputs={"kubeconfig": CANARY, "deploy_key": CANARY}, secret={"kubeconfig"})
+    good = store.get(sc.KEY).body
+    assert CANARY.encode() in good  # the state itself holds it, as Pulumi states do
+    store.put(sc.KEY, good[:100])
+    t = sc.guide(store, aws, engine)
+    assert t.outcome == "complete"
+    text = json.dumps(t.to_dict(), default=str) + transcript_json(t.to_dict()) + render_markdown(t.to_dict())
+    assert CANARY not in text
+    # And a value the run knows to be secret is masked even if a message were to carry it.
+    leaky = t.to_dict() | {"environment": f"x{CANARY}"}
+    assert CANARY not in render_markdown(leaky, [CANARY]) + transcript_json(leaky, [CANARY])
+
+
+def test_markdown_report_tells_the_story(store, aws):
+    engine = sc.history(store)
+    store.put(sc.KEY, b"{")
+    t = sc.guide(store, aws, engine)
+    md = render_markdown(t.to_dict())
+    assert md.startswith(f"# State recovery: {sc.LAYER} / {sc.ENV}")
+    assert "**Complete**" in md and "| restore | achieved | Restored |" in md
+    assert "### Recovery point" in md and "passed over" in md
+    head = led.read_ledger(store, sc.LAYER, sc.ENV).head
+    assert head.operation == "restore"
+
+
+# -- the commands ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spec_file(tmp_path, bucket, monkeypatch):
+    import yaml
+
+    spec = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    spec["backend"]["bucket"] = bucket
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr(sc, "ENV", "local")
+    monkeypatch.setattr(sc, "KEY", sc.layout.stack_key(sc.LAYER, "local"))
+    return path
+
+
+def test_recover_command_dry_run_json_and_reports(store, aws, spec_file, emulator_endpoint, tmp_path):
+    from tests.test_cli_state_inspect import groundctl
+
+    sc.history(store)
+    store.delete(sc.KEY)
+    before = sc.all_versions(store)
+    out = tmp_path / "reports"
+    r = groundctl("recover", str(spec_file), "network", "--dry-run", "--json", "--out", str(out),
+                  "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["outcome"] == "dry-run" and [p["phase"] for p in data["phases"]] == list(PHASES)
+    assert sc.all_versions(store) == before
+    (md,) = out.glob("*.md")
+    assert "**Dry run**" in md.read_text() and len(list(out.glob("*.json"))) == 1
+
+
+def test_recover_command_restores_and_says_verification_needs_the_engine(store, aws, spec_file, emulator_endpoint):
+    from tests.test_cli_state_inspect import groundctl
+
+    sc.history(store)
+    store.delete(sc.KEY)
+    r = groundctl("recover", str(spec_file), "network", "--yes", "--json", "--endpoint-url", emulator_endpoint,
+                  env={"PATH": "/usr/bin:/bin"})
+    data = json.loads(r.stdout)
+    phases = {p["phase"]: p for p in data["phases"]}
+    assert phases["restore"]["achieved"] and not phases["verify"]["achieved"]
+    assert phases["verify"]["attempted"] and data["outcome"] == "incomplete" and r.returncode == 1
+    assert store.get(sc.KEY) is not None
+
+
+def test_recover_refusal_exit_code_and_flag_named(store, aws, spec_file, emulator_endpoint):
+    from tests.test_cli_state_inspect import groundctl
+
+    sc.history(store, lineage="33333333-3333-4333-8333-333333333333", ledger_lineage=sc.LINEAGE)
+    store.delete(sc.KEY)
+    r = groundctl("recover", str(spec_file), "network", "--yes", "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 3 and "--allow-foreign-lineage" in r.stderr
+
+
+def test_state_verify_command(store, aws, spec_file, emulator_endpoint):
+    from tests.test_cli_state_inspect import groundctl
+
+    sc.history(store)
+    r = groundctl("state", "verify", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["ok"] is True
+    store.put(sc.KEY, store.get(sc.KEY).body[:50])
+    r = groundctl("state", "verify", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
+    codes = [p["code"] for p in json.loads(r.stdout)["problems"]]
+    assert r.returncode == 1 and codes == ["state-unreadable", "unrecorded"]
+    store.delete(sc.KEY)
+    r = groundctl("state", "verify", str(spec_file), "network", "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 1 and "state-missing" in r.stdout
