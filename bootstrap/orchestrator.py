@@ -68,6 +68,7 @@ class RunOutcome:
     record: RunRecord
     error: Optional[GroundctlError] = None
     plans: tuple[Plan, ...] = field(default=())
+    stored: bool = False  # whether the run record reached the state bucket
 
     @property
     def exit_code(self) -> int:
@@ -189,7 +190,7 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
         log.finish("succeeded", _closing_message(log.record))
     if log.save_error:
         console.warn(f"the run record could not be stored: {log.save_error}")
-    return RunOutcome(log.record, error, tuple(plans))
+    return RunOutcome(log.record, error, tuple(plans), log.stored)
 
 
 def _still_locked(lock: object) -> None:

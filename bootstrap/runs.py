@@ -129,6 +129,10 @@ class RunLog:
     def key(self) -> str:
         return run_key(self.record.environment, self.record.run_id)
 
+    @property
+    def stored(self) -> bool:
+        return self._sink is not None and self.save_error is None
+
     def attach(self, sink: Callable[[str, bytes], object]) -> None:
         self._sink = sink
         self.save()

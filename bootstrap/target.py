@@ -118,7 +118,8 @@ class Target:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = self.engine_factory(EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for))
+            ctx = EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for)
+            self._engine = self.engine_factory(ctx)
         return self._engine
 
     def lineage_for(self, layer: str) -> Optional[str]:

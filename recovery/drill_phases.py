@@ -208,7 +208,11 @@ def left_half_done(phases: tuple[PhaseResult, ...], environment: str) -> list[st
     if touched("destroy-flux") and not back("recreate-flux"):
         out.append(f"the flux layer of {environment} is destroyed and was not recreated")
     if "delete-state" in by and by["delete-state"].achieved and not by.get("recover", not_attempted("recover")).achieved:
-        out.append(f"the stack state deleted by the drill was not restored ({environment})")
+        recover = by.get("recover")
+        guide = ((recover.details.get("transcript") or {}).get("phases") or []) if recover else []
+        restored = any(c.get("phase") == "restore" and c.get("status") in (ACHIEVED, SKIPPED) for c in guide)
+        out.append(f"the stack state the drill deleted in {environment} was restored but not verified" if restored
+                   else f"the stack state the drill deleted in {environment} is still deleted (a delete marker)")
     return out
 
 

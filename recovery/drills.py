@@ -384,12 +384,14 @@ def run_rebuild(ctx: DrillContext, opts: RebuildOptions = RebuildOptions()) -> D
     return report
 
 
-def orchestrated_layers(target, *, clock: Callable[[], float] = time.time) -> Callable[[str, tuple[str, ...]], LayerOutcome]:
+def orchestrated_layers(target, *, clock: Callable[[], float] = time.time,
+                        **service_overrides) -> Callable[[str, tuple[str, ...]], LayerOutcome]:
     """`run_layers` for the product: the orchestrator's runner on steps built here.
 
     The steps carry only the "state-bucket" preflight (which also attaches the run record to the
     bucket): the drill already holds the environment lock, so a "lock" preflight would refuse.
     `yes` approves create-only plans; anything destructive in a recreate is refused by the gate.
+    `service_overrides` replace orchestrator services (tests pass their probe and ledger writer).
     """
     def run_layers(operation: str, layers: tuple[str, ...]) -> LayerOutcome:
         from bootstrap.orchestrator import UpOptions, default_services, run
@@ -397,8 +399,8 @@ def orchestrated_layers(target, *, clock: Callable[[], float] = time.time) -> Ca
 
         steps = Steps(operation, target.name, ("state-bucket",),
                       tuple(LayerStep(name, operation, None, name in KUBERNETES_LAYERS) for name in layers))
-        outcome = run(target, steps, default_services(clock=clock, confirm=lambda question: False),
-                      UpOptions(yes=True))
+        services = default_services(**({"clock": clock, "confirm": lambda question: False} | service_overrides))
+        outcome = run(target, steps, services, UpOptions(yes=True))
         record = outcome.record
         if outcome.error is not None:
             return LayerOutcome(dp.REFUSED if isinstance(outcome.error, Refused) else dp.FAILED,

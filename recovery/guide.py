@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+import botocore.exceptions
+
 from bootstrap.errors import GroundctlError
 from recovery import choose as ch
 from recovery import ledger as led
@@ -404,6 +406,12 @@ def run_guide(opts: GuideOptions, svc: GuideServices,
             except GroundctlError as exc:
                 cond = Condition(phase, "failed", type(exc).__name__, exc.message,
                                  "fix the cause and re-run: every step is safe to repeat")
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                # Not retryable or out of retries; the code names the cause without any payload.
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+                cond = Condition(phase, "failed", "CloudError", f"An AWS call failed in the {phase} phase ({code}).",
+                                 "check credentials, permissions and the endpoint, then re-run: every step is "
+                                 "safe to repeat")
         conditions.append(cond)
         on_condition(cond)
         if outcome is None and cond.status in ("refused", "failed"):

@@ -106,7 +106,8 @@ def test_plan_documents_in_every_shape_and_edited_files_refused():
     assert sorted(got) == ["cluster", "network"]
     assert gate.approved_from_documents({"plan.json": combined}, "other-env") == {}
     offline = {"environment": "dev", "layers": [{"layer": "network", "resources": 12}]}
-    assert gate.approved_from_documents({"plan-dev.json": offline, "n.json": CREATE.to_dict()}, "dev").keys() == {"network"}
+    mixed = {"plan-dev.json": offline, "n.json": CREATE.to_dict()}
+    assert gate.approved_from_documents(mixed, "dev").keys() == {"network"}
     edited = CREATE.to_dict()
     edited["changes"][0]["operation"] = "update"
     with pytest.raises(BadInput, match="edited"):

@@ -18,6 +18,7 @@ from bootstrap.objectstore import ObjectStore
 from bootstrap.orchestrator import UpOptions, default_services, plan_live, run
 from bootstrap.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
 from bootstrap.target import open_target
+from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 
 
@@ -57,6 +58,7 @@ def services(clock, answers=None, probe=lambda host, port: None):
         return bool(answers.pop(0)) if answers else False
 
     svc = default_services(confirm=confirm, clock=clock, probe=probe, git_commit=lambda: "a" * 40,
+                           append_record=quick_append,
                            environment_lock=lambda store, env, run_id: EnvironmentLock(store, env, run_id,
                                                                                        settle_seconds=0))
     svc.asked = asked
@@ -131,14 +133,14 @@ def test_destructive_changes_need_allow_destroy_and_protected_never(world):
     engine, open_, clock = world
     assert up(open_, clock, yes=True)[0].error is None
     engine.desired["network"] = [r for r in engine.desired["network"] if r.name != "public-a"]
-    outcome, stored, _ = up(open_, clock, yes=True)
+    outcome, stored, _ = up(open_, clock, yes=True, layers=["network"])
     assert isinstance(outcome.error, Refused) and "--allow-destroy" in outcome.error.message
     assert stored["stopped_at"] == "network/gate" and engine.calls[-1] == ("preview", "network")
-    outcome, stored, _ = up(open_, clock, yes=True, allow_destroy=True)
+    outcome, stored, _ = up(open_, clock, yes=True, allow_destroy=True, layers=["network"])
     assert outcome.error is None and {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["network"] == "applied"
     engine.desired["backend"] = []  # would delete the protected bucket and key
     n_up = len(ops(engine, "up"))
-    outcome, _, _ = up(open_, clock, yes=True, allow_destroy=True)
+    outcome, _, _ = up(open_, clock, yes=True, allow_destroy=True, layers=["backend"])
     assert isinstance(outcome.error, Refused) and "never deleted" in outcome.error.message
     assert len(ops(engine, "up")) == n_up
 
@@ -192,7 +194,8 @@ def test_destroy_reverse_order_backend_excluded_and_ledgered(world, aws, local_s
     assert outcome.error is None
     assert ops(engine, "destroy") == [("destroy", "flux"), ("destroy", "cluster"), ("destroy", "network")]
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
-    assert [(r.serial, r.operation) for r in read_ledger(store, "network", "local").records] == [(1, "up"), (2, "destroy")]
+    network = read_ledger(store, "network", "local").records
+    assert [(r.serial, r.operation) for r in network] == [(1, "up"), (2, "destroy")]
     assert [r.operation for r in read_ledger(store, "backend", "local").records] == ["up"]
     with open_() as target:  # the protected backend is never deleted, even when included
         steps = build_destroy(target.spec, ["backend"], emulated=True, include_backend=True, i_mean_production=False)

@@ -19,6 +19,7 @@ from bootstrap.orchestrator import UpOptions, default_services, run
 from bootstrap.steps import build_up
 from bootstrap.target import open_target
 from recovery.ledger import read_ledger, verify_chain
+from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 
 
@@ -40,6 +41,7 @@ def env(local_spec, aws):
 
     def up():
         svc = default_services(clock=clock, git_commit=lambda: None, confirm=lambda q: False,
+                               append_record=quick_append,
                                environment_lock=lambda s, e, r: EnvironmentLock(s, e, r, settle_seconds=0))
         with open_target("local", spec=local_spec, environ={}, engine_factory=lambda ctx: engine,
                          engine_check=lambda: None) as target:

@@ -149,6 +149,14 @@ def test_emulator_provider_settings():
     assert "endpoints" not in real
 
 
+def test_no_tls_only_policy_on_a_plain_http_emulator(dev):
+    # The emulator ignores policy conditions: the Deny would lock Pulumi out of its own bucket.
+    local = run("backend", spec("local"), endpoint_url="http://127.0.0.1:5123")
+    policy_type = "aws:s3/bucketPolicy:BucketPolicy"
+    assert of_type(local, policy_type) == []
+    assert len(of_type(dev, policy_type)) == 1
+
+
 # --- every program: imports only pulumi, providers, the stdlib and stacks.common -------------
 
 ALLOWED_ROOTS = {"pulumi", "pulumi_aws", "pulumi_kubernetes", "__future__"}

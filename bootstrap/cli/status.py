@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bootstrap import console
 from bootstrap.cli import app
@@ -93,8 +94,8 @@ def status(
     for column in ("layer", "last operation", "serial", "lineage", "resources", "at"):
         table.add_column(column)
     for row in layers:
-        table.add_row(row["layer"], row["operation"] or "never applied", _s(row["serial"]), _s(row["lineage"]),
-                      _s(row["resources"]), _s(row["at"]))
+        table.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
+                                          _s(row["lineage"]), _s(row["resources"]), _s(row["at"]))))
     console.data(table)
     console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
 
@@ -138,7 +139,7 @@ def drift(
         for column in ("layer", "state", "detail"):
             table.add_column(column)
         for row in rows:
-            table.add_row(row["layer"], row["state"], row["summary"])
+            table.add_row(Text(row["layer"]), Text(row["state"]), Text(row["summary"]))
         console.data(table)
         console.info(f"drift found in {', '.join(drifted)}" if drifted else "no drift: every layer matches its state")
     if drifted:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bootstrap import console
 from bootstrap.cli import app
@@ -15,7 +16,8 @@ from bootstrap.steps import build_destroy, build_up
 from bootstrap.target import open_target
 
 _ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
-_LAYERS = typer.Option(None, "--layers", help="Only these layers (repeat, or comma-separated); order is always the layer order.")
+_LAYERS = typer.Option(None, "--layers",
+                       help="Only these layers (repeat, or comma-separated); order is always the layer order.")
 _JSON = typer.Option(False, "--json", help="Print the run record as JSON on stdout.")
 _ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
 
@@ -39,11 +41,14 @@ def report(outcome: RunOutcome, json_out: bool) -> None:
         for column in ("layer", "attempted", "achieved", "serial", "detail"):
             table.add_column(column)
         for lay in record.layers:
-            table.add_row(lay.layer, lay.attempted, lay.achieved, "" if lay.serial is None else str(lay.serial),
-                          lay.message)
+            # Text, not markup: a message holding "[redacted]" or a resource name must show as written.
+            table.add_row(*(Text(v) for v in (lay.layer, lay.attempted, lay.achieved,
+                                              "" if lay.serial is None else str(lay.serial), lay.message)))
         console.data(table)
-        console.info(f"Run record: .groundctl/runs/{record.environment}/{record.run_id}.json in the state bucket"
-                     + (f" (stopped at {record.stopped_at})" if record.stopped_at else ""))
+        where = f".groundctl/runs/{record.environment}/{record.run_id}.json"
+        stopped = f" (stopped at {record.stopped_at})" if record.stopped_at else ""
+        console.info(f"Run record: {where} in the state bucket{stopped}" if outcome.stored else
+                     f"The run record was not stored: the run stopped before the state bucket was ready{stopped}.")
     if outcome.error is not None:
         raise outcome.error
 
@@ -54,7 +59,8 @@ def up(
     layers: Optional[list[str]] = _LAYERS,
     yes: bool = typer.Option(False, "--yes", help="Approve plans without destructive changes."),
     allow_destroy: bool = typer.Option(False, "--allow-destroy", help="Also approve deletes and replacements."),
-    plan_dir: Optional[Path] = typer.Option(None, "--plan-dir", help="Apply only what the reviewed plan files here say."),
+    plan_dir: Optional[Path] = typer.Option(None, "--plan-dir",
+                                            help="Apply only what the reviewed plan files here say."),
     json_out: bool = _JSON,
     endpoint_url: Optional[str] = _ENDPOINT,
 ) -> None:
@@ -71,7 +77,8 @@ def destroy(
     environment: str = _ENV,
     layers: Optional[list[str]] = _LAYERS,
     yes: bool = typer.Option(False, "--yes", help="Do not ask before destroying."),
-    i_mean_production: bool = typer.Option(False, "--i-mean-production", help="Needed to destroy a production environment."),
+    i_mean_production: bool = typer.Option(False, "--i-mean-production",
+                                           help="Needed to destroy a production environment."),
     include_backend: bool = typer.Option(False, "--include-backend", help="Also destroy the state backend layer."),
     json_out: bool = _JSON,
     endpoint_url: Optional[str] = _ENDPOINT,

@@ -96,12 +96,17 @@ def secured_bucket(logical: str, name: str, key: aws.kms.Key, prov: aws.Provider
         rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
         opts=child,
     )
-    policy = aws.s3.BucketPolicy(
-        naming.bucket_setting(logical, "policy"),
-        bucket=bucket.id,
-        policy=bucket_arn(name).apply(policies.tls_only_bucket_policy),
-        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[public_block])),
-    )
+    settings_list = [versioning, encryption, public_block, ownership]
+    # A plain-HTTP endpoint is an emulator: it cannot carry TLS and evaluates policy statements
+    # without their conditions, so the TLS-only Deny would lock Pulumi out of its own state bucket.
+    # Same decision as the boto3 bootstrap path (bootstrap/backend.py), so there is one writer.
+    if not (settings.aws_endpoint or "").startswith("http://"):
+        settings_list.append(aws.s3.BucketPolicy(
+            naming.bucket_setting(logical, "policy"),
+            bucket=bucket.id,
+            policy=bucket_arn(name).apply(policies.tls_only_bucket_policy),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[public_block])),
+        ))
     lifecycle = aws.s3.BucketLifecycleConfiguration(
         naming.bucket_setting(logical, "lifecycle"),
         bucket=bucket.id,
@@ -118,7 +123,7 @@ def secured_bucket(logical: str, name: str, key: aws.kms.Key, prov: aws.Provider
         )],
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[versioning])),
     )
-    return bucket, [versioning, encryption, public_block, ownership, policy, lifecycle]
+    return bucket, [*settings_list, lifecycle]
 
 
 state_key = encryption_key("state-key", primary, f"groundctl {settings.environment}: state bucket and Pulumi secrets")

@@ -156,7 +156,8 @@ class InMemoryEngine:
         for item in import_plan.get("resources", []):
             if (item["type"], item["name"]) in have:
                 continue
-            want = next((r for r in self.desired.get(layer, []) if (r.type, r.name) == (item["type"], item["name"])), None)
+            want = next((r for r in self.desired.get(layer, [])
+                         if (r.type, r.name) == (item["type"], item["name"])), None)
             self.state.setdefault(layer, []).append(
                 FakeResource(item["type"], item["name"], dict(want.inputs) if want else {}, False, item["id"]))
             added += 1
@@ -236,3 +237,10 @@ def declare_standard(engine: "InMemoryEngine", *, cluster_endpoint: str = "https
             outputs["kubeconfig"] = kubeconfig
         engine.declare(lay.name, resources, outputs, set(lay.secret_outputs))
 
+
+
+def quick_append(*args, **kwargs):
+    """recovery.ledger.append_record without its settle pause: one writer at a time in these tests."""
+    from recovery.ledger import append_record
+
+    return append_record(*args, settle_seconds=0, **kwargs)
