@@ -356,14 +356,12 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     return plans
 
 
-def plan_live(environment: str, *, out_dir: Optional[Path] = None, out: Optional[Path] = None,
-              json_out: bool = False, endpoint_url: Optional[str] = None, layers: Optional[list[str]] = None,
+def plan_live(environment: str, *, out_dir: Optional[Path] = None, json_out: bool = False, endpoint_url: Optional[str] = None, layers: Optional[list[str]] = None,
               services: Optional[Services] = None, **target_args) -> int:
     """`groundctl plan <env>` through the engine: preview every layer, write the plan files, report.
 
-    `out` is the same as `out_dir` (bootstrap/cli/plan.py passes `out`). `target_args` go to
-    `open_target` (tests pass their engine factory and spec there)."""
-    out_dir = out_dir or out or Path(".groundctl/plans")
+    `target_args` go to `open_target` (tests pass their engine factory and spec there)."""
+    out_dir = out_dir or Path(".groundctl/plans")
     with open_target(environment, endpoint_url=endpoint_url, **target_args,
                      on_emulator=lambda url: console.info(f"Started the embedded AWS emulator at {url}.")) as target:
         steps = build_preview(target.spec, layers, emulated=target.emulated, refresh=False)

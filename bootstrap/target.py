@@ -168,13 +168,6 @@ def probe_tcp(host: str, port: int, timeout: float = 3.0) -> Optional[str]:
         return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
-def quiet_emulator_logs() -> None:
-    # The emulator's HTTP server logs every request on stderr; that would bury groundctl's own output.
-    import logging
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-
-
 @contextmanager
 def open_target(environment: str, *, endpoint_url: Optional[str] = None,
                 engine_factory: Optional[EngineFactory] = None, engine_check: Optional[EngineCheck] = None,
@@ -189,7 +182,6 @@ def open_target(environment: str, *, endpoint_url: Optional[str] = None,
         if url == "embedded":
             from bootstrap.emulator import running_emulator
 
-            quiet_emulator_logs()
             url = stack.enter_context(running_emulator())
             on_emulator(url)
         resolved = spec.model_copy(update={"aws": spec.aws.model_copy(update={"endpoint_url": url})})

@@ -93,14 +93,6 @@ def test_bad_spec_exits_2_with_one_paragraph(tmp_path, edit, expect):
     assert result.stdout == "" and not out.exists()
 
 
-def test_live_plan_without_the_engine_hook_is_bad_input(monkeypatch, tmp_path):
-    from bootstrap.cli import plan as plan_cmd
-
-    monkeypatch.setitem(sys.modules, "bootstrap.orchestrator", types.ModuleType("bootstrap.orchestrator"))
-    with pytest.raises(BadInput, match="--offline"):
-        plan_cmd.dispatch("dev", offline=False, out=tmp_path, json_out=False)
-
-
 def test_live_plan_dispatches_to_the_orchestrator(monkeypatch, tmp_path):
     from bootstrap.cli import plan as plan_cmd
 

@@ -124,8 +124,8 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
     cli.engine.set_config("flux", "deployKey", deploy_key, secret=True)
     # An engine error that quotes every secret it knows (as a careless CLI message might).
     cli.engine.fail[("preview", "network")] = EngineError(f"boom {passphrase} {deploy_key}")
-    outputs = [cli("up", "SPEC", "--yes", "--json")]
-    assert outputs[0][0] == 4
+    outputs = [cli("up", "SPEC", "--yes")]
+    assert outputs[0][0] == 4 and "boom [redacted]" in outputs[0][1]  # shown as written in the table
     code, out, err = cli("up", "SPEC", "--yes", "--json")  # backend is unchanged, network now runs
     outputs.append((code, out, err))
     assert code == 0

@@ -73,9 +73,10 @@ def world(local_spec, aws):
         engine = InMemoryEngine(spec.name, store=target.store, clock=clock)
         declare_standard(engine, kubeconfig=KUBECONFIG)
         for layer in ("backend", "network", "cluster", "flux"):
-            engine.set_config(layer, LINEAGE_CONFIG, str(uuid.uuid4()))
+            lineage = str(uuid.uuid4())
+            engine.set_config(layer, LINEAGE_CONFIG, lineage)
             engine.up(layer)
-            append(target.store, layer, spec.name, operation="up", run_id="setup")
+            append(target.store, layer, spec.name, operation="up", run_id="setup", lineage=lineage)
         engine.calls.clear()
 
         def on_call(op, layer):
@@ -186,7 +187,7 @@ def test_failure_messages_are_specific(world):
     report = run_rebuild(world.make(), RebuildOptions(yes=True))
     verify = report.phase("verify-kustomizations")
     assert verify.reason == "RevisionMismatch" and "main@sha1:abc123 → main@sha1:def456" in verify.message
-    world.sim.revision, world.sim.ready_after = "main@sha1:abc123", 10_000
+    FluxSim.__init__(world.sim, world.api, ready_after=10_000)  # Flux back as it was, then never Ready
     report = run_rebuild(world.make(), RebuildOptions(yes=True, timeout_minutes=2))
     ready = report.phase("flux-ready")
     assert ready.reason == "ReadyTimeout" and ready.seconds == 120 and "not Ready after 120 s" in ready.message

@@ -7,29 +7,17 @@ loses every bucket, key and state in it, which is what a throwaway local environ
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 
 import typer
 
 from bootstrap import console
 from bootstrap.cli import app
-from bootstrap.errors import BadInput
-from bootstrap.target import ENDPOINT_ENV, quiet_emulator_logs
+from bootstrap.target import ENDPOINT_ENV
 
 emulator_app = typer.Typer(help="The local AWS emulator (moto server) for the `local` environment.",
                            no_args_is_help=True)
 app.add_typer(emulator_app, name="emulator")
-
-
-def _check_port_free(port: int) -> None:
-    # moto's server thread would die on a busy port while its starter waits forever; so ask first.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise BadInput(f"The emulator cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}). Pick another "
-                           "port with --port, or leave it out for a free one.") from None
 
 
 @emulator_app.command("start")
@@ -41,11 +29,7 @@ def start(
     """Run the AWS emulator on loopback in the foreground and print the variable to export."""
     from bootstrap.emulator import Emulator
 
-    if port:
-        _check_port_free(port)
-    if not verbose:
-        quiet_emulator_logs()
-    emulator = Emulator(port=port)
+    emulator = Emulator(port=port, verbose=verbose)
     url = emulator.start()
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())

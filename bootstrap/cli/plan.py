@@ -2,7 +2,7 @@
 
 `--offline` runs the layer programs under Pulumi's mock runtime and checks posture: no engine, no
 cloud, no credentials (bootstrap/offline.py). Without it, the live plan previews through the engine;
-that path lives in `bootstrap.orchestrator.plan_live` and is looked up only when asked for.
+that path lives in `bootstrap.orchestrator.plan_live`.
 """
 
 from __future__ import annotations
@@ -47,14 +47,9 @@ def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool,
                 "needs the outputs of the ones before) and talks to no endpoint. Drop them, or drop --offline."
             )
         return plan_offline(environment, out=out, json_out=json_out)
-    try:
-        from bootstrap.orchestrator import plan_live
-    except ImportError:
-        raise BadInput(
-            f"A live plan of '{environment}' previews through the Pulumi engine, which this build of "
-            f"groundctl does not provide yet (the engine issue). Run `groundctl plan {environment} --offline` "
-            "to check what the programs declare and their posture without any cloud access."
-        ) from None
+    # Imported here: the offline path must not pay for the engine's imports.
+    from bootstrap.orchestrator import plan_live
+
     return plan_live(environment, out_dir=out, json_out=json_out, endpoint_url=endpoint_url, layers=layers)
 
 
