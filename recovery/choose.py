@@ -17,7 +17,7 @@ decision needs: with an intact ledger that is usually one download.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Optional, Sequence, Union
 

@@ -124,10 +124,10 @@ def next_step(phase: str, environment: str, layer: str = "cluster") -> str:
                       "(`flux get kustomizations -A`) and fix the source or the manifests they name",
         "verify-kustomizations": "Flux is Ready but not at the baseline revisions: compare the revisions listed "
                                  "(the Git ref may have moved during the drill) before calling the rebuild good",
-        "delete-state": f"the state of {layer} may be deleted: run `groundctl state versions {environment} --layer {layer}` "
-                        "and follow runbooks/recover-state.md",
-        "recover": f"the state of {layer} is still deleted or only partly restored: follow runbooks/recover-state.md "
-                   "with the transcript in this report",
+        "delete-state": f"the state of {layer} may be deleted: run `groundctl state verify {environment} {layer}`; "
+                        f"if it is gone, `groundctl recover {environment} {layer} --dry-run` (runbooks/recover-state.md)",
+        "recover": f"the state of {layer} is still deleted or only partly restored: run `groundctl recover "
+                   f"{environment} {layer} --dry-run` and follow runbooks/recover-state.md with this report",
         "verify": f"the state of {layer} was restored but does not match what is live: review the verification plan "
                   f"(`groundctl drift {environment}`) before any `up`",
     }.get(phase, "see the message")

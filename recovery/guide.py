@@ -26,7 +26,7 @@ import botocore.exceptions
 from bootstrap.errors import GroundctlError
 from recovery import choose as ch
 from recovery import ledger as led
-from recovery.restore import RestorePlan, current_objects, restore
+from recovery.restore import RestorePlan, restore
 from recovery.state import NotAState, decompress, load_json
 from recovery.versions import CandidateEvaluator, list_candidates
 

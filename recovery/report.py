@@ -69,7 +69,7 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
                        f"{c['serial'] if c['serial'] is not None else 'unledgered'}, {c['resources']} resources, "
                        f"lineage `{c['lineage']}`, sha256 `{(c['sha256'] or '')[:16]}…`")
         for r in choose.get("refusals", []):
-            out.append(f"- refused ({r['code']}{', lifted by ' + r['flag'] if r.get('flag') else ''}): {r['message']}")
+            out.append(f"- refused ({r['code']}{', flag that lifts it: ' + r['flag'] if r.get('flag') else ', no flag lifts it'}): {r['message']}")
         for r in choose.get("overridden", []):
             out.append(f"- allowed by {r['flag']}: {r['message']}")
         for s in choose.get("skipped", []):

@@ -218,7 +218,7 @@ def test_a_state_written_outside_groundctl_fails_the_preflight(world):
     world.store.put(key, world.store.get(key).body + b" ")
     report = run_rebuild(world.make(), RebuildOptions(yes=True))
     pre = report.phase("preflight")
-    assert pre.reason == "PreflightFailed" and "not the one its ledger recorded last" in pre.message
+    assert pre.reason == "PreflightFailed" and "network: unrecorded: the current state is not in the ledger" in pre.message
     assert changes(world.engine) == []
 
 
