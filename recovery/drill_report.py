@@ -177,12 +177,8 @@ def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = N
     """The JSON record into the bucket (unless `store` is None) and Markdown, JSON and SVG under `out_dir`."""
     secret_values = list(secret_values)
     text = report_json(report, secret_values)
-    key = None
-    if store is not None:
-        key = layout.drill_key(report.environment, report.drill_id)
-        store.put(key, text.encode())
     files: list[str] = []
-    if out_dir is not None:
+    if out_dir is not None:  # local files first: they survive a bucket that cannot be written
         out_dir.mkdir(parents=True, exist_ok=True)
         svg = render_svg(report.phases, rto_seconds=report.verdict.rto_seconds,
                          recovery=recovery_phases(report.kind),
@@ -193,6 +189,10 @@ def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = N
         for name, content in outputs.items():
             (out_dir / name).write_text(content)
             files.append(str(out_dir / name))
+    key = None
+    if store is not None:
+        key = layout.drill_key(report.environment, report.drill_id)
+        store.put(key, text.encode())
     return Written(key, tuple(files))
 
 

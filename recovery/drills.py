@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from bootstrap.errors import GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
+from bootstrap.runs import redact
 from recovery import drill_phases as dp
 from recovery.drill_phases import PhasePlan, PhaseResult
 from recovery.drill_report import DrillReport, new_drill_id
@@ -137,17 +138,15 @@ def run_phases(ctx: DrillContext, plans: tuple[PhasePlan, ...], methods: dict[st
             try:
                 details = dry_details(plan.name)
             except Exception as exc:  # noqa: BLE001 - a dry run shows what it can, and says what it could not
-                details = {"phase": plan.name, "summary": f"not known: {getattr(exc, 'message', None) or type(exc).__name__}"}
+                why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                details = {"phase": plan.name, "summary": f"not known: {why}"}
             results.append(replace(result, details=details))
         else:
             try:
                 reason, message, details = methods[plan.name]()
                 result = PhaseResult(plan.name, dp.ACHIEVED, reason, message, True, details=details)
             except GroundctlError as exc:
-                message = exc.message
-                for secret in ctx.secrets:
-                    message = message.replace(secret, "[redacted]") if secret and len(secret) >= 6 else message
-                exc.message = message
+                exc.message = redact(exc.message, ctx.secrets)  # an engine error may quote a secret output
                 result = _result_from_error(plan, exc, ctx.environment, layer)
                 stopped = True
             results.append(dp.with_timing(result, at, ctx.clock()))

@@ -18,6 +18,7 @@ the stack it belongs to, and that must be the stack expected.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Optional
 
@@ -81,6 +82,10 @@ def _label(r: Resource) -> str:
 
 def _reference_findings(r: Resource, seen: set[str], later: dict[str, int]) -> list[Finding]:
     """Parent, dependencies, property dependencies and deletedWith must name earlier resources."""
+    if ((not r.parent or r.parent in seen) and (not r.deleted_with or r.deleted_with in seen)
+            and all(d in seen for d in r.dependencies)
+            and all(d in seen for _, deps in r.property_dependencies for d in deps)):
+        return []  # the common case, decided without building messages
     out: list[Finding] = []
     refs: list[tuple[str, str, str]] = []
     if r.parent:
@@ -104,11 +109,17 @@ def _reference_findings(r: Resource, seen: set[str], later: dict[str, int]) -> l
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_provider_cached(ref: str) -> tuple[Optional[tuple[str, str]], Optional[str]]:
+    # A state has thousands of resources and a handful of providers: parse each reference once.
+    return parse_provider_reference(ref)
+
+
 def _provider_findings(r: Resource, providers: set[tuple[str, str]],
                        later_providers: dict[tuple[str, str], int]) -> list[Finding]:
     if not r.provider:
         return []
-    ref, problem = parse_provider_reference(r.provider)
+    ref, problem = _parse_provider_cached(r.provider)
     if ref is None:
         return [Finding("bad-provider-reference", r.urn or None,
                         f"{_label(r)} has provider reference '{r.provider}', which Pulumi cannot parse: "

@@ -275,7 +275,46 @@ class _Fields:
         return v
 
 
+_STR_KEYS = ("urn", "type", "id", "parent", "provider", "deletedWith")
+_BOOL_KEYS = ("custom", "delete", "protect", "pendingReplacement")
+
+
+def _well_typed(raw: dict) -> bool:
+    """True when every field `_resource` reads has its JSON type (the common case, checked cheaply)."""
+    for k in _STR_KEYS:
+        v = raw.get(k)
+        if v is not None and v.__class__ is not str:
+            return False
+    for k in _BOOL_KEYS:
+        v = raw.get(k)
+        if v is not None and v.__class__ is not bool:
+            return False
+    deps = raw.get("dependencies")
+    if deps is not None and (deps.__class__ is not list or any(x.__class__ is not str for x in deps)):
+        return False
+    pdeps = raw.get("propertyDependencies")
+    if pdeps is not None:
+        if pdeps.__class__ is not dict:
+            return False
+        for d in pdeps.values():
+            if d is not None and (d.__class__ is not list or any(x.__class__ is not str for x in d)):
+                return False
+    out = raw.get("outputs")
+    return out is None or out.__class__ is dict
+
+
 def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> Optional[Resource]:
+    if isinstance(raw, dict) and _well_typed(raw):
+        # Fast path: a state has thousands of resources and nearly all are well formed.
+        g = raw.get
+        pdeps = g("propertyDependencies")
+        return Resource(
+            index, g("urn") or "", g("type") or "", g("id"), g("custom") or False, g("parent") or "",
+            g("provider") or "", tuple(g("dependencies") or ()),
+            tuple((k, tuple(d or ())) for k, d in pdeps.items()) if pdeps else (),
+            g("deletedWith") or "", g("delete") or False, g("protect") or False,
+            g("pendingReplacement") or False, g("outputs") or {},
+        )
     if not isinstance(raw, dict):
         findings.append(Finding("malformed-resource", None,
                                 f"{where} at index {index} is {_type_name(raw)}, not an object; Pulumi "

@@ -54,7 +54,11 @@ def _context(target, clock=time.time):
         clock=clock, secrets=set(target.secret_values()), inventory=inventory)
 
     def checkpoint(report: DrillReport) -> None:
-        # Progress after each phase, so a drill that dies part-way still says where it stopped.
+        # Progress after each phase, so a drill that dies part-way still says where it stopped; only
+        # once the preflight passed (before that the bucket may not exist, and nothing was changed).
+        pre = report.phase("preflight")
+        if pre is None or not pre.achieved:
+            return
         try:
             write_report(report, store=target.store, secret_values=ctx.secrets)
         except Exception as exc:  # noqa: BLE001 - losing progress must not stop the drill
@@ -64,25 +68,30 @@ def _context(target, clock=time.time):
 
 
 def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool, dry_run: bool) -> None:
-    out_dir = out if (out is not None or not dry_run) else None
-    out_dir = out_dir or (Path("drill-reports") / report.environment if not dry_run else None)
-    written, note = None, None
+    out_dir = out if out is not None else (None if dry_run else Path("drill-reports") / report.environment)
+    files, key, notes = (), None, []
     try:
-        written = write_report(report, store=None if dry_run else store, out_dir=out_dir, secret_values=ctx.secrets)
-    except Exception as exc:  # noqa: BLE001 - the outcome is still shown
-        note = f"the drill report could not be written ({type(exc).__name__}: {exc})"
+        files = write_report(report, out_dir=out_dir, secret_values=ctx.secrets).files
+    except OSError as exc:
+        notes.append(f"the report files could not be written under {out_dir} ({exc.strerror})")
+    if not dry_run:
+        try:
+            key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
+        except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
+            notes.append(f"the drill record could not be stored in the state bucket "
+                         f"({getattr(exc, 'message', None) or type(exc).__name__})")
     if json_out:
         from recovery.drill_report import redact_obj
         doc = redact_obj(report.to_dict(), ctx.secrets)
-        doc["written"] = {"bucket_key": written.bucket_key, "files": list(written.files)} if written else None
+        doc["written"] = {"bucket_key": key, "files": list(files)}
         console.emit_json(doc)
     else:
         _render(report)
-        if written and written.bucket_key:
-            console.info(f"Drill record: {written.bucket_key} in the state bucket")
-        for f in written.files if written else ():
+        if key:
+            console.info(f"Drill record: {key} in the state bucket")
+        for f in files:
             console.info(f"Wrote {f}")
-    if note:
+    for note in notes:
         console.warn(note)
     if report.exit_code:
         raise typer.Exit(report.exit_code)
@@ -103,7 +112,7 @@ def _render(report: DrillReport) -> None:
     console.info(f"verdict: {v.outcome} ({v.reason}) — recovery {took} of RTO {v.rto_seconds:.0f} s. {v.message}")
     if v.outcome not in ("passed", "dry-run"):
         for item in what_to_look_at(report):
-            console.warn(item)
+            console.warn(item.replace("**", ""))
 
 
 @drill_app.command("rebuild-cluster")
