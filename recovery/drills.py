@@ -25,6 +25,7 @@ from recovery.drill_phases import PhasePlan, PhaseResult
 from recovery.drill_report import DrillReport, new_drill_id
 from recovery.flux_ready import (KubeApi, KubeApiError, assess, compare_revisions, list_kustomizations,
                                  revisions, wait_ready)
+from recovery.verify import verify_report
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,6 @@ def verify_layer_state(store, layer: str, environment: str) -> tuple[bool, str, 
     The judgement is `groundctl state verify`'s (one definition of "verified"); a drill also needs a
     ledger, because its recovery is checked against the serials recorded there.
     """
-    from bootstrap.cli.state_verify import verify_report
-
     report = verify_report(store, layer, environment)
     current = report.get("current") or {}
     details = {"key": current.get("key"), "version_id": current.get("version_id"), "sha256": current.get("sha256"),

@@ -15,7 +15,6 @@ import uuid
 import pytest
 
 from bootstrap import layout
-from bootstrap.engine_errors import UnexpectedChanges
 from bootstrap.errors import EngineError
 from bootstrap.locks import EnvironmentLock, lock_status
 from bootstrap.objectstore import ObjectStore
@@ -44,13 +43,9 @@ class BucketEngine(InMemoryEngine):
                                           r.get("protect", False), r.get("id"), r.get("custom", True))
                              for r in dep["resources"] if r["type"] != "pulumi:pulumi:Stack"]
 
-    def preview(self, layer, *, expect_no_changes=False, **kw):
-        # As the product engine: an unexpected change raises UnexpectedChanges, carrying the plan.
+    def preview(self, layer, **kw):
         self._sync(layer)
-        plan = super().preview(layer, **kw)
-        if expect_no_changes and plan.has_changes:
-            raise UnexpectedChanges(plan)
-        return plan
+        return super().preview(layer, **kw)
 
 
 @pytest.fixture

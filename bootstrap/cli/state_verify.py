@@ -3,7 +3,6 @@ the head of an intact ledger? Exit 0 when all hold, 1 on any problem (each named
 
 from __future__ import annotations
 
-import hashlib
 from typing import Optional
 
 import typer
@@ -13,74 +12,7 @@ from bootstrap import console
 from bootstrap.cli.state import open_state_store, printable, state_app
 from bootstrap.layers import layer as layer_named
 from bootstrap.spec import load_spec
-from recovery import ledger as led
-from recovery.integrity import verify_integrity
-from recovery.state import NotAState, parse_state
-
-
-def verify_report(store, project: str, stack: str) -> dict:
-    """Integrity, lineage and chain of the current state, as plain data with problems and warnings."""
-    problems: list[dict] = []
-    warnings: list[str] = []
-    report: dict = {"project": project, "stack": stack, "current": None}
-
-    def problem(code: str, message: str) -> None:
-        problems.append({"code": code, "message": message})
-
-    ledger = led.read_ledger(store, project, stack)
-    chain = led.verify_chain(ledger.records)
-    head = ledger.head
-    report["ledger"] = {"records": len(ledger.records), "lineage": chain.lineage,
-                        "head_serial": head.serial if head else None, "chain_ok": chain.ok}
-    for f in (*ledger.problems, *chain.findings):
-        problem(f"ledger-{f.code}", f.sentence)
-    if ledger.missing:
-        warnings.append("this stack has no ledger: lineage and serial cannot be checked (a stack groundctl has "
-                        "not applied yet has none)")
-
-    obj = led.current_state(store, project, stack)
-    if obj is None:
-        problem("state-missing", "the stack has no current state object (deleted or never written); run "
-                f"`groundctl recover <env> {project} --dry-run` to see what can be restored")
-    else:
-        sha = hashlib.sha256(obj.body).hexdigest()
-        cur = {"key": obj.key, "version_id": obj.version_id, "sha256": sha, "size": len(obj.body)}
-        report["current"] = cur
-        try:
-            doc = parse_state(obj.body, f"s3://{obj.key}")
-        except NotAState as exc:
-            problem("state-unreadable", exc.reason)
-            doc = None
-        if doc is not None:
-            findings = verify_integrity(doc, f"organization/{project}/{stack}")
-            cur.update(resources=len(doc.resources), lineage=doc.lineage,
-                       pending_operations=[p.type for p in doc.pending_operations])
-            for f in findings:
-                problem(f"integrity-{f.code}", f.message)
-            if doc.pending_operations:
-                problem("pending-operations", f"{len(doc.pending_operations)} operations were pending when this state "
-                        "was written: an update was interrupted; `groundctl recover` imports what it created")
-            if chain.lineage and doc.lineage and doc.lineage != chain.lineage:
-                problem("lineage-mismatch", f"the state has lineage {doc.lineage} over the ledger's {chain.lineage}")
-            elif chain.lineage and not doc.lineage:
-                warnings.append("the state names no lineage (its program exports no groundctl_lineage output)")
-        if head is not None:
-            recorded = [r for r in ledger.records if r.sha256 == sha]
-            cur["serial"] = recorded[-1].serial if recorded else None
-            if head.sha256 == sha:
-                if head.version_id and obj.version_id and head.version_id != obj.version_id:
-                    warnings.append(f"the current object holds serial {head.serial}'s state, stored again as "
-                                    "another version")
-            elif recorded:
-                problem("rollback", f"the current state is serial {recorded[-1].serial} over newer serial "
-                        f"{head.serial}: something outside groundctl rolled it back")
-            else:
-                problem("unrecorded", f"the current state is not in the ledger (head serial {head.serial}): it was "
-                        "written by an interrupted run or outside groundctl")
-    report["problems"] = problems
-    report["warnings"] = warnings
-    report["ok"] = not problems
-    return report
+from recovery.verify import verify_report
 
 
 @state_app.command("verify")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from bootstrap.engine import OperationResult, StackOutputs
+from bootstrap.engine_errors import UnexpectedChanges
 from bootstrap.errors import EngineError
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.plan import Plan, ResourceChange
@@ -91,7 +92,7 @@ class InMemoryEngine:
                 changes.append(ResourceChange(urn, r.type, "delete", (), r.protect))
         plan = Plan(layer, self.environment, tuple(changes))
         if expect_no_changes and plan.has_changes:
-            raise EngineError(f"preview of {layer} expected no changes but found {plan.counts}")
+            raise UnexpectedChanges(plan)  # as the product engine does
         return plan
 
     def up(self, layer, *, on_progress=None) -> OperationResult:
