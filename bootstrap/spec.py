@@ -405,7 +405,7 @@ def _problem(err: dict) -> tuple[str, str]:
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, _allowed_keys(loc), n=1)
+        close = difflib.get_close_matches(key, _allowed_keys(loc), n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'?" if close else "remove it"
         return _path(loc), f"unknown key '{key}' ({hint})"
     msg = err["msg"]
