@@ -4,23 +4,22 @@ Chicken-and-egg: Pulumi needs the bucket before it can store the `backend` stack
 bucket. So groundctl creates the key and bucket here with boto3, converging every setting the
 backend program declares, and the `backend` stack adopts them by import afterwards.
 
-What is wanted is data (`desired_settings`, pure); this module reads what is there, compares, and
-writes only the differences. Idempotent calls go through `retry_transient`; CreateKey is not
-idempotent and is never retried blindly: after a failed attempt it looks for the key by its tags
-before creating again, so a lost response does not leave two keys behind.
+What is wanted is data (the pure functions below); this module reads what is there, compares, and
+writes only the differences. Idempotent calls go through `retry_transient`. The KMS key, whose
+CreateKey is not idempotent, is found or made in `bootstrap.backend_key`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 
 import botocore.exceptions
 
-from bootstrap.aws import AwsClients, error_code, is_transient, retry_transient
+from bootstrap.aws import AwsClients, error_code, retry_transient
+from bootstrap.backend_key import ensure_key, eventually_visible
 from bootstrap.emulator import EMULATOR_ACCOUNT_ID
-from bootstrap.errors import CloudError, Refused
+from bootstrap.errors import Refused
 from stacks.common import policies
 from stacks.common.naming import TAG_ENV, TAG_LAYER, TAG_NAME
 
@@ -31,9 +30,6 @@ KEY_NAME = "state-key"
 LIFECYCLE_RULE_ID = "expire-noncurrent-versions"
 ABORT_MULTIPART_DAYS = 7
 POLICY_SID = "DenyInsecureTransport"
-
-_EVENTUAL = frozenset({"NoSuchBucket", "NotFoundException", "KMS.NotFoundException", "NoSuchKey",
-                       "InvalidArgument", "KMS.DisabledException"})
 
 
 @dataclass(frozen=True)
@@ -71,10 +67,6 @@ def tls_only_policy(bucket: str, region: str = "us-east-1") -> dict:
 
 def key_policy(account: str, region: str) -> dict:
     return json.loads(policies.state_key_policy(partition_of(region), account, region))
-
-
-def key_description(environment: str) -> str:
-    return f"groundctl {environment}: state bucket and Pulumi secrets"
 
 
 def lifecycle_rules(noncurrent_days: int) -> list[dict]:
@@ -144,136 +136,6 @@ def check_account(spec, clients: AwsClients) -> str:
     return account
 
 
-# -- the KMS key -----------------------------------------------------------------------------------
-
-def _key_by_alias(kms, alias: str) -> dict | None:
-    def call():
-        try:
-            return kms.describe_key(KeyId=alias)["KeyMetadata"]
-        except botocore.exceptions.ClientError as exc:
-            if error_code(exc) in ("NotFoundException", "KMS.NotFoundException"):
-                return None
-            raise
-    return retry_transient(call, what=f"look up KMS alias {alias}")
-
-
-def _key_by_tags(kms, tags: dict[str, str]) -> dict | None:
-    """A usable customer key carrying every tag in `tags` (the fallback after a lost CreateKey)."""
-    marker = None
-    while True:
-        kwargs = {"Limit": 100, **({"Marker": marker} if marker else {})}
-        page = retry_transient(lambda: kms.list_keys(**kwargs), what="list KMS keys")
-        for k in page.get("Keys", []):
-            kid = k["KeyId"]
-            try:
-                got = retry_transient(lambda: kms.list_resource_tags(KeyId=kid), what=f"read tags of KMS key {kid}")
-            except botocore.exceptions.ClientError:
-                continue  # a key we may not read is not ours
-            have = {t["TagKey"]: t["TagValue"] for t in got.get("Tags", [])}
-            if all(have.get(k2) == v for k2, v in tags.items()):
-                meta = retry_transient(lambda: kms.describe_key(KeyId=kid)["KeyMetadata"], what=f"describe KMS key {kid}")
-                if meta.get("KeyState") not in ("PendingDeletion", "PendingReplicaDeletion"):
-                    return meta
-        if not page.get("Truncated"):
-            return None
-        marker = page["NextMarker"]
-
-
-def _create_key(kms, environment: str, tags: dict[str, str], policy: dict, attempts: int = 4) -> dict:
-    """CreateKey is not idempotent: on a failure, look for a key with our tags before trying again."""
-    last: BaseException | None = None
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(min(2.0, 0.1 * 2 ** attempt))
-            found = _key_by_tags(kms, tags)
-            if found:
-                return found
-        try:
-            return kms.create_key(
-                Description=key_description(environment), Policy=json.dumps(policy),
-                KeyUsage="ENCRYPT_DECRYPT", KeySpec="SYMMETRIC_DEFAULT",
-                Tags=[{"TagKey": k, "TagValue": v} for k, v in tags.items()],
-            )["KeyMetadata"]
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-            if isinstance(exc, botocore.exceptions.ClientError) and not is_transient(exc):
-                raise CloudError(
-                    f"AWS refused to create the KMS key for environment '{environment}' "
-                    f"({error_code(exc)}). Check that the credentials may call kms:CreateKey and "
-                    "kms:TagResource, then re-run."
-                ) from None
-            last = exc
-    raise CloudError(
-        f"Could not create the KMS key for environment '{environment}' after {attempts} attempts "
-        f"({type(last).__name__}: {error_code(last) if last else ''}). No duplicate key was left behind "
-        "(each retry first looked for one with this environment's tags). Wait a minute and re-run."
-    )
-
-
-def _ensure_key(kms, spec, account: str, created: list[str], updated: list[str]) -> dict:
-    alias = spec.backend.kms_alias
-    tags = backend_tags(spec.name, KEY_NAME)
-    meta = _key_by_alias(kms, alias)
-    if meta and meta.get("KeyState") in ("PendingDeletion", "PendingReplicaDeletion", "Disabled"):
-        raise Refused(
-            f"The KMS alias {alias} points to key {meta['KeyId']}, which is {meta['KeyState']}. State "
-            f"encrypted with it cannot be read while it stays that way. Cancel the deletion or enable the "
-            f"key (`aws kms cancel-key-deletion --key-id {meta['KeyId']}` then `aws kms enable-key`), or "
-            "point backend.kms_alias at another alias, then re-run."
-        )
-    if meta is None:
-        meta = _key_by_tags(kms, tags)
-        if meta is None:
-            meta = _create_key(kms, spec.name, tags, key_policy(account, spec.aws.region))
-            created.append(f"kms-key {meta['Arn']}")
-        key_id = meta["KeyId"]
-        retry_transient(lambda: _create_alias(kms, alias, key_id), what=f"create KMS alias {alias}",
-                        extra=lambda e: error_code(e) in _EVENTUAL)
-        created.append(f"kms-alias {alias}")
-    key_id = meta["KeyId"]
-    rot = retry_transient(lambda: kms.get_key_rotation_status(KeyId=key_id), what="read KMS key rotation",
-                          extra=lambda e: error_code(e) in _EVENTUAL)
-    if not rot.get("KeyRotationEnabled"):
-        retry_transient(lambda: kms.enable_key_rotation(KeyId=key_id), what="enable KMS key rotation",
-                        extra=lambda e: error_code(e) in _EVENTUAL)
-        if not any(c.startswith("kms-key") for c in created):
-            updated.append("kms-key-rotation")
-    new_key = any(c.startswith("kms-key") for c in created)
-    want_policy = key_policy(account, spec.aws.region)
-    got = retry_transient(lambda: kms.get_key_policy(KeyId=key_id, PolicyName="default"), what="read the KMS key policy",
-                          extra=lambda e: error_code(e) in _EVENTUAL)
-    if json.loads(got["Policy"]) != want_policy:
-        retry_transient(lambda: kms.put_key_policy(KeyId=key_id, PolicyName="default", Policy=json.dumps(want_policy)),
-                        what="set the KMS key policy", extra=lambda e: error_code(e) in _EVENTUAL)
-        if not new_key:
-            updated.append("kms-key-policy")
-    if meta.get("Description") != key_description(spec.name):
-        retry_transient(lambda: kms.update_key_description(KeyId=key_id, Description=key_description(spec.name)),
-                        what="set the KMS key description")
-        if not new_key:
-            updated.append("kms-key-description")
-    have = retry_transient(lambda: kms.list_resource_tags(KeyId=key_id), what="read KMS key tags")
-    have_tags = {t["TagKey"]: t["TagValue"] for t in have.get("Tags", [])}
-    if any(have_tags.get(k) != v for k, v in tags.items()):
-        retry_transient(lambda: kms.tag_resource(KeyId=key_id, Tags=[{"TagKey": k, "TagValue": v}
-                                                                     for k, v in tags.items()]),
-                        what="tag the KMS key")
-        updated.append("kms-key-tags")
-    return meta
-
-
-def _create_alias(kms, alias: str, key_id: str) -> None:
-    try:
-        kms.create_alias(AliasName=alias, TargetKeyId=key_id)
-    except botocore.exceptions.ClientError as exc:
-        if error_code(exc) != "AlreadyExistsException":
-            raise
-        # A retried call whose first attempt landed; confirm the alias is ours.
-        meta = kms.describe_key(KeyId=alias)["KeyMetadata"]
-        if meta["KeyId"] != key_id:
-            raise Refused(f"The KMS alias {alias} appeared meanwhile pointing at another key "
-                          f"({meta['KeyId']}); another run is bootstrapping this backend. Re-run.") from None
-
-
 # -- the bucket ------------------------------------------------------------------------------------
 
 def _bucket_exists(s3, bucket: str, account: str) -> bool:
@@ -331,11 +193,11 @@ def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: b
                             tls_policy: tuple[bool, str]) -> dict:
     b = spec.backend.bucket
     days = spec.backend.noncurrent_version_retention_days
-    eventual = lambda e: error_code(e) in _EVENTUAL  # noqa: E731 - right after create the bucket may not be visible
     changes: list[str] = []
 
     def put(name: str, fn) -> None:
-        retry_transient(fn, what=f"set {name} on bucket {b}", extra=eventual)
+        # Right after creation the bucket may not be visible yet.
+        retry_transient(fn, what=f"set {name} on bucket {b}", extra=eventually_visible)
         changes.append(name)
 
     ver = _read(lambda: s3.get_bucket_versioning(Bucket=b), (), f"read versioning of {b}") or {}
@@ -416,7 +278,9 @@ def ensure_backend(spec, clients: AwsClients, *, tls_policy: bool | None = None)
     created: list[str] = []
     updated: list[str] = []
     kms = clients.client("kms")
-    key = _ensure_key(kms, spec, account, created, updated)
+    key = ensure_key(kms, environment=spec.name, alias=spec.backend.kms_alias,
+                     tags=backend_tags(spec.name, KEY_NAME), policy=key_policy(account, spec.aws.region),
+                     created=created, updated=updated)
     s3 = clients.client("s3")
     bucket = spec.backend.bucket
     fresh = not _bucket_exists(s3, bucket, account)

@@ -339,10 +339,15 @@ class PulumiEngine:
 
         tmp = tempfile.mkdtemp(prefix="groundctl-")  # mode 0700
         path = os.path.join(tmp, "doc.json")
-        try:
+
+        def write_and_run():
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
                 json.dump(doc, fh)
-            return self._call(layer, operation, lambda: run(path))
+            return run(path)
+
+        try:
+            # The write is inside _call too: a full disk becomes one scrubbed paragraph, not a traceback.
+            return self._call(layer, operation, write_and_run)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

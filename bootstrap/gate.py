@@ -78,6 +78,10 @@ def decide_apply(plan: Plan, *, yes: bool, allow_destroy: bool) -> GateDecision:
 
 def after_confirm(decision: GateDecision, answered_yes: bool) -> GateDecision:
     """The decision once the operator has been asked (no terminal counts as no)."""
+    return _answered(decision, answered_yes, "pass --yes to approve plans without destructive changes")
+
+
+def _answered(decision: GateDecision, answered_yes: bool, yes_hint: str) -> GateDecision:
     if decision.outcome != "ask":
         return decision
     if answered_yes:
@@ -85,7 +89,7 @@ def after_confirm(decision: GateDecision, answered_yes: bool) -> GateDecision:
     return GateDecision(
         "refused",
         "the operator did not approve it (without a terminal the answer is always no); re-run and "
-        "answer yes, or pass --yes to approve plans without destructive changes",
+        f"answer yes, or {yes_hint}",
         flag="--yes",
     )
 
@@ -129,16 +133,7 @@ def decide_destroy(environment: str, layers: list[str], *, yes: bool) -> GateDec
 
 
 def after_destroy_confirm(decision: GateDecision, answered_yes: bool) -> GateDecision:
-    if decision.outcome != "ask":
-        return decision
-    if answered_yes:
-        return GateDecision("approved", "approved interactively")
-    return GateDecision(
-        "refused",
-        "the operator did not approve it (without a terminal the answer is always no); re-run and answer "
-        "yes, or pass --yes",
-        flag="--yes",
-    )
+    return _answered(decision, answered_yes, "pass --yes")
 
 
 # -- approved plans (--plan-dir) ------------------------------------------------------------------------

@@ -19,10 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-import botocore.exceptions
-
 from bootstrap import layout
-from bootstrap.aws import error_code, retry_transient
 from bootstrap.errors import GroundctlError, LockHeld, Refused
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.objectstore import ObjectStore
@@ -132,19 +129,6 @@ def staleness(info: LockInfo, now: float, this_host: str,
 
 
 # -- I/O helpers -----------------------------------------------------------------------------------
-
-def _delete_if_match(store: ObjectStore, key: str, etag: str) -> bool:
-    """Delete `key` only while it still has `etag`. True when it is gone or no longer that object."""
-    def call():
-        try:
-            store.client.delete_object(Bucket=store.bucket, Key=key, IfMatch=etag)
-            return True
-        except botocore.exceptions.ClientError as exc:
-            if error_code(exc) in ("PreconditionFailed", "412", "NoSuchKey", "404"):
-                return False
-            raise
-    return retry_transient(call, what=f"remove the lock s3://{store.bucket}/{key}")
-
 
 def _read_lock(store: ObjectStore, environment: str):
     obj = store.get(layout.lock_key(environment))
@@ -260,7 +244,7 @@ class EnvironmentLock:
             obj = self.store.get(self.key)
             if obj is None or obj.body != self.info.body():
                 return False
-            removed = _delete_if_match(self.store, self.key, obj.etag)
+            removed = self.store.delete_if_match(self.key, obj.etag)
             if not removed:  # a retried delete whose first attempt landed is refused; look again
                 now_obj = self.store.get(self.key)
                 removed = now_obj is None or now_obj.body != self.info.body()
@@ -350,7 +334,7 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
               "lock_body": obj.body.decode("utf-8", "replace")}
     store.put(broken_key(environment, iso(now).replace(":", "").replace("-", "")),
               json.dumps(record, sort_keys=True, indent=2).encode())
-    if not _delete_if_match(store, layout.lock_key(environment), obj.etag) and store.get(
+    if not store.delete_if_match(layout.lock_key(environment), obj.etag) and store.get(
             layout.lock_key(environment)) is not None:
         raise Refused(
             f"The lock on '{environment}' changed while it was being broken (its holder heartbeat or a new run "

@@ -70,47 +70,35 @@ class ObjectStore:
         return resp.get("VersionId")
 
     def put_if_absent(self, key: str, body: bytes) -> bool:
-        """Create `key` only if it does not exist (If-None-Match: *). True when this call created it.
-
-        A retried conditional put can be refused because the first attempt did land with its
-        response lost; so a refusal is checked by reading the object back: if it holds exactly our
-        bytes, the write was ours.
-        """
-        def call():
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
-                                       ContentType="application/json")
-                return True
-            except botocore.exceptions.ClientError as exc:
-                if error_code(exc) in ("PreconditionFailed", "412"):
-                    return False
-                if error_code(exc) == "ConditionalRequestConflict":
-                    # A concurrent conditional write is in flight; retrying settles who won.
-                    raise
-                raise
-
-        created = retry_transient(call, what=f"create s3://{self.bucket}/{key}",
-                                  extra=lambda e: error_code(e) == "ConditionalRequestConflict")
-        if created:
-            return True
-        existing = self.get(key)
-        return existing is not None and existing.body == body
+        """Create `key` only if it does not exist (If-None-Match: *). True when this call created it."""
+        return self._conditional_put(key, body, f"create s3://{self.bucket}/{key}",
+                                     refused=("PreconditionFailed", "412"), IfNoneMatch="*")
 
     def put_if_match(self, key: str, body: bytes, etag: str) -> bool:
         """Replace `key` only if it still has `etag` (If-Match). True when this call replaced it."""
+        return self._conditional_put(key, body, f"update s3://{self.bucket}/{key}",
+                                     refused=("PreconditionFailed", "412", "NoSuchKey", "404"), IfMatch=etag)
+
+    def _conditional_put(self, key: str, body: bytes, what: str, *, refused: tuple[str, ...],
+                         **condition: str) -> bool:
+        """One conditional put, retried; True when this call's bytes are now the object.
+
+        A retried conditional put can be refused because the first attempt did land with its
+        response lost; so a refusal is checked by reading the object back: if it holds exactly our
+        bytes, the write was ours. ConditionalRequestConflict means a concurrent conditional write
+        is in flight; retrying settles who won.
+        """
         def call():
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfMatch=etag,
-                                       ContentType="application/json")
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
+                                       ContentType="application/json", **condition)
                 return True
             except botocore.exceptions.ClientError as exc:
-                if error_code(exc) in ("PreconditionFailed", "412", "NoSuchKey", "404"):
+                if error_code(exc) in refused:
                     return False
                 raise
 
-        replaced = retry_transient(call, what=f"update s3://{self.bucket}/{key}",
-                                   extra=lambda e: error_code(e) == "ConditionalRequestConflict")
-        if replaced:
+        if retry_transient(call, what=what, extra=lambda e: error_code(e) == "ConditionalRequestConflict"):
             return True
         existing = self.get(key)
         return existing is not None and existing.body == body
@@ -122,6 +110,19 @@ class ObjectStore:
         if version_id:
             kwargs["VersionId"] = version_id
         retry_transient(lambda: self.client.delete_object(**kwargs), what=f"delete s3://{self.bucket}/{key}")
+
+    def delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete `key` only while it still has `etag`. True when this call deleted it; False when
+        it is gone or no longer that object."""
+        def call():
+            try:
+                self.client.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
+                return True
+            except botocore.exceptions.ClientError as exc:
+                if error_code(exc) in ("PreconditionFailed", "412", "NoSuchKey", "404"):
+                    return False
+                raise
+        return retry_transient(call, what=f"delete s3://{self.bucket}/{key}")
 
     def keys(self, prefix: str, page_size: int = 1000) -> Iterator[tuple[str, int, datetime]]:
         """(key, size, last modified) of every current object under `prefix`, all pages."""

@@ -83,6 +83,10 @@ def plan_summary(plan: Plan) -> str:
     return text + (f" ({len(plan.risky)} risky)" if plan.risky else "")
 
 
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {op}" for op, n in sorted(counts.items()))
+
+
 def _render(plan: Plan) -> None:
     console.info(f"  {plan.layer}: {plan_summary(plan)}")
     for change, reason in plan.risky:
@@ -259,7 +263,7 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         engine.set_config(layer, LINEAGE_CONFIG, lineage)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
             result = engine.up(layer, on_progress=tick)
-            note["detail"] = ", ".join(f"{n} {op}" for op, n in sorted(result.counts.items()))
+            note["detail"] = _counts_text(result.counts)
         serial = _ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
         outputs = engine.outputs(layer)
@@ -313,7 +317,7 @@ def _destroy_all(target: Target, steps: Steps, services: Services, log: RunLog, 
         console.step(f"{layer}: destroy")
         with log.phase("destroy", layer) as note, console.progress(f"{layer}: destroy") as tick:
             result = target.engine.destroy(layer, on_progress=tick)
-            note["detail"] = ", ".join(f"{n} {op}" for op, n in sorted(result.counts.items()))
+            note["detail"] = _counts_text(result.counts)
         serial = _ledger(target, services, log, layer, "destroy", target.lineage_for(layer))
         log.set_layer(layer, achieved="destroyed", serial=serial, counts=dict(result.counts))
 

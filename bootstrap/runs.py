@@ -55,8 +55,13 @@ def git_commit() -> Optional[str]:
 def redact(text: str, secret_values: Iterable[str]) -> str:
     # Longest first, so a secret containing another is replaced whole. Very short values are skipped:
     # replacing "a" everywhere would make every message unreadable without protecting anything.
+    # The record is redacted as JSON text, where a value with quotes, backslashes, newlines or
+    # non-ASCII appears escaped; its escaped form is replaced too.
     for value in sorted({s for s in secret_values if s and len(s) >= 6}, key=len, reverse=True):
         text = text.replace(value, REDACTED)
+        escaped = json.dumps(value)[1:-1]
+        if escaped != value:
+            text = text.replace(escaped, REDACTED)
     return text
 
 

@@ -452,7 +452,10 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
             f"({', '.join(known) or 'none found'}) or a path to a spec file."
         )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, OSError) as exc:
+        raise SpecError(str(path), [("(file)", f"the file cannot be read as UTF-8 text ({exc}); give the path of "
+                                    "an environment spec YAML file")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"

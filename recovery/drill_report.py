@@ -1,8 +1,9 @@
 """A drill's report: the record kept in the state bucket, the Markdown and SVG for people, and history.
 
 The JSON record goes to `.groundctl/drills/<env>/<drill_id>.json` (bootstrap.layout.drill_key);
-Markdown and the timeline SVG go under `--out`. Everything is passed through `redact` with the
-secret values the drill knows of before it is stored or written: a report never holds a secret.
+Markdown and the timeline SVG go under `--out`. The report is passed through `redact` with the
+secret values the drill knows of before anything is rendered, stored or written: a report never
+holds a secret.
 `summarize_history` (pure) lists past drills and says whether recovery is getting faster or slower.
 """
 
@@ -11,15 +12,16 @@ from __future__ import annotations
 import json
 import secrets as _secrets
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from bootstrap import layout
-from bootstrap.runs import redact
+from bootstrap.runs import REDACTED
 from recovery.drill_phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
+from recovery.report import redact
 from recovery.timeline_svg import render as render_svg
 
 
@@ -80,17 +82,23 @@ class DrillReport:
 
 
 def redact_obj(obj: Any, secret_values: Iterable[str]) -> Any:
-    values = [v for v in secret_values if v]
+    """`obj` with every secret value masked: the recovery transcript's redaction (`recovery.report`),
+    so a guide transcript embedded in a state-loss drill report is masked by the same rule."""
+    return redact(obj, secret_values, REDACTED)
 
-    def walk(x: Any) -> Any:
-        if isinstance(x, str):
-            return redact(x, values)
-        if isinstance(x, dict):
-            return {walk(k): walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [walk(v) for v in x]
-        return x
-    return walk(obj)
+
+def redact_report(obj: Any, secret_values: list[str]) -> Any:
+    """The report (and every dataclass in it) with each secret masked in every string field.
+
+    Done before rendering, not after: Markdown, JSON and XML escape what they hold (a kubeconfig's
+    newlines, a `|`, an `&`), and a secret escaped on the way out no longer matches its value.
+    """
+    if is_dataclass(obj):
+        return replace(obj, **{f.name: redact_report(getattr(obj, f.name), secret_values)
+                               for f in fields(obj) if f.init})
+    if isinstance(obj, tuple):
+        return tuple(redact_report(x, secret_values) for x in obj)
+    return redact_obj(obj, secret_values)
 
 
 def report_json(report: DrillReport, secret_values: Iterable[str] = ()) -> str:
@@ -176,15 +184,16 @@ def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = N
                  secret_values: Iterable[str] = ()) -> Written:
     """The JSON record into the bucket (unless `store` is None) and Markdown, JSON and SVG under `out_dir`."""
     secret_values = list(secret_values)
-    text = report_json(report, secret_values)
+    report = redact_report(report, secret_values)
+    text = report_json(report)
     files: list[str] = []
     if out_dir is not None:  # local files first: they survive a bucket that cannot be written
         out_dir.mkdir(parents=True, exist_ok=True)
         svg = render_svg(report.phases, rto_seconds=report.verdict.rto_seconds,
                          recovery=recovery_phases(report.kind),
                          title=f"{report.kind} {report.environment} {report.drill_id}")
-        outputs = {f"{report.drill_id}.svg": redact(svg, secret_values),
-                   f"{report.drill_id}.md": redact(render_markdown(report, f"{report.drill_id}.svg"), secret_values),
+        outputs = {f"{report.drill_id}.svg": svg,
+                   f"{report.drill_id}.md": render_markdown(report, f"{report.drill_id}.svg"),
                    f"{report.drill_id}.json": text + "\n"}
         for name, content in outputs.items():
             (out_dir / name).write_text(content)
@@ -248,4 +257,5 @@ def summarize_history(records: list[dict], last_n: int = 5) -> dict:
 
 
 __all__ = ["DrillReport", "FAILED", "REFUSED", "new_drill_id", "write_report", "render_markdown", "load_history",
+           "redact_obj", "redact_report",
            "summarize_history", "trend", "what_to_look_at", "report_json"]

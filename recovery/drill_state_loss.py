@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from bootstrap.engine_errors import UnexpectedChanges
-from bootstrap.errors import GroundctlError
 from bootstrap.layers import layer as layer_def
 from recovery import drill_phases as dp
 from recovery.drill_phases import PhaseResult
 from recovery.drill_report import DrillReport, new_drill_id
-from recovery.drills import DrillContext, Failed, Refusal, _build_report, run_phases, verify_layer_state
+from recovery.drill_runner import (DrillContext, Failed, Refusal, build_report, check_lock, release_lock,
+                                   run_phases, take_lock, verify_layer_state)
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,7 @@ class _StateLoss:
                           "deletes a stack's state and runs only against non-production environments.")
         layer_def(opts.layer)  # an unknown layer is BadInput
         ctx.require_bucket()
-        if not opts.dry_run:
-            lock = ctx.lock_factory(ctx.store, spec.name, self.drill_id)
-            lock.__enter__()
-            self.lock = lock
-        elif ctx.lock_status is not None:
-            status = ctx.lock_status(ctx.store, spec.name)
-            if status.holder is not None:
-                raise Refusal("LockHeld", f"The environment is locked by {status.holder.holder}.")
+        self.lock = take_lock(ctx, self.drill_id, opts.dry_run)
         ok, message, details = verify_layer_state(ctx.store, opts.layer, spec.name)
         if not ok:
             raise Refusal("StateNotVerified", f"The drill needs a verified state to lose: {message}.", details)
@@ -82,7 +75,7 @@ class _StateLoss:
     def delete_state(self) -> tuple:
         from recovery.ledger import current_state
 
-        self._check_lock()
+        check_lock(self.lock)
         key = self.baseline["state"]["key"]
         self.ctx.store.delete(key)  # a delete marker in a versioned bucket; no version is removed
         if current_state(self.ctx.store, self.opts.layer, self.ctx.environment) is not None:
@@ -93,13 +86,8 @@ class _StateLoss:
     @contextmanager
     def _held(self, store, environment, run_id) -> Iterator[object]:
         # The guide takes the lock for its writes; the drill already holds it, so lend it instead.
-        self._check_lock()
+        check_lock(self.lock)
         yield self.lock
-
-    def _check_lock(self) -> None:
-        check = getattr(self.lock, "check", None)
-        if callable(check):
-            check()
 
     def recover(self) -> tuple:
         from recovery.guide import GuideOptions, GuideServices, run_guide
@@ -181,21 +169,16 @@ def run_state_loss(ctx: DrillContext, opts: StateLossOptions) -> DrillReport:
     options = {"dry_run": opts.dry_run, "yes": opts.yes, "layer": opts.layer}
 
     def snapshot(results: list[PhaseResult]) -> DrillReport:
-        return _build_report("state-loss", ctx, drill_id, started, results, plans, options, dry_run=opts.dry_run,
+        return build_report("state-loss", ctx, drill_id, started, results, plans, options, dry_run=opts.dry_run,
                              layer=opts.layer, baseline=runner.baseline, after=runner.after,
                              recovery_point=runner.recovery_point)
 
-    lock_note = None
     try:
         results = run_phases(ctx, plans, runner.methods(), dry_run=opts.dry_run,
                              read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
                              layer=opts.layer, snapshot=snapshot)
     finally:
-        if runner.lock is not None:
-            try:
-                runner.lock.__exit__(None, None, None)
-            except GroundctlError as exc:
-                lock_note = f"the environment lock was not released cleanly: {exc.message}"
+        lock_note = release_lock(runner.lock)
     report = snapshot(results)
     if lock_note:
         report = replace(report, left_half_done=report.left_half_done + (lock_note,))

@@ -26,6 +26,7 @@ import botocore.exceptions
 from bootstrap.errors import GroundctlError
 from recovery import choose as ch
 from recovery import ledger as led
+from recovery import placement
 from recovery.restore import RestorePlan, restore
 from recovery.state import NotAState, decompress, load_json
 from recovery.versions import CandidateEvaluator, list_candidates
@@ -228,9 +229,9 @@ class _Run:
         ev = self.evidence
         if ev.strength != "ledger":
             return ev
-        like = [led.Candidate(c.key, c.version_id, c.sha256, c.last_modified, c.lineage)
+        like = [placement.Candidate(c.key, c.version_id, c.sha256, c.last_modified, c.lineage)
                 for c in evaluated if c.sha256 and c.verdict != "missing"]
-        verdict = led.assess_lineage(self.ledger, like)
+        verdict = placement.assess_lineage(self.ledger, like)
         known = {f.message for f in ev.forks}
         extra = tuple(ch.Fork(f.serial or 0, "", "", f.sentence) for f in verdict.forks if f.sentence not in known)
         return ch.Evidence(ev.strength, ev.lineage, ev.head_serial, ev.serials, ev.forks + extra, ev.notes,

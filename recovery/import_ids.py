@@ -106,6 +106,13 @@ def _by_prop(token: str, source: str, key: str, discovery: str = TAG, parent: st
     RULES[token] = Rule(token, build, source, discovery, parent)
 
 
+def _joined(token: str, source: str, sep: str, keys: tuple[str, ...], discovery: str = TAG,
+            parent: str | None = None) -> None:
+    """Import ID is several properties joined by `sep` (e.g. `cluster_name:node_group_name`)."""
+    RULES[token] = Rule(token, lambda p, _i: sep.join(_get(p, k) for k in keys),  # type: ignore[misc]
+                        source, discovery, parent)
+
+
 _SDK = "pulumi_aws 7.51 {}.py docstring, '## Import' (registry page of the same resource)"
 
 # --- EC2 / VPC (network layer) -------------------------------------------------------------------
@@ -148,11 +155,9 @@ def _rta(p: Mapping[str, Any], _i: str | None) -> str:
     return f"{target}/{_get(p, 'routeTableId')}"
 
 
-@_rule("aws:ec2/vpcEndpointRouteTableAssociation:VpcEndpointRouteTableAssociation",
-       _SDK.format("ec2/vpc_endpoint_route_table_association") + ": `<vpc-endpoint-id>/<route-table-id>`",
-       PARENT, "aws:ec2/vpcEndpoint:VpcEndpoint")
-def _vpce_rta(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'vpcEndpointId')}/{_get(p, 'routeTableId')}"
+_joined("aws:ec2/vpcEndpointRouteTableAssociation:VpcEndpointRouteTableAssociation",
+        _SDK.format("ec2/vpc_endpoint_route_table_association") + ": `<vpc-endpoint-id>/<route-table-id>`",
+        "/", ("vpcEndpointId", "routeTableId"), PARENT, "aws:ec2/vpcEndpoint:VpcEndpoint")
 
 
 # --- S3 and KMS (backend layer) ------------------------------------------------------------------
@@ -206,42 +211,36 @@ _by_prop("aws:cloudwatch/logGroup:LogGroup", _SDK.format("cloudwatch/log_group")
 _by_prop("aws:eks/cluster:Cluster", _SDK.format("eks/cluster") + ": cluster `name`", "name")
 
 
-@_rule("aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-       _SDK.format("iam/role_policy_attachment") + ": `<role-name>/<policy-arn>`, e.g. "
-       "test-role/arn:aws:iam::xxxxxxxxxxxx:policy/test-policy", PARENT, "aws:iam/role:Role")
-def _rpa(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'role')}/{_get(p, 'policyArn')}"
+_joined("aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        _SDK.format("iam/role_policy_attachment") + ": `<role-name>/<policy-arn>`, e.g. "
+        "test-role/arn:aws:iam::xxxxxxxxxxxx:policy/test-policy",
+        "/", ("role", "policyArn"), PARENT, "aws:iam/role:Role")
 
 
-@_rule("aws:iam/rolePolicy:RolePolicy",
-       _SDK.format("iam/role_policy") + ": `role_name:role_policy_name`", PARENT, "aws:iam/role:Role")
-def _role_policy(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'role')}:{_get(p, 'name')}"
+_joined("aws:iam/rolePolicy:RolePolicy",
+        _SDK.format("iam/role_policy") + ": `role_name:role_policy_name`",
+        ":", ("role", "name"), PARENT, "aws:iam/role:Role")
 
 
-@_rule("aws:eks/nodeGroup:NodeGroup",
-       _SDK.format("eks/node_group") + ": `cluster_name:node_group_name`, e.g. example-cluster:example-group")
-def _node_group(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'clusterName')}:{_get(p, 'nodeGroupName')}"
+_joined("aws:eks/nodeGroup:NodeGroup",
+        _SDK.format("eks/node_group") + ": `cluster_name:node_group_name`, e.g. example-cluster:example-group",
+        ":", ("clusterName", "nodeGroupName"))
 
 
-@_rule("aws:eks/addon:Addon", _SDK.format("eks/addon") + ": `cluster_name:addon_name`, e.g. example-cluster:example-addon")
-def _addon(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'clusterName')}:{_get(p, 'addonName')}"
+_joined("aws:eks/addon:Addon",
+        _SDK.format("eks/addon") + ": `cluster_name:addon_name`, e.g. example-cluster:example-addon",
+        ":", ("clusterName", "addonName"))
 
 
-@_rule("aws:eks/accessEntry:AccessEntry",
-       _SDK.format("eks/access_entry") + ": `cluster_name:principal_arn`, e.g. "
-       "example-cluster:arn:aws:iam::123456789012:role/example")
-def _access_entry(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'clusterName')}:{_get(p, 'principalArn')}"
+_joined("aws:eks/accessEntry:AccessEntry",
+        _SDK.format("eks/access_entry") + ": `cluster_name:principal_arn`, e.g. "
+        "example-cluster:arn:aws:iam::123456789012:role/example",
+        ":", ("clusterName", "principalArn"))
 
 
-@_rule("aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
-       _SDK.format("eks/access_policy_association") + ": `cluster_name#principal_arn#policy_arn`",
-       PARENT, "aws:eks/accessEntry:AccessEntry")
-def _access_policy(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'clusterName')}#{_get(p, 'principalArn')}#{_get(p, 'policyArn')}"
+_joined("aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
+        _SDK.format("eks/access_policy_association") + ": `cluster_name#principal_arn#policy_arn`",
+        "#", ("clusterName", "principalArn", "policyArn"), PARENT, "aws:eks/accessEntry:AccessEntry")
 
 
 # --- Types found in the shared state fixtures (other projects' programs) ------------------------
@@ -283,11 +282,10 @@ def _permission(p: Mapping[str, Any], _i: str | None) -> str:
     return f"{function}/{_get(p, 'statementId')}"
 
 
-@_rule("aws:cloudwatch/logSubscriptionFilter:LogSubscriptionFilter",
-       _SDK.format("cloudwatch/log_subscription_filter") + ": `log_group_name|name`, e.g. example-group|example-filter",
-       PARENT, "aws:cloudwatch/logGroup:LogGroup")
-def _log_filter(p: Mapping[str, Any], _i: str | None) -> str:
-    return f"{_get(p, 'logGroup')}|{_get(p, 'name')}"
+_joined("aws:cloudwatch/logSubscriptionFilter:LogSubscriptionFilter",
+        _SDK.format("cloudwatch/log_subscription_filter")
+        + ": `log_group_name|name`, e.g. example-group|example-filter",
+        "|", ("logGroup", "name"), PARENT, "aws:cloudwatch/logGroup:LogGroup")
 
 
 # --- Kubernetes (flux layer) -------------------------------------------------------------------

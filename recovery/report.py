@@ -15,8 +15,9 @@ _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSE
                 "not-attempted": "not attempted"}
 
 
-def redact(obj: Any, secrets: Iterable[str]) -> Any:
-    """`obj` with every occurrence of every secret value replaced by a mask (longest first)."""
+def redact(obj: Any, secrets: Iterable[str], mask: str = MASK) -> Any:
+    """`obj` (a string, or dicts and lists of them) with every occurrence of every secret value replaced
+    by `mask`. Longest first, so a secret containing another is masked whole."""
     values = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
     if not values:
         return obj
@@ -25,7 +26,7 @@ def redact(obj: Any, secrets: Iterable[str]) -> Any:
         if isinstance(x, str):
             for v in values:
                 if v in x:
-                    x = x.replace(v, MASK)
+                    x = x.replace(v, mask)
             return x
         if isinstance(x, dict):
             return {walk(k): walk(v) for k, v in x.items()}

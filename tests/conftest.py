@@ -66,3 +66,15 @@ requires_pulumi = pytest.mark.skipif(
     pulumi_binary() is None,
     reason="needs the Pulumi CLI (`pulumi` on PATH); install it from https://www.pulumi.com/docs/install/",
 )
+
+
+@pytest.fixture
+def local_spec_file(tmp_path, bucket) -> Path:
+    """The shipped local spec (embedded emulator) as a file whose state bucket is `bucket`."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    data["backend"]["bucket"] = bucket
+    path = tmp_path / "local-test.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path

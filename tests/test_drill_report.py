@@ -92,6 +92,19 @@ def test_written_files_and_bucket_record_hold_no_secret(tmp_path, aws, bucket):
     ET.parse(tmp_path / f"{r.drill_id}.svg")  # valid XML
 
 
+def test_a_secret_that_rendering_escapes_is_still_masked(tmp_path):
+    # A kubeconfig has newlines; Markdown cells and JSON blocks escape them, SVG escapes `&` and `<`.
+    secret = 'line one\nline|two & <three> "canary-escaped-2c9f41"'
+    phases = list(rebuild())
+    phases[4] = ph("recreate-cluster", 670, 100, "failed", "UpFailed", f"EKS said {secret}")
+    r = report(tuple(phases), baseline={"cluster_outputs": {"kubeconfig_copy": secret}})
+    written = write_report(r, out_dir=tmp_path, secret_values=[secret])
+    assert len(written.files) == 3
+    for path in written.files:
+        assert "canary-escaped" not in open(path).read()
+    assert "[redacted]" in (tmp_path / f"{r.drill_id}.md").read_text()
+
+
 def test_trend_compares_the_latest_with_the_runs_before():
     assert trend([]) == trend([100.0]) == "not enough data"
     assert trend([100, 100, 80]) == "improving"

@@ -7,9 +7,7 @@ reads the stack object (so what the drill deletes and the guide restores is what
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import uuid
 
 import pytest
@@ -22,30 +20,11 @@ from recovery import ledger as led
 from recovery.drill_state_loss import StateLossOptions, run_state_loss
 from recovery.drills import DrillContext
 from recovery.inventory import collect
-from recovery.state import decompress
 from tests.fakes.clock import FakeClock
-from tests.fakes.engine import LINEAGE_CONFIG, FakeResource, InMemoryEngine
+from tests.fakes.engine import LINEAGE_CONFIG, BucketEngine, FakeResource
+from tests.fakes.engine import quick_append as append
 
 LAYER = "network"
-append = functools.partial(led.append_record, settle_seconds=0)
-
-
-class BucketEngine(InMemoryEngine):
-    """Reads its state from the bucket before previewing: a deleted object is no state at all."""
-
-    def _sync(self, layer: str) -> None:
-        obj = led.current_state(self.store, layer, self.environment)
-        if obj is None:
-            self.state[layer] = []
-            return
-        dep = json.loads(decompress(obj.body)[0])["checkpoint"]["latest"]
-        self.state[layer] = [FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}),
-                                          r.get("protect", False), r.get("id"), r.get("custom", True))
-                             for r in dep["resources"] if r["type"] != "pulumi:pulumi:Stack"]
-
-    def preview(self, layer, **kw):
-        self._sync(layer)
-        return super().preview(layer, **kw)
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import zstandard
 from bootstrap import layout
 from bootstrap.errors import StateUnusable
 from bootstrap.objectstore import ObjectStore
-from recovery.ledger import (Candidate, LedgerRecord, append_record, assess_lineage, current_lineage,
-                             place_candidates, read_ledger, verify_chain)
+from recovery.ledger import LedgerRecord, append_record, current_lineage, read_ledger, verify_chain
+from recovery.placement import Candidate, assess_lineage, place_candidates
 
 P, S = "network", "dev"
 

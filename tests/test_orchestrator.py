@@ -7,7 +7,6 @@ HTTP; only the engine is the in-memory one (writing its checkpoints into the sta
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 
 import pytest
 
@@ -17,33 +16,20 @@ from bootstrap.layout import run_key
 from bootstrap.objectstore import ObjectStore
 from bootstrap.orchestrator import UpOptions, default_services, plan_live, run
 from bootstrap.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
-from bootstrap.target import open_target
 from tests.fakes.engine import quick_append
-from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        self.t += 0.25
-        return self.t
+from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
 
 
 @pytest.fixture
 def world(local_spec, aws):
     """(engine, open) where open() yields a Target on the test emulator with that engine."""
-    clock = FakeClock()
+    clock = TickingClock(0.25)
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     engine = InMemoryEngine("local", store=store, clock=clock)
     declare_standard(engine)
 
-    @contextmanager
     def open_(spec=local_spec, environ=None):
-        with open_target("local", spec=spec, environ=environ or {}, engine_factory=lambda ctx: engine,
-                         engine_check=lambda: None) as target:
-            yield target
+        return target_with(engine, spec, environ)
 
     return engine, open_, clock
 

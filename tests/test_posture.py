@@ -13,21 +13,11 @@ import pytest
 
 from bootstrap.mockrun import DeclaredResource, ProgramRun
 from bootstrap.posture import RULES, evaluate, failed_rules, rule_status
-from bootstrap.spec import EnvironmentSpec, load_spec
+from bootstrap.spec import EnvironmentSpec
+from tests.stackutil import spec as _spec
 
 SECRET = "[secret]"
 UNKNOWN = "(known after apply)"
-
-
-def _spec(name: str, **updates) -> EnvironmentSpec:
-    data = load_spec(name).model_dump()
-    for dotted, value in updates.items():
-        target = data
-        *parents, last = dotted.split(".")
-        for part in parents:
-            target = target[part]
-        target[last] = value
-    return EnvironmentSpec.model_validate(data)
 
 
 def _provider(env: str, layer: str, name: str = "aws", region: str = "eu-west-1") -> DeclaredResource:

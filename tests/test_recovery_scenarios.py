@@ -3,9 +3,7 @@ ledger, the real lock, inventory against the emulator's APIs, and the guided flo
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 
 import pytest
 
@@ -16,37 +14,13 @@ from recovery import ledger as led
 from recovery.choose import Flags
 from recovery.guide import GuideOptions, GuideServices, run_guide
 from recovery.inventory import collect
-from recovery.state import decompress
 from stacks.common import naming
-from tests.fakes.engine import LINEAGE_CONFIG, FakeResource, InMemoryEngine
+from tests.fakes.engine import LINEAGE_CONFIG, BucketEngine, FakeResource
+from tests.fakes.engine import quick_append as append
 
 ENV, LAYER = "dev", "network"
 KEY = layout.stack_key(LAYER, ENV)
 LINEAGE = "11111111-1111-4111-8111-111111111111"
-append = functools.partial(led.append_record, settle_seconds=0)
-
-
-class BucketEngine(InMemoryEngine):
-    """The in-memory engine, reading its state back from the bucket before each operation, as Pulumi
-    reads the stack object: a restore done in the bucket is what it then sees."""
-
-    def _sync(self, layer: str) -> None:
-        obj = led.current_state(self.store, layer, self.environment)
-        if obj is None:
-            self.state[layer] = []
-            return
-        dep = json.loads(decompress(obj.body)[0])["checkpoint"]["latest"]
-        self.state[layer] = [FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}),
-                                          r.get("protect", False), r.get("id"), r.get("custom", True))
-                             for r in dep["resources"] if r["type"] != "pulumi:pulumi:Stack"]
-
-    def preview(self, layer, **kw):
-        self._sync(layer)
-        return super().preview(layer, **kw)
-
-    def import_resources(self, layer, import_plan, **kw):
-        self._sync(layer)
-        return super().import_resources(layer, import_plan, **kw)
 
 
 def resources(n: int) -> list[FakeResource]:

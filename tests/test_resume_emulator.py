@@ -17,24 +17,14 @@ from bootstrap.locks import EnvironmentLock, lock_status
 from bootstrap.objectstore import ObjectStore
 from bootstrap.orchestrator import UpOptions, default_services, run
 from bootstrap.steps import build_up
-from bootstrap.target import open_target
 from recovery.ledger import read_ledger, verify_chain
 from tests.fakes.engine import quick_append
-from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 1_800_000_000.0
-
-    def __call__(self):
-        self.t += 1.0
-        return self.t
+from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
 
 
 @pytest.fixture
 def env(local_spec, aws):
-    clock = FakeClock()
+    clock = TickingClock(1.0)
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     engine = InMemoryEngine("local", store=store, clock=clock)
     declare_standard(engine)
@@ -43,8 +33,7 @@ def env(local_spec, aws):
         svc = default_services(clock=clock, git_commit=lambda: None, confirm=lambda q: False,
                                append_record=quick_append,
                                environment_lock=lambda s, e, r: EnvironmentLock(s, e, r, settle_seconds=0))
-        with open_target("local", spec=local_spec, environ={}, engine_factory=lambda ctx: engine,
-                         engine_check=lambda: None) as target:
+        with target_with(engine, local_spec) as target:
             return run(target, build_up(target.spec, None, emulated=True), svc, UpOptions(yes=True))
 
     return engine, store, up

@@ -80,3 +80,17 @@ def test_run_ids_sort_by_time_and_are_unique():
 def test_redact_longest_first_and_ignores_tiny_values():
     assert redact("key=abcdef123456 part=abcdef", ["abcdef", "abcdef123456"]) == f"key={REDACTED} part={REDACTED}"
     assert redact("a b c", ["a"]) == "a b c"
+
+
+def test_stored_record_redacts_secrets_that_json_escapes():
+    # A deploy key has newlines, a passphrase may have quotes or non-ASCII: in the JSON record they
+    # appear escaped, and must be redacted in that form too.
+    canary = 'CANARY "pass\\phrase"\nline two é'
+    log = start_run("dev", "up", {}, clock=FakeClock(), run_id="r4", secret_values=lambda: [canary])
+    log.plan_layers(["network"], "up")
+    with pytest.raises(EngineError):
+        with log.phase("up", "network"):
+            raise EngineError(f"pulumi said: {canary}")
+    body = log.to_bytes().decode()
+    assert json.dumps(canary)[1:-1] not in body and canary not in body
+    assert REDACTED in body

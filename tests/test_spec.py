@@ -99,3 +99,11 @@ def test_several_problems_reported_together():
     data["network"]["az_count"] = 9
     data["cluster"]["node_groups"][0]["min_size"] = 5
     assert len(problems(data)) == 2
+
+
+def test_binary_file_is_a_spec_error_not_a_crash(tmp_path):
+    path = tmp_path / "junk.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage\x9c" * 20)
+    with pytest.raises(SpecError) as info:
+        load_spec(str(path))
+    assert "UTF-8" in str(info.value)

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import (ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
+                                 writable_dir)
 from bootstrap.target import open_target
 from recovery.drill_report import DrillReport, load_history, summarize_history, what_to_look_at, write_report
 
@@ -18,17 +19,10 @@ drill_app = typer.Typer(help="Rehearse recoveries, time them against the RTO, an
                         no_args_is_help=True)
 app.add_typer(drill_app, name="drill")
 
-_ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
 _DRY = typer.Option(False, "--dry-run", help="Show the phases and plans; change nothing.")
 _YES = typer.Option(False, "--yes", help="Do not ask before the drill's destructive step.")
 _OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SVG report (default: drill-reports/<env>; "
                     "a dry run writes files only when given).")
-_JSON = typer.Option(False, "--json", help="Print the report as JSON on stdout.")
-_ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
-
-
-def _announce(url: str) -> None:
-    console.info(f"Started the embedded AWS emulator at {url} for this command (its contents go when it ends).")
 
 
 def _context(target, clock=time.time):
@@ -67,6 +61,15 @@ def _context(target, clock=time.time):
     return ctx
 
 
+def _drill(environment: str, endpoint_url: Optional[str], run, out: Optional[Path], json_out: bool,
+           dry_run: bool) -> None:
+    """Run one drill (`run(ctx) -> DrillReport`) against the environment, then report it."""
+    writable_dir(out)  # before the drill: finding out afterwards would lose its report files
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        ctx = _context(target)
+        _finish(run(ctx), ctx, target.store, out, json_out, dry_run)
+
+
 def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool, dry_run: bool) -> None:
     out_dir = out if out is not None else (None if dry_run else Path("drill-reports") / report.environment)
     files, key, notes = (), None, []
@@ -86,7 +89,9 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
         doc["written"] = {"bucket_key": key, "files": list(files)}
         console.emit_json(doc)
     else:
-        _render(report)
+        # Phase messages can quote engine output; mask before anything reaches the terminal.
+        from recovery.drill_report import redact_report
+        _render(redact_report(report, ctx.secrets))
         if key:
             console.info(f"Drill record: {key} in the state bucket")
         for f in files:
@@ -99,13 +104,11 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
 
 def _render(report: DrillReport) -> None:
     v = report.verdict
-    table = Table(title=f"drill {report.kind} {report.environment}" + (f" ({report.layer})" if report.layer else "")
-                  + f" — {report.drill_id}")
-    for column in ("phase", "status", "reason", "seconds", "message"):
-        table.add_column(column)
+    phases = table(f"drill {report.kind} {report.environment}" + (f" ({report.layer})" if report.layer else "")
+                   + f" — {report.drill_id}", "phase", "status", "reason", "seconds", "message")
     for p in report.phases:
-        table.add_row(p.name, p.status, p.reason, "" if p.seconds is None else f"{p.seconds:.1f}", p.message)
-    console.data(table)
+        phases.add_row(p.name, p.status, p.reason, "" if p.seconds is None else f"{p.seconds:.1f}", p.message)
+    console.data(phases)
     for plan in report.plans:
         console.info(f"  plan {plan.get('phase')}: {plan.get('summary')}")
     took = "—" if v.recovery_seconds is None else f"{v.recovery_seconds:.1f} s"
@@ -117,68 +120,60 @@ def _render(report: DrillReport) -> None:
 
 @drill_app.command("rebuild-cluster")
 def rebuild_cluster(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     dry_run: bool = _DRY,
     yes: bool = _YES,
     i_mean_production: bool = typer.Option(False, "--i-mean-production", help="Needed to drill a production environment."),
     timeout: Optional[int] = typer.Option(None, "--timeout", min=1, help="Minutes to wait for Flux Ready (default: the RTO)."),
     out: Optional[Path] = _OUT,
-    json_out: bool = _JSON,
-    endpoint_url: Optional[str] = _ENDPOINT,
+    json_out: bool = json_opt("the report"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Destroy flux and cluster, recreate them, wait for Flux Ready, check the revisions; time it against the RTO."""
     from recovery.drills import RebuildOptions, run_rebuild
 
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
-        ctx = _context(target)
-        report = run_rebuild(ctx, RebuildOptions(dry_run=dry_run, yes=yes, i_mean_production=i_mean_production,
-                                                 timeout_minutes=timeout))
-        _finish(report, ctx, target.store, out, json_out, dry_run)
+    options = RebuildOptions(dry_run=dry_run, yes=yes, i_mean_production=i_mean_production, timeout_minutes=timeout)
+    _drill(environment, endpoint_url, lambda ctx: run_rebuild(ctx, options), out, json_out, dry_run)
 
 
 @drill_app.command("state-loss")
 def state_loss(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     layer: str = typer.Option(..., "--layer", help="The layer whose state is deleted and recovered."),
     dry_run: bool = _DRY,
     yes: bool = _YES,
     out: Optional[Path] = _OUT,
-    json_out: bool = _JSON,
-    endpoint_url: Optional[str] = _ENDPOINT,
+    json_out: bool = json_opt("the report"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Delete a stack's current state (non-production only), recover it unattended, require a clean verification."""
     from recovery.drill_state_loss import StateLossOptions, run_state_loss
 
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
-        ctx = _context(target)
-        report = run_state_loss(ctx, StateLossOptions(layer=layer, dry_run=dry_run, yes=yes))
-        _finish(report, ctx, target.store, out, json_out, dry_run)
+    options = StateLossOptions(layer=layer, dry_run=dry_run, yes=yes)
+    _drill(environment, endpoint_url, lambda ctx: run_state_loss(ctx, options), out, json_out, dry_run)
 
 
 @drill_app.command("history")
 def history(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     last: int = typer.Option(5, "--last", min=2, help="How many recent measured drills the trend covers."),
-    json_out: bool = _JSON,
-    endpoint_url: Optional[str] = _ENDPOINT,
+    json_out: bool = json_opt("the report"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Past drills of an environment with their times and verdicts, and whether recovery gets faster."""
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=_announce) as target:
-        target.require_bucket()
+    with state_reader(environment, endpoint_url) as target:
         records, unreadable = load_history(target.store, target.name)
     summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable}
     if json_out:
         console.emit_json(summary)
         return
-    table = Table(title=f"drills of {environment}")
-    for column in ("drill", "kind", "started", "verdict", "recovery s", "RTO s"):
-        table.add_column(column)
+    drills = table(f"drills of {environment}", "drill", "kind", "started", "verdict", "recovery s", "RTO s")
     for row in summary["drills"]:
-        table.add_row(str(row["drill_id"]), f"{row['kind']}" + (f" ({row['layer']})" if row["layer"] else ""),
+        drills.add_row(str(row["drill_id"]), f"{row['kind']}" + (f" ({row['layer']})" if row["layer"] else ""),
                       str(row["started_at"]), f"{row['verdict']} ({row['reason']})",
                       "—" if row["recovery_seconds"] is None else f"{row['recovery_seconds']:.1f}",
                       "—" if row["rto_seconds"] is None else f"{row['rto_seconds']:.0f}")
-    console.data(table)
+    console.data(drills)
     for kind, t in summary["trends"].items():
         times = ", ".join(f"{s:.0f}" for s in t["recovery_seconds"]) or "none"
         console.info(f"{kind}: last {t['last_n']} measured recovery times (s): {times} — {t['trend']}; "

@@ -13,6 +13,7 @@ import typer
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import json_opt
 from bootstrap.target import ENDPOINT_ENV
 
 emulator_app = typer.Typer(help="The local AWS emulator (moto server) for the `local` environment.",
@@ -23,7 +24,7 @@ app.add_typer(emulator_app, name="emulator")
 @emulator_app.command("start")
 def start(
     port: int = typer.Option(0, "--port", min=0, max=65535, help="Loopback port; 0 picks a free one."),
-    json_out: bool = typer.Option(False, "--json", help="Print the endpoint as JSON on stdout."),
+    json_out: bool = json_opt("the endpoint"),
     verbose: bool = typer.Option(False, "--verbose", help="Log every request the emulator serves."),
 ) -> None:
     """Run the AWS emulator on loopback in the foreground and print the variable to export."""

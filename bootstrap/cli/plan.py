@@ -14,6 +14,7 @@ import typer
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import ENV_ARG, json_opt, split_layers, writable_dir
 from bootstrap.errors import BadInput
 from bootstrap.spec import load_spec
 
@@ -22,24 +23,24 @@ DEFAULT_OUT = Path(".groundctl/plans")
 
 @app.command("plan")
 def plan(
-    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
+    environment: str = ENV_ARG,
     offline: bool = typer.Option(False, "--offline", help="Mock runtime and posture checks; no cloud access."),
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="Directory for the plan files (Markdown and JSON)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON instead of tables."),
+    json_out: bool = json_opt("the plan (instead of tables)"),
     layers: Optional[list[str]] = typer.Option(
         None, "--layers", help="Live plan only: these layers (repeat, or comma-separated)."),
     endpoint_url: Optional[str] = typer.Option(
         None, "--endpoint-url", help="Live plan only: AWS endpoint (an emulator) for a non-production environment."),
 ) -> None:
     """Plan every layer; --offline checks posture without any cloud credentials (exit 1 on a failed rule)."""
-    names = [n.strip() for v in layers or [] for n in v.split(",") if n.strip()] or None
-    raise typer.Exit(dispatch(environment, offline=offline, out=out, json_out=json_out, layers=names,
+    raise typer.Exit(dispatch(environment, offline=offline, out=out, json_out=json_out, layers=split_layers(layers),
                               endpoint_url=endpoint_url))
 
 
 def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool,
              layers: Optional[list[str]] = None, endpoint_url: Optional[str] = None) -> int:
     """The exit code of `groundctl plan`: the offline path here, the live one in the orchestrator."""
+    writable_dir(out)  # the plan runs first and writes last: a file in the way must stop it up front
     if offline:
         if layers or endpoint_url:
             raise BadInput(

@@ -13,6 +13,7 @@ import typer
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
 from bootstrap.errors import BadInput
 from bootstrap.layers import layer as layer_named
 
@@ -44,16 +45,16 @@ def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path
 
 @app.command("recover")
 def recover(
-    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
+    environment: str = ENV_ARG,
     layer: str = typer.Argument(..., help="Layer whose state to recover: backend, network, cluster or flux."),
     yes: bool = typer.Option(False, "--yes", help="Unattended: do not ask before writing (refusals still refuse)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Assess, choose and plan the import; write nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Print the transcript as JSON on stdout."),
+    json_out: bool = json_opt("the transcript"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for the JSON transcript and Markdown report."),
     allow_rollback: bool = typer.Option(False, "--allow-rollback", help="Allow restoring a state older than the ledger head."),
     allow_foreign_lineage: bool = typer.Option(False, "--allow-foreign-lineage", help="Allow restoring a state of another lineage."),
     allow_damaged: bool = typer.Option(False, "--allow-damaged", help="Allow restoring a state that fails integrity checks."),
-    endpoint_url: Optional[str] = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment."),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Walk a stack back from a lost or damaged state: assess, choose, restore, import, verify."""
     from bootstrap.locks import EnvironmentLock, lock_status
@@ -64,9 +65,9 @@ def recover(
     from recovery.report import redact
 
     lay = layer_named(layer)
+    writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome
     flags = Flags(allow_rollback, allow_foreign_lineage, allow_damaged)
-    with open_target(environment, endpoint_url=endpoint_url,
-                     on_emulator=lambda url: console.info(f"Started the embedded AWS emulator at {url}.")) as target:
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         opts = GuideOptions(target.name, lay.name, yes=yes, dry_run=dry_run, flags=flags)
         svc = GuideServices(
             store=target.store, engine=lambda: target.engine,

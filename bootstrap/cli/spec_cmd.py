@@ -6,6 +6,7 @@ import typer
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import ENV_ARG, json_opt
 from bootstrap.spec import load_spec
 
 spec_app = typer.Typer(help="Validate and show environment specs.", no_args_is_help=True)
@@ -14,8 +15,8 @@ app.add_typer(spec_app, name="spec")
 
 @spec_app.command("check")
 def check(
-    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
-    json_out: bool = typer.Option(False, "--json", help="Print the validated spec as JSON."),
+    environment: str = ENV_ARG,
+    json_out: bool = json_opt("the validated spec"),
 ) -> None:
     """Validate an environment spec; exit 2 with the field and the fix when it is wrong."""
     spec = load_spec(environment)

@@ -1,15 +1,12 @@
 """`groundctl state …`: read and judge Pulumi state, on disk or in the state bucket.
 
 This module owns the `state` group (`state_app`) and the commands `inspect` and `versions`. Other
-command modules add theirs to the same group by importing `state_app` (and, when they need the
-bucket, `open_state_store`). The ledger module can make `versions` show serials by calling
-`register_placement` with a function that maps candidates to their serials.
+command modules add theirs to the same group by importing `state_app`.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Callable, Mapping, Optional
+from typing import Optional
 
 import botocore.exceptions
 import typer
@@ -18,43 +15,17 @@ from rich.table import Table
 from rich.text import Text
 
 from bootstrap import console
-from bootstrap.aws import AwsClients, error_code
+from bootstrap.aws import error_code
 from bootstrap.cli import app
-from bootstrap.errors import BadInput, CloudError
+from bootstrap.cli.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
+from bootstrap.errors import CloudError
 from bootstrap.layers import layer as layer_named
-from bootstrap.objectstore import ObjectStore
-from bootstrap.spec import EnvironmentSpec, load_spec
 from recovery.integrity import verify_integrity
 from recovery.state import Finding, StateDoc, read_state_file
 from recovery.versions import CandidateEvaluator, CandidateSet, list_candidates
 
 state_app = typer.Typer(help="Read, check and list Pulumi state.", no_args_is_help=True)
 app.add_typer(state_app, name="state")
-
-ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
-
-# (key, version id) -> what to show in the serial column, e.g. "7" or "between 6 and 7".
-Placement = Mapping[tuple[str, Optional[str]], str]
-_placement_provider: Optional[Callable[[ObjectStore, CandidateSet], Placement]] = None
-
-
-def register_placement(provider: Callable[[ObjectStore, CandidateSet], Placement]) -> None:
-    """Let the ledger module fill the serial column of `state versions`."""
-    global _placement_provider
-    _placement_provider = provider
-
-
-def open_state_store(spec: EnvironmentSpec, endpoint_url: Optional[str] = None) -> ObjectStore:
-    """The environment's state bucket. An `embedded` emulator must already be running for this."""
-    endpoint = endpoint_url or os.environ.get(ENDPOINT_ENV)
-    if spec.aws.endpoint_url == "embedded" and not endpoint:
-        raise BadInput(
-            f"Environment '{spec.name}' uses the embedded emulator, and its state lives only while an "
-            "emulator runs. Run `groundctl emulator start`, then pass its URL with --endpoint-url or "
-            f"set {ENDPOINT_ENV}."
-        )
-    clients = AwsClients.for_spec(spec, endpoint)
-    return ObjectStore(clients.client("s3"), spec.backend.bucket)
 
 
 def printable(value: object) -> str:
@@ -146,9 +117,11 @@ def inspect(
 # -- versions --------------------------------------------------------------------------------------
 
 
-def versions_rows(cset: CandidateSet, placement: Optional[Placement] = None) -> list[dict]:
-    """The rows of the candidate table, newest first, delete markers in their place (pure)."""
-    placement = placement or {}
+def versions_rows(cset: CandidateSet) -> list[dict]:
+    """The rows of the candidate table, newest first, delete markers in their place (pure).
+
+    The serial column stays "-": placing candidates between ledger serials is `recovery.placement`'s
+    job, and it is not wired into this listing yet."""
     rows: list[dict] = []
     for when, kind, item in cset.timeline():
         if kind == "delete-marker":
@@ -161,7 +134,7 @@ def versions_rows(cset: CandidateSet, placement: Optional[Placement] = None) -> 
         row["time"] = row.pop("last_modified")
         row["verdict"] = row["verdict"] or "not evaluated"
         row["pending"] = row.pop("pending_operations")
-        row["serial"] = placement.get(item.ident, "-")
+        row["serial"] = "-"
         rows.append(row)
     return rows
 
@@ -190,30 +163,24 @@ def _render_versions(cset: CandidateSet, rows: list[dict]) -> None:
 
 @state_app.command("versions")
 def versions(
-    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
+    environment: str = ENV_ARG,
     layer: str = typer.Argument(..., help="Layer (Pulumi project): backend, network, cluster or flux."),
-    json_out: bool = typer.Option(False, "--json", help="Print the candidates as JSON."),
-    endpoint_url: Optional[str] = typer.Option(None, "--endpoint-url", help=f"AWS endpoint (an emulator); or set {ENDPOINT_ENV}."),
+    json_out: bool = json_opt("the candidates"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
     limit: Optional[int] = typer.Option(None, "--limit", min=0, help="Evaluate only the newest N candidates (the rest are listed)."),
 ) -> None:
     """Every stored copy of a stack's state (versions, .bak, history, backups) with its verdict."""
-    spec = load_spec(environment)
     lay = layer_named(layer)
-    store = open_state_store(spec, endpoint_url)
-    try:
-        cset = list_candidates(store, lay.project, spec.name)
-        evaluator = CandidateEvaluator(store, expected_stack=f"organization/{lay.project}/{spec.name}")
-        wanted = cset.candidates if limit is None else cset.candidates[:limit]
-        cset = cset.with_evaluations(evaluator.newest_first(wanted))
-        placement = _placement_provider(store, cset) if _placement_provider else None
-    except botocore.exceptions.ClientError as exc:
-        code = error_code(exc)
-        if code == "NoSuchBucket":
-            raise BadInput(f"The state bucket '{spec.backend.bucket}' does not exist at this endpoint. Check "
-                           "the environment and --endpoint-url, or create the backend first.") from None
-        raise CloudError(f"Listing the state of {lay.project}/{spec.name} failed ({code}). Check the "
-                         "credentials' S3 permissions on the state bucket and re-run.") from None
-    rows = versions_rows(cset, placement)
+    with state_reader(environment, endpoint_url) as target:
+        try:
+            cset = list_candidates(target.store, lay.project, target.name)
+            evaluator = CandidateEvaluator(target.store, expected_stack=f"organization/{lay.project}/{target.name}")
+            wanted = cset.candidates if limit is None else cset.candidates[:limit]
+            cset = cset.with_evaluations(evaluator.newest_first(wanted))
+        except botocore.exceptions.ClientError as exc:
+            raise CloudError(f"Listing the state of {lay.project}/{target.name} failed ({error_code(exc)}). Check "
+                             "the credentials' S3 permissions on the state bucket and re-run.") from None
+    rows = versions_rows(cset)
     if json_out:
         console.emit_json({"project": cset.project, "stack": cset.stack, "current_deleted": cset.current_deleted,
                            "downloads": evaluator.downloads, "candidates": rows})

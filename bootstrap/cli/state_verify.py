@@ -9,28 +9,28 @@ import typer
 from rich.table import Table
 
 from bootstrap import console
-from bootstrap.cli.state import open_state_store, printable, state_app
+from bootstrap.cli.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
+from bootstrap.cli.state import printable, state_app
 from bootstrap.layers import layer as layer_named
-from bootstrap.spec import load_spec
 from recovery.verify import verify_report
 
 
 @state_app.command("verify")
 def verify(
-    environment: str = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path."),
+    environment: str = ENV_ARG,
     layer: str = typer.Argument(..., help="Layer (Pulumi project): backend, network, cluster or flux."),
-    json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
-    endpoint_url: Optional[str] = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator)."),
+    json_out: bool = json_opt("the verdict"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Integrity, lineage and ledger chain of a stack's current state. Exit 1 on any problem."""
-    spec = load_spec(environment)
     lay = layer_named(layer)
-    report = verify_report(open_state_store(spec, endpoint_url), lay.project, spec.name)
+    with state_reader(environment, endpoint_url) as target:
+        name, report = target.name, verify_report(target.store, lay.project, target.name)
     if json_out:
         console.emit_json(report)
     else:
         cur = report["current"] or {}
-        console.data(f"{lay.project}/{spec.name}: current {printable(cur.get('key', '(none)'))} version "
+        console.data(f"{lay.project}/{name}: current {printable(cur.get('key', '(none)'))} version "
                      f"{printable(cur.get('version_id', '-'))}, serial {cur.get('serial', '-')}, ledger head "
                      f"{report['ledger']['head_serial']}, lineage {printable(report['ledger']['lineage'] or '-')}")
         if report["problems"]:

@@ -2,101 +2,70 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from bootstrap import console
 from bootstrap.cli import app
-from bootstrap.cli.up import announce_emulator, split_layers
+from bootstrap.cli.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
+from bootstrap.errors import BadInput
 from bootstrap.layers import select
 from bootstrap.orchestrator import default_services, plan_summary, preview_all
 from bootstrap.plan import Plan
 from bootstrap.steps import build_preview
 from bootstrap.target import open_target
 
-_ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
-_ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
-
-
-def _plain(obj: object) -> object:
-    if obj is None or isinstance(obj, (str, int, float, bool, dict, list)):
-        return obj
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.asdict(obj)
-    return str(obj)
-
-
-def _bucket_exists(target) -> bool:
-    from bootstrap.errors import BadInput
-
-    try:
-        target.require_bucket()
-    except BadInput:
-        return False
-    return True
-
 
 def layer_status(store, layer: str, environment: str) -> dict:
+    """What the ledger's head says about one layer (store None: the bucket is absent, nothing applied)."""
     from recovery.ledger import read_ledger
 
-    ledger = read_ledger(store, layer, environment)
-    records = list(getattr(ledger, "records", []) or [])
-    if not records:
+    head = read_ledger(store, layer, environment).head if store is not None else None
+    if head is None:
         return {"layer": layer, "deployed": False, "operation": None, "serial": None, "lineage": None,
                 "resources": None, "at": None, "run_id": None}
-    head = records[-1]
     return {"layer": layer, "deployed": head.operation != "destroy", "operation": head.operation,
-            "serial": head.serial, "lineage": head.lineage, "resources": getattr(head, "resources", None),
-            "at": str(getattr(head, "at", "")), "run_id": getattr(head, "run_id", None)}
+            "serial": head.serial, "lineage": head.lineage, "resources": head.resources, "at": head.at,
+            "run_id": head.run_id}
 
 
-def holder_text(lock: object) -> str:
+def holder_text(lock) -> str:
     if lock is None:
         return "not locked"
-    info = getattr(lock, "holder", None)
-    if info is None:
-        return getattr(lock, "reason", None) or "not locked"
-    who = getattr(info, "holder", None) or str(_plain(info))
-    return who + (f" — stale: {lock.reason}" if getattr(lock, "stale", False) else "")
+    if lock.holder is None:
+        return lock.reason or "not locked"
+    return lock.holder.holder + (f" — stale: {lock.reason}" if lock.stale else "")
 
 
 @app.command("status")
 def status(
-    environment: str = _ENV,
-    json_out: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout."),
-    endpoint_url: Optional[str] = _ENDPOINT,
+    environment: str = ENV_ARG,
+    json_out: bool = json_opt("the status"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Per layer: the last recorded operation, serial, lineage and resource count; and the lock holder."""
     from bootstrap.locks import lock_status
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
-        if not _bucket_exists(target):
-            layers = [{"layer": lay.name, "deployed": False, "operation": None, "serial": None, "lineage": None,
-                       "resources": None, "at": None, "run_id": None} for lay in select(None)]
-            lock = None
-            note = f"the state bucket {target.spec.backend.bucket} does not exist: nothing is deployed"
-        else:
-            layers = [layer_status(target.store, lay.name, target.name) for lay in select(None)]
-            lock = lock_status(target.store, target.name)
-            note = ""
-    doc = {"environment": environment, "layers": layers, "lock": _plain(lock), "lock_holder": holder_text(lock),
-           "note": note}
+        try:
+            target.require_bucket()
+            store, note = target.store, ""
+        except BadInput:  # an absent bucket is an answer here: nothing is deployed
+            store, note = None, f"the state bucket {target.spec.backend.bucket} does not exist: nothing is deployed"
+        layers = [layer_status(store, lay.name, target.name) for lay in select(None)]
+        lock = lock_status(store, target.name) if store is not None else None
+    doc = {"environment": environment, "layers": layers, "lock": lock.to_dict() if lock else None,
+           "lock_holder": holder_text(lock), "note": note}
     if json_out:
         console.emit_json(doc)
         return
-    table = Table(title=f"status of {environment}")
-    for column in ("layer", "last operation", "serial", "lineage", "resources", "at"):
-        table.add_column(column)
+    rows = table(f"status of {environment}", "layer", "last operation", "serial", "lineage", "resources", "at")
     for row in layers:
-        table.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
+        rows.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
                                           _s(row["lineage"]), _s(row["resources"]), _s(row["at"]))))
-    console.data(table)
+    console.data(rows)
     console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
 
 
@@ -121,10 +90,10 @@ def drift_row(plan: Plan) -> dict:
 
 @app.command("drift")
 def drift(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     layers: Optional[list[str]] = typer.Option(None, "--layers", help="Only these layers."),
-    json_out: bool = typer.Option(False, "--json", help="Print the drift report as JSON on stdout."),
-    endpoint_url: Optional[str] = _ENDPOINT,
+    json_out: bool = json_opt("the drift report"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
@@ -135,12 +104,10 @@ def drift(
     if json_out:
         console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows})
     else:
-        table = Table(title=f"drift of {environment}")
-        for column in ("layer", "state", "detail"):
-            table.add_column(column)
+        shown = table(f"drift of {environment}", "layer", "state", "detail")
         for row in rows:
-            table.add_row(Text(row["layer"]), Text(row["state"]), Text(row["summary"]))
-        console.data(table)
+            shown.add_row(Text(row["layer"]), Text(row["state"]), Text(row["summary"]))
+        console.data(shown)
         console.info(f"drift found in {', '.join(drifted)}" if drifted else "no drift: every layer matches its state")
     if drifted:
         raise typer.Exit(1)

@@ -6,30 +6,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from bootstrap import console
 from bootstrap.cli import app
+from bootstrap.cli.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.orchestrator import RunOutcome, UpOptions, default_services, run
 from bootstrap.steps import build_destroy, build_up
 from bootstrap.target import open_target
 
-_ENV = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
 _LAYERS = typer.Option(None, "--layers",
                        help="Only these layers (repeat, or comma-separated); order is always the layer order.")
-_JSON = typer.Option(False, "--json", help="Print the run record as JSON on stdout.")
-_ENDPOINT = typer.Option(None, "--endpoint-url", help="AWS endpoint (an emulator) for a non-production environment.")
-
-
-def split_layers(values: Optional[list[str]]) -> Optional[list[str]]:
-    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
-    return names or None
-
-
-def announce_emulator(url: str) -> None:
-    console.info(f"Started the embedded AWS emulator at {url} for this command (its contents go when it ends; "
-                 "`groundctl emulator start` keeps one running).")
+_JSON = json_opt("the run record")
 
 
 def report(outcome: RunOutcome, json_out: bool) -> None:
@@ -37,14 +25,13 @@ def report(outcome: RunOutcome, json_out: bool) -> None:
     if json_out:
         console.emit_json(record.to_dict())
     else:
-        table = Table(title=f"{record.command} {record.environment} — run {record.run_id}: {record.outcome}")
-        for column in ("layer", "attempted", "achieved", "serial", "detail"):
-            table.add_column(column)
+        rows = table(f"{record.command} {record.environment} — run {record.run_id}: {record.outcome}",
+                     "layer", "attempted", "achieved", "serial", "detail")
         for lay in record.layers:
             # Text, not markup: a message holding "[redacted]" or a resource name must show as written.
-            table.add_row(*(Text(v) for v in (lay.layer, lay.attempted, lay.achieved,
+            rows.add_row(*(Text(v) for v in (lay.layer, lay.attempted, lay.achieved,
                                               "" if lay.serial is None else str(lay.serial), lay.message)))
-        console.data(table)
+        console.data(rows)
         where = f".groundctl/runs/{record.environment}/{record.run_id}.json"
         stopped = f" (stopped at {record.stopped_at})" if record.stopped_at else ""
         console.info(f"Run record: {where} in the state bucket{stopped}" if outcome.stored else
@@ -55,14 +42,14 @@ def report(outcome: RunOutcome, json_out: bool) -> None:
 
 @app.command("up")
 def up(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     layers: Optional[list[str]] = _LAYERS,
     yes: bool = typer.Option(False, "--yes", help="Approve plans without destructive changes."),
     allow_destroy: bool = typer.Option(False, "--allow-destroy", help="Also approve deletes and replacements."),
     plan_dir: Optional[Path] = typer.Option(None, "--plan-dir",
                                             help="Apply only what the reviewed plan files here say."),
     json_out: bool = _JSON,
-    endpoint_url: Optional[str] = _ENDPOINT,
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Create or update an environment, layer by layer: preview, gate, apply, check, record."""
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
@@ -74,14 +61,14 @@ def up(
 
 @app.command("destroy")
 def destroy(
-    environment: str = _ENV,
+    environment: str = ENV_ARG,
     layers: Optional[list[str]] = _LAYERS,
     yes: bool = typer.Option(False, "--yes", help="Do not ask before destroying."),
     i_mean_production: bool = typer.Option(False, "--i-mean-production",
                                            help="Needed to destroy a production environment."),
     include_backend: bool = typer.Option(False, "--include-backend", help="Also destroy the state backend layer."),
     json_out: bool = _JSON,
-    endpoint_url: Optional[str] = _ENDPOINT,
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Destroy an environment's layers in reverse order (never the backend unless --include-backend)."""
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from bootstrap.posture.model import Context, Outcome, Rule, mock_ref, number, ok
+from bootstrap.posture.model import Context, Outcome, Rule, each, mock_ref, number, ok
 
 if TYPE_CHECKING:
     from bootstrap.mockrun import DeclaredResource
@@ -101,9 +101,8 @@ def _lifecycle(ctx: Context, r: "DeclaredResource") -> Outcome:
               f"no enabled rule expires noncurrent versions after {want} days (found {days or 'none'})")
 
 
-def _key_rotation(ctx: Context) -> Iterable[Outcome]:
-    for key in ctx.of_type("backend", KMS_KEY):
-        yield ok(key.inputs.get("enableKeyRotation") is True, key.name, "rotation on", "key rotation is off")
+def _key_rotation(ctx: Context, key: "DeclaredResource") -> Outcome:
+    return ok(key.inputs.get("enableKeyRotation") is True, key.name, "rotation on", "key rotation is off")
 
 
 def _protected(ctx: Context) -> Iterable[Outcome]:
@@ -158,7 +157,7 @@ RULES: tuple[Rule, ...] = (
          "old versions are kept as long as the spec says, then expire",
          _per_bucket(LIFECYCLE, _lifecycle, "lifecycle configuration")),
     Rule("backend-kms-rotation", "backend", (KMS_KEY,),
-         "the secrets-provider key rotates yearly", _key_rotation),
+         "the secrets-provider key rotates yearly", each("backend", KMS_KEY, _key_rotation)),
     Rule("backend-protected-in-production", "backend", (BUCKET, KMS_KEY),
          "a mistaken destroy must not delete production state or its key", _protected),
     Rule("backend-replica", "backend", (REPLICATION,),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from bootstrap.posture.model import Context, Outcome, Rule, ok
+from bootstrap.posture.model import Context, Outcome, Rule, each, ok
 
 if TYPE_CHECKING:
     from bootstrap.mockrun import DeclaredResource
@@ -17,15 +17,6 @@ ACCESS_POLICY = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-
-
-def _eks(judge: Callable[[Context, "DeclaredResource"], Outcome]):
-    """A check applied to every EKS cluster the cluster layer declares."""
-
-    def check(ctx: Context) -> Iterable[Outcome]:
-        return [judge(ctx, r) for r in ctx.of_type("cluster", EKS)]
-
-    return check
 
 
 def _secrets_encryption(ctx: Context, r: "DeclaredResource") -> Outcome:
@@ -75,19 +66,20 @@ def _admin_access(ctx: Context) -> Iterable[Outcome]:
     admins = {r.inputs.get("principalArn") for r in ctx.of_type("cluster", ACCESS_POLICY)
               if str(r.inputs.get("policyArn", "")).endswith(f"/{ADMIN_POLICY}")}
     for arn in arns:
-        missing = [w for w, ok in (("access entry", arn in entries), (ADMIN_POLICY, arn in admins)) if not ok]
+        missing = [what for what, present in (("access entry", arn in entries), (ADMIN_POLICY, arn in admins))
+                   if not present]
         yield ok(not missing, arn, "access entry with cluster admin policy", f"missing {' and '.join(missing)}")
 
 
 RULES: tuple[Rule, ...] = (
     Rule("cluster-secrets-encryption", "cluster", (EKS,),
-         "Kubernetes secrets are envelope-encrypted with a KMS key", _eks(_secrets_encryption)),
+         "Kubernetes secrets are envelope-encrypted with a KMS key", each("cluster", EKS, _secrets_encryption)),
     Rule("cluster-control-plane-logs", "cluster", (EKS,),
-         "every control-plane log type is kept for audit", _eks(_log_types)),
+         "every control-plane log type is kept for audit", each("cluster", EKS, _log_types)),
     Rule("cluster-endpoint-private-access", "cluster", (EKS,),
-         "nodes and operators in the VPC reach the API privately", _eks(_private_access)),
+         "nodes and operators in the VPC reach the API privately", each("cluster", EKS, _private_access)),
     Rule("cluster-endpoint-private-in-production", "cluster", (EKS,),
-         "a production API server is not exposed to the internet", _eks(_public_in_production)),
+         "a production API server is not exposed to the internet", each("cluster", EKS, _public_in_production)),
     Rule("cluster-nodes-private-subnets", "cluster", (NODE_GROUP,),
          "worker nodes never sit in public subnets", _nodes_private),
     Rule("cluster-admin-access", "cluster", (ACCESS_ENTRY, ACCESS_POLICY),

@@ -61,6 +61,15 @@ class Rule:
                                  f"no {' or '.join(self.types)} declared in {self.layer}")]
 
 
+def each(layer: str, kind: str, judge: Callable[[Context, "DeclaredResource"], Outcome]):
+    """A check that judges every resource of type `kind` the layer declares, one outcome each."""
+
+    def check(ctx: Context) -> Iterable[Outcome]:
+        return [judge(ctx, r) for r in ctx.of_type(layer, kind)]
+
+    return check
+
+
 def mock_ref(name: str) -> str:
     # The mock runtime's id for a resource (bootstrap.mockrun.mock_id); kept literal so rules stay pure.
     return f"(id of {name})"

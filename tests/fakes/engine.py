@@ -13,14 +13,16 @@ import copy
 import hashlib
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.engine import OperationResult, StackOutputs
 from bootstrap.engine_errors import UnexpectedChanges
 from bootstrap.errors import EngineError
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.plan import Plan, ResourceChange
+from tests.fakes.clock import FakeClock
 
 
 LINEAGE_CONFIG = "groundctl:lineage"
@@ -213,6 +215,33 @@ class InMemoryEngine:
 
 # -- a whole environment ---------------------------------------------------------------------------
 
+class BucketEngine(InMemoryEngine):
+    """The in-memory engine, reading its state back from the bucket before each preview and import, as
+    Pulumi reads the stack object: a deleted object is no state at all, and a restore done in the bucket
+    is what it then sees."""
+
+    def _sync(self, layer: str) -> None:
+        from recovery.ledger import current_state
+        from recovery.state import decompress
+
+        obj = current_state(self.store, layer, self.environment)
+        if obj is None:
+            self.state[layer] = []
+            return
+        dep = json.loads(decompress(obj.body)[0])["checkpoint"]["latest"]
+        self.state[layer] = [FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}),
+                                          r.get("protect", False), r.get("id"), r.get("custom", True))
+                             for r in dep["resources"] if r["type"] != "pulumi:pulumi:Stack"]
+
+    def preview(self, layer, **kw):
+        self._sync(layer)
+        return super().preview(layer, **kw)
+
+    def import_resources(self, layer, import_plan, **kw):
+        self._sync(layer)
+        return super().import_resources(layer, import_plan, **kw)
+
+
 STANDARD_TYPES = {
     "backend": [("aws:s3/bucketV2:BucketV2", "state-bucket", True), ("aws:kms/key:Key", "state-key", True)],
     "network": [("aws:ec2/vpc:Vpc", "vpc", False), ("aws:ec2/subnet:Subnet", "private-a", False),
@@ -239,9 +268,31 @@ def declare_standard(engine: "InMemoryEngine", *, cluster_endpoint: str = "https
         engine.declare(lay.name, resources, outputs, set(lay.secret_outputs))
 
 
-
 def quick_append(*args, **kwargs):
     """recovery.ledger.append_record without its settle pause: one writer at a time in these tests."""
     from recovery.ledger import append_record
 
     return append_record(*args, settle_seconds=0, **kwargs)
+
+
+class TickingClock(FakeClock):
+    """A clock that moves `step` seconds at each reading, so every checkpoint and record the engine and
+    the orchestrator write gets a time of its own (history keys are named by time)."""
+
+    def __init__(self, step: float, start: float = 1_800_000_000.0):
+        super().__init__(start)
+        self.step = step
+
+    def __call__(self) -> float:
+        self.advance(self.step)
+        return self.now
+
+
+@contextmanager
+def target_with(engine: InMemoryEngine, spec, environ: Optional[Mapping[str, str]] = None) -> Iterator:
+    """A Target for `spec` on the test emulator whose engine is `engine` (no Pulumi CLI needed)."""
+    from bootstrap.target import open_target
+
+    with open_target(spec.name, spec=spec, environ=environ or {}, engine_factory=lambda ctx: engine,
+                     engine_check=lambda: None) as target:
+        yield target

@@ -1,0 +1,67 @@
+"""What several command modules share: the common arguments, the emulator notice, opening the state
+bucket for commands that only read it, checking an output directory before any work, and tables."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.table import Table
+
+from bootstrap import console
+from bootstrap.errors import BadInput
+from bootstrap.spec import load_spec
+from bootstrap.target import ENDPOINT_ENV, Target, open_target, resolve_endpoint
+
+ENV_ARG = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
+ENDPOINT_OPT = typer.Option(None, "--endpoint-url",
+                            help=f"AWS endpoint (an emulator) for a non-production environment; or set {ENDPOINT_ENV}.")
+
+
+def json_opt(what: str) -> typer.models.OptionInfo:
+    return typer.Option(False, "--json", help=f"Print {what} as JSON on stdout.")
+
+
+def split_layers(values: Optional[list[str]]) -> Optional[list[str]]:
+    """`--layers a,b --layers c` as one list; None when none was given (every layer)."""
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    return names or None
+
+
+def announce_emulator(url: str) -> None:
+    console.info(f"Started the embedded AWS emulator at {url} for this command (its contents go when it ends; "
+                 "`groundctl emulator start` keeps one running).")
+
+
+@contextmanager
+def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Target]:
+    """The environment for a command that only reads its state bucket, which must exist.
+
+    An `embedded` emulator is refused rather than started: a fresh one is empty, so reading it could
+    only ever say that nothing exists.
+    """
+    spec = load_spec(environment)
+    if resolve_endpoint(spec, endpoint_url, os.environ).url == "embedded":
+        raise BadInput(
+            f"Environment '{spec.name}' uses the embedded emulator, and its state lives only while an emulator "
+            f"runs. Run `groundctl emulator start`, then pass its URL with --endpoint-url or set {ENDPOINT_ENV}."
+        )
+    with open_target(environment, endpoint_url=endpoint_url, spec=spec) as target:
+        target.require_bucket()
+        yield target
+
+
+def writable_dir(out: Optional[Path], flag: str = "--out") -> None:
+    """BadInput now, before any work, when `out` can never be a directory to write reports into."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise BadInput(f"{flag} {out} is a file, not a directory. Give a directory (it is created when missing).")
+
+
+def table(title: str, *columns: str) -> Table:
+    t = Table(title=title)
+    for column in columns:
+        t.add_column(column)
+    return t
