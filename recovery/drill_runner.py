@@ -184,3 +184,18 @@ def build_report(kind: str, ctx: DrillContext, drill_id: str, started: float, re
     return DrillReport(drill_id, kind, ctx.environment, started, ctx.clock(), ctx.spec.recovery.rto_minutes, phases,
                        verdict, options, layer=layer, plans=plans_shown,
                        left_half_done=tuple(dp.left_half_done(phases, ctx.environment)), **extra)
+
+
+def run_and_release(ctx: DrillContext, plans: tuple[PhasePlan, ...], runner, *, dry_run: bool, layer: str,
+                    snapshot: Callable[[list], DrillReport]) -> DrillReport:
+    """Run a drill's phases, always release its lock, and report a lock that could not be released."""
+    try:
+        results = run_phases(ctx, plans, runner.methods(), dry_run=dry_run,
+                             read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
+                             layer=layer, snapshot=snapshot)
+    finally:
+        lock_note = release_lock(runner.lock)
+    report = snapshot(results)
+    if lock_note:
+        report = replace(report, left_half_done=report.left_half_done + (lock_note,))
+    return report

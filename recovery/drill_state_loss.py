@@ -12,7 +12,7 @@ and the recovery took no longer than the RTO. Never against a production environ
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterator
 
 from bootstrap.engine_errors import UnexpectedChanges
@@ -20,8 +20,8 @@ from bootstrap.layers import layer as layer_def
 from recovery import drill_phases as dp
 from recovery.drill_phases import PhaseResult
 from recovery.drill_report import DrillReport, new_drill_id
-from recovery.drill_runner import (DrillContext, Failed, Refusal, build_report, check_lock, release_lock,
-                                   run_phases, take_lock, verify_layer_state)
+from recovery.drill_runner import (DrillContext, Failed, Refusal, build_report, check_lock, run_and_release,
+                                   take_lock, verify_layer_state)
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,4 @@ def run_state_loss(ctx: DrillContext, opts: StateLossOptions) -> DrillReport:
                              layer=opts.layer, baseline=runner.baseline, after=runner.after,
                              recovery_point=runner.recovery_point)
 
-    try:
-        results = run_phases(ctx, plans, runner.methods(), dry_run=opts.dry_run,
-                             read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
-                             layer=opts.layer, snapshot=snapshot)
-    finally:
-        lock_note = release_lock(runner.lock)
-    report = snapshot(results)
-    if lock_note:
-        report = replace(report, left_half_done=report.left_half_done + (lock_note,))
-    return report
+    return run_and_release(ctx, plans, runner, dry_run=opts.dry_run, layer=opts.layer, snapshot=snapshot)

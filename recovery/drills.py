@@ -23,7 +23,7 @@ from recovery import drill_phases as dp
 from recovery.drill_phases import PhaseResult
 from recovery.drill_report import DrillReport, new_drill_id
 from recovery.drill_runner import (DrillContext, Failed, LayerOutcome, Refusal, build_report, check_lock,
-                                   public_outputs, release_lock, run_phases, take_lock, verify_layer_state)
+                                   run_and_release, public_outputs, take_lock, verify_layer_state)
 from recovery.flux_ready import (KubeApiError, assess, compare_revisions, list_kustomizations, revisions,
                                  wait_ready)
 
@@ -209,16 +209,7 @@ def run_rebuild(ctx: DrillContext, opts: RebuildOptions = RebuildOptions()) -> D
                              dry_run=opts.dry_run, baseline=runner.baseline, after=runner.after,
                              runs=tuple(runner.runs))
 
-    try:
-        results = run_phases(ctx, plans, runner.methods(), dry_run=opts.dry_run,
-                             read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
-                             layer="cluster", snapshot=snapshot)
-    finally:
-        lock_note = release_lock(runner.lock)
-    report = snapshot(results)
-    if lock_note:
-        report = replace(report, left_half_done=report.left_half_done + (lock_note,))
-    return report
+    return run_and_release(ctx, plans, runner, dry_run=opts.dry_run, layer="cluster", snapshot=snapshot)
 
 
 def orchestrated_layers(target, *, clock: Callable[[], float] = time.time,
