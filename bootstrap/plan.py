@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Operations as the Pulumi engine names them (StepOp).
 DESTRUCTIVE_OPS = frozenset({"delete", "replace", "create-replacement", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace"})

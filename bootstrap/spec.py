@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bootstrap.errors import BadInput, SpecError
-from stacks.common.subnets import MIN_SUBNET_PREFIX, SubnetLayoutError, subnet_layout
+from stacks.common.subnets import SubnetLayoutError, subnet_layout
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 

@@ -14,7 +14,7 @@ All I/O comes in through `DrillContext`; `orchestrated_layers` builds the produc
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from bootstrap.errors import GroundctlError, Refused

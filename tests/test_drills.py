@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from contextlib import contextmanager
 
 import pytest
 from typer.testing import CliRunner
