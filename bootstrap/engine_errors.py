@@ -15,6 +15,7 @@ from typing import Iterable
 from pulumi.automation import errors as auto_errors
 
 from bootstrap.errors import EngineError, GroundctlError
+from bootstrap.masking import mask_text
 from bootstrap.plan import Plan
 
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
@@ -65,12 +66,7 @@ def missing_cli_error(detail: str = "") -> EngineError:
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """`text` with every known secret value replaced, longest first (so no fragment survives)."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, SCRUBBED)
-        escaped = secret.encode("unicode_escape").decode("ascii")
-        if escaped != secret:
-            text = text.replace(escaped, SCRUBBED)
-    return text
+    return mask_text(text, secrets, SCRUBBED)
 
 
 def command_output(exc: BaseException) -> tuple[str, str]:

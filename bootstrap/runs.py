@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from bootstrap.errors import GroundctlError, Refused
 from bootstrap.layout import run_key
+from bootstrap.masking import mask_text
 
 # Layer outcomes. "not-reached" is a layer the run meant to handle but stopped before.
 ACHIEVED = ("pending", "applied", "unchanged", "destroyed", "previewed", "skipped", "refused", "failed", "not-reached")
@@ -53,16 +54,8 @@ def git_commit() -> Optional[str]:
 
 
 def redact(text: str, secret_values: Iterable[str]) -> str:
-    # Longest first, so a secret containing another is replaced whole. Very short values are skipped:
-    # replacing "a" everywhere would make every message unreadable without protecting anything.
-    # The record is redacted as JSON text, where a value with quotes, backslashes, newlines or
-    # non-ASCII appears escaped; its escaped form is replaced too.
-    for value in sorted({s for s in secret_values if s and len(s) >= 6}, key=len, reverse=True):
-        text = text.replace(value, REDACTED)
-        escaped = json.dumps(value)[1:-1]
-        if escaped != value:
-            text = text.replace(escaped, REDACTED)
-    return text
+    # Very short values are skipped: replacing "a" everywhere protects nothing.
+    return mask_text(text, secret_values, REDACTED, min_length=6)
 
 
 @dataclass(frozen=True)

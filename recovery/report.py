@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from bootstrap.masking import mask_obj
+
 MASK = "[secret]"
 _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
                 "not-attempted": "not attempted"}
@@ -17,24 +19,8 @@ _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSE
 
 def redact(obj: Any, secrets: Iterable[str], mask: str = MASK) -> Any:
     """`obj` (a string, or dicts and lists of them) with every occurrence of every secret value replaced
-    by `mask`. Longest first, so a secret containing another is masked whole."""
-    values = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
-    if not values:
-        return obj
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, str):
-            for v in values:
-                if v in x:
-                    x = x.replace(v, mask)
-            return x
-        if isinstance(x, dict):
-            return {walk(k): walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [walk(v) for v in x]
-        return x
-
-    return walk(obj)
+    by `mask`."""
+    return mask_obj(obj, secrets, mask, min_length=4)
 
 
 def transcript_json(transcript: dict, secrets: Iterable[str] = ()) -> str:
