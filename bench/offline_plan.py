@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def one_plan(spec) -> tuple[float, int]:
-    from bootstrap import offline_render
-    from bootstrap.offline import run_offline
+    from bootstrap.planning import offline_render
+    from bootstrap.planning.offline import run_offline
 
     started = time.perf_counter()
     plan = run_offline(spec)

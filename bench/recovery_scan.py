@@ -27,11 +27,11 @@ from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bootstrap import layout  # noqa: E402
-from bootstrap.aws import AwsClients  # noqa: E402
-from bootstrap.emulator import Emulator  # noqa: E402
-from bootstrap.objectstore import ObjectStore  # noqa: E402
-from recovery import ledger as led  # noqa: E402
+from bootstrap.records import layout  # noqa: E402
+from bootstrap.aws.clients import AwsClients  # noqa: E402
+from bootstrap.aws.emulator import Emulator  # noqa: E402
+from bootstrap.aws.objectstore import ObjectStore  # noqa: E402
+from bootstrap.records import ledger as led  # noqa: E402
 from recovery.choose import Flags  # noqa: E402
 from recovery.guide import GuideOptions, GuideServices, run_guide  # noqa: E402
 from recovery.integrity import new_magic  # noqa: E402

@@ -20,10 +20,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
-from bootstrap.aws import AwsClients
-from bootstrap.engine import Engine
+from bootstrap.aws.clients import AwsClients
+from bootstrap.engine.automation import Engine
 from bootstrap.errors import BadInput
-from bootstrap.objectstore import ObjectStore
+from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import EnvironmentSpec, load_spec
 
 ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
@@ -77,14 +77,14 @@ EngineCheck = Callable[[], None]
 
 
 def pulumi_engine(ctx: EngineContext) -> Engine:
-    from bootstrap.engine import PulumiEngine
+    from bootstrap.engine.automation import PulumiEngine
 
     return PulumiEngine(ctx.spec, endpoint_url=ctx.endpoint_url, lineage_for=ctx.lineage_for)
 
 
 def require_pulumi() -> None:
     """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
-    from bootstrap.engine import require_pulumi as engine_requires_pulumi
+    from bootstrap.engine.automation import require_pulumi as engine_requires_pulumi
 
     engine_requires_pulumi()
 
@@ -127,7 +127,7 @@ class Target:
         if layer in self.lineages:
             return self.lineages[layer]
         try:
-            from recovery.ledger import current_lineage
+            from bootstrap.records.ledger import current_lineage
         except ImportError:
             return None
         return current_lineage(self.store, layer, self.spec.name)
@@ -136,7 +136,7 @@ class Target:
         """BadInput when the state bucket does not exist (nothing of this environment is deployed)."""
         import botocore.exceptions
 
-        from bootstrap.aws import error_code, retry_transient
+        from bootstrap.aws.clients import error_code, retry_transient
 
         s3, bucket = self.clients.client("s3"), self.spec.backend.bucket
         try:
@@ -180,7 +180,7 @@ def open_target(environment: str, *, endpoint_url: Optional[str] = None,
     with ExitStack() as stack:
         url = endpoint.url
         if url == "embedded":
-            from bootstrap.emulator import running_emulator
+            from bootstrap.aws.emulator import running_emulator
 
             url = stack.enter_context(running_emulator())
             on_emulator(url)

@@ -359,7 +359,7 @@ def newest_readable(choice: Choice) -> Optional[Option]:
 
 def evidence_from(records: Sequence, chain_findings: Sequence = (), ledger_problems: Sequence = (),
                   missing: bool = False) -> Evidence:
-    """Evidence from ledger records (`recovery.ledger.LedgerRecord`) and what is wrong with them.
+    """Evidence from ledger records (`bootstrap.records.ledger.LedgerRecord`) and what is wrong with them.
 
     A fork is strong evidence (it refuses); any other damage (unreadable records, gaps, a broken chain)
     makes the whole ledger weaker evidence, and the decision falls back to integrity and time.

@@ -25,7 +25,7 @@ import botocore.exceptions
 
 from bootstrap.errors import GroundctlError
 from recovery import choose as ch
-from recovery import ledger as led
+from bootstrap.records import ledger as led
 from recovery import placement
 from recovery.restore import RestorePlan, restore
 from recovery.state import NotAState, decompress, load_json

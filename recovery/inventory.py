@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 import botocore.exceptions
 
-from bootstrap.aws import AwsClients, error_code, retry_transient
+from bootstrap.aws.clients import AwsClients, error_code, retry_transient
 from recovery.import_ids import import_id
 from recovery.imports import LiveItem
 from stacks.common import naming

@@ -3,7 +3,7 @@
 A candidate is a stored state recovery could restore (a version of the stack object, a `.bak`, a
 history checkpoint). `place_candidates` maps each to the serial it was recorded as, or between two
 serials by time; `assess_lineage` adds what that shows (foreign lineages, out-of-band writes) and says
-how strong the evidence is. The ledger's own I/O and chain check are `recovery.ledger`.
+how strong the evidence is. The ledger's own I/O and chain check are `bootstrap.records.ledger`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from recovery.ledger import ChainVerdict, Finding, LedgerRead, LedgerRecord, epoch_seconds, iso, verify_chain
+from bootstrap.records.ledger import ChainVerdict, Finding, LedgerRead, LedgerRecord, epoch_seconds, iso, verify_chain
 
 
 class CandidateLike(Protocol):

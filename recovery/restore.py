@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-from bootstrap import layout
-from bootstrap.objectstore import ObjectStore
+from bootstrap.records import layout
+from bootstrap.aws.objectstore import ObjectStore
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")
 AfterStep = Callable[[int, str], None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from recovery import ledger as led
+from bootstrap.records import ledger as led
 from recovery.integrity import verify_integrity
 from recovery.state import NotAState, parse_state
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Optional
 
-from bootstrap import layout
-from bootstrap.objectstore import ObjectStore, ObjectVersion
+from bootstrap.records import layout
+from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
 from recovery.integrity import verify_integrity
 from recovery.state import Finding, NotAState, StateDoc, parse_state
 

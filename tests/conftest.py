@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.aws import AwsClients
+from bootstrap.aws.clients import AwsClients
 from bootstrap.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_STATES = REPO.parent / "shared" / "testdata" / "pulumi-states"
+# Real state files recorded by Pulumi runs of other projects; tests/data/pulumi-states/README.md names each source.
+STATES = REPO / "tests" / "data" / "pulumi-states"
 
 # No test may reach a real AWS account by accident.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -25,7 +26,7 @@ os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 @pytest.fixture(scope="session")
 def emulator_endpoint():
     """A moto server over HTTP on a free loopback port, for the whole test session."""
-    from bootstrap.emulator import Emulator
+    from bootstrap.aws.emulator import Emulator
 
     emu = Emulator()
     endpoint = emu.start()

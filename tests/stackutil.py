@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bootstrap.mockrun import DeclaredResource, ProgramRun, run_program
+from bootstrap.planning.mockrun import DeclaredResource, ProgramRun, run_program
 from bootstrap.spec import EnvironmentSpec, load_spec
-from bootstrap.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, layer_config
+from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, layer_config
 
 CANARY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-b9d1e0c4-do-not-leak\n-----END OPENSSH PRIVATE KEY-----"
 FLUX_ENV = {DEPLOY_KEY_ENV: CANARY_KEY, KNOWN_HOSTS_ENV: "github.com ssh-ed25519 AAAAC3NzaTESTKEY"}
@@ -75,7 +75,7 @@ def aws_resources(program_run: ProgramRun) -> list[DeclaredResource]:
 def assert_tagged(program_run: ProgramRun, environment: str, layer: str) -> None:
     """Every AWS resource uses an explicit provider, and every taggable one ends up with all three
     groundctl tags: env and layer from the provider's default tags, the logical name of its own."""
-    from bootstrap.mockrun import effective_tags, is_taggable, provider_of
+    from bootstrap.planning.mockrun import effective_tags, is_taggable, provider_of
 
     resources = aws_resources(program_run)
     assert resources
@@ -102,7 +102,7 @@ def assert_contract(program_run: ProgramRun, layer: str, lineage: str = "lin-tes
 
 
 def untaggable_names(program_run: ProgramRun) -> set[str]:
-    from bootstrap.mockrun import is_taggable
+    from bootstrap.planning.mockrun import is_taggable
 
     return {r.name for r in aws_resources(program_run) if not is_taggable(r.type)}
 

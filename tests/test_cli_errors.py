@@ -1,4 +1,4 @@
-"""Bad input through the real front door (`bootstrap.cli.main`): each case ends with a one-paragraph
+"""Bad input through the real front door (`groundctl.main`): each case ends with a one-paragraph
 `error:` on stderr, nothing on stdout, the documented exit code, and never a traceback or an internal
 error. And every reporting command's `--json` stdout is one JSON document and nothing else."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bootstrap.cli import main
+from groundctl import main
 
 
 def groundctl(monkeypatch, capsys, *args: str, env: dict | None = None):

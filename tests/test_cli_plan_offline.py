@@ -14,7 +14,7 @@ import yaml
 
 from bootstrap.errors import BadInput
 from bootstrap.spec import ENVIRONMENTS_DIR
-from bootstrap.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
+from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-3c1f9e-plan-offline\n-----END OPENSSH PRIVATE KEY-----"
@@ -24,7 +24,7 @@ def groundctl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, DEPLOY_KEY_ENV: CANARY, KNOWN_HOSTS_ENV: "github.com ssh-ed25519 AAAAcanaryhosts",
            "COLUMNS": "200"}
     env.pop("GROUNDCTL_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "bootstrap.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "groundctl", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=240)
 
 
@@ -94,18 +94,18 @@ def test_bad_spec_exits_2_with_one_paragraph(tmp_path, edit, expect):
 
 
 def test_live_plan_dispatches_to_the_orchestrator(monkeypatch, tmp_path):
-    from bootstrap.cli import plan as plan_cmd
+    from groundctl import plan as plan_cmd
 
     calls = []
-    fake = types.ModuleType("bootstrap.orchestrator")
+    fake = types.ModuleType("bootstrap.apply.orchestrator")
     fake.plan_live = lambda environment, **kwargs: calls.append((environment, kwargs)) or 0
-    monkeypatch.setitem(sys.modules, "bootstrap.orchestrator", fake)
+    monkeypatch.setitem(sys.modules, "bootstrap.apply.orchestrator", fake)
     assert plan_cmd.dispatch("dev", offline=False, out=tmp_path, json_out=True, layers=["network"]) == 0
     assert calls == [("dev", {"out_dir": tmp_path, "json_out": True, "endpoint_url": None, "layers": ["network"]})]
 
 
 def test_live_only_flags_are_refused_offline(tmp_path):
-    from bootstrap.cli import plan as plan_cmd
+    from groundctl import plan as plan_cmd
 
     with pytest.raises(BadInput, match="live plan only"):
         plan_cmd.dispatch("dev", offline=True, out=tmp_path, json_out=False, layers=["flux"])

@@ -11,9 +11,9 @@ import sys
 import pytest
 import yaml
 
-from bootstrap import layout
-from bootstrap.objectstore import ObjectStore
-from tests.conftest import REPO, SHARED_STATES
+from bootstrap.records import layout
+from bootstrap.aws.objectstore import ObjectStore
+from tests.conftest import REPO, STATES
 from tests.test_state_integrity import base_resources, build_state
 
 CANARY = "canary-secret-7f3a9c1e"
@@ -21,22 +21,22 @@ CANARY = "canary-secret-7f3a9c1e"
 
 def groundctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     if (REPO / "bootstrap" / "cli" / "__main__.py").exists():
-        cmd = [sys.executable, "-m", "bootstrap.cli", *args]
+        cmd = [sys.executable, "-m", "groundctl", *args]
     else:
-        cmd = [sys.executable, "-c", "from bootstrap.cli import main; main()", *args]
+        cmd = [sys.executable, "-c", "from groundctl import main; main()", *args]
     full_env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
     full_env.update(env or {})
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60, env=full_env)
 
 
 def test_inspect_an_integral_export():
-    r = groundctl("state", "inspect", str(SHARED_STATES / "aws-subnet-group.json"))
+    r = groundctl("state", "inspect", str(STATES / "aws-subnet-group.json"))
     assert r.returncode == 0, r.stderr
     assert "Integrity: OK" in r.stdout and "aws:ec2/subnet:Subnet" in r.stdout and "Traceback" not in r.stderr
 
 
 def test_inspect_json_of_a_failing_checkpoint_exits_1():
-    r = groundctl("state", "inspect", str(SHARED_STATES / "checkpoint-v3.json"), "--json")
+    r = groundctl("state", "inspect", str(STATES / "checkpoint-v3.json"), "--json")
     assert r.returncode == 1
     report = json.loads(r.stdout)
     assert report["integral"] is False and report["resources"] == 30

@@ -1,4 +1,4 @@
-"""The commands through the real front door (`bootstrap.cli.main`): exit codes, --json, no secret leaks.
+"""The commands through the real front door (`groundctl.main`): exit codes, --json, no secret leaks.
 
 In-process runs swap only the engine (the in-memory one) and point the spec at the test emulator;
 the subprocess runs use nothing but the product, as an operator would.
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from bootstrap.errors import EngineError
-from bootstrap.objectstore import ObjectStore
+from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
 from tests.fakes.engine import InMemoryEngine, declare_standard
 
@@ -38,7 +38,7 @@ def cli(tmp_path, aws, emulator_endpoint, monkeypatch, capsys):
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
 
     def invoke(*args: str) -> tuple[int, str, str]:
-        from bootstrap.cli import main
+        from groundctl import main
 
         argv = [a.replace("SPEC", str(spec_path)) for a in args] + ["--endpoint-url", emulator_endpoint]
         monkeypatch.setattr(sys, "argv", ["groundctl", *argv])
@@ -101,7 +101,7 @@ def test_destroy_flags_and_exit_codes(cli):
 
 
 def test_destroy_production_needs_its_flag(monkeypatch, capsys):
-    from bootstrap.cli import main
+    from groundctl import main
 
     monkeypatch.setattr(sys, "argv", ["groundctl", "destroy", "prod", "--yes"])
     with pytest.raises(SystemExit) as exc:
@@ -115,7 +115,7 @@ def test_bad_input_exit_2(cli):
 
 
 def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
-    from bootstrap.orchestrator import plan_live
+    from bootstrap.apply.orchestrator import plan_live
 
     passphrase, deploy_key, kube = "CANARY-pass-51f0e2", "CANARY-deploy-key-9a7c33", "CANARY-kubeconfig-77aa01"
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", passphrase)
@@ -146,7 +146,7 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
 @pytest.mark.skipif(shutil.which("pulumi") is not None, reason="checks the behaviour without the Pulumi CLI")
 def test_up_local_without_pulumi_cli_stops_cleanly_after_backend_and_lock():
     env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
-    proc = subprocess.run([sys.executable, "-m", "bootstrap.cli", "up", "local", "--yes", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "groundctl", "up", "local", "--yes", "--json"],
                           capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
     assert proc.returncode == 4, proc.stderr
     record = json.loads(proc.stdout)
@@ -158,7 +158,7 @@ def test_up_local_without_pulumi_cli_stops_cleanly_after_backend_and_lock():
 
 
 def test_emulator_start_serves_until_interrupted():
-    proc = subprocess.Popen([sys.executable, "-m", "bootstrap.cli", "emulator", "start", "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "groundctl", "emulator", "start", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         text = ""

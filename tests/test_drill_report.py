@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from bootstrap import layout
-from bootstrap.objectstore import ObjectStore
-from recovery import drill_phases as dp
-from recovery.drill_phases import PhaseResult, decide
-from recovery.drill_report import (DrillReport, load_history, render_markdown, summarize_history, trend,
+from bootstrap.records import layout
+from bootstrap.aws.objectstore import ObjectStore
+from recovery.drills import phases as dp
+from recovery.drills.phases import PhaseResult, decide
+from recovery.drills.report import (DrillReport, load_history, render_markdown, summarize_history, trend,
                                    what_to_look_at, write_report)
 
 T0 = 1_796_000_000.0

@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from bootstrap import layout
+from bootstrap.records import layout
 from bootstrap.errors import EngineError
-from bootstrap.locks import EnvironmentLock, lock_status
-from bootstrap.objectstore import ObjectStore
-from recovery import ledger as led
-from recovery.drill_state_loss import StateLossOptions, run_state_loss
-from recovery.drills import DrillContext
+from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records import ledger as led
+from recovery.drills.state_loss import StateLossOptions, run_state_loss
+from recovery.drills.rebuild_cluster import DrillContext
 from recovery.inventory import collect
 from tests.fakes.clock import FakeClock
 from tests.fakes.engine import LINEAGE_CONFIG, BucketEngine, FakeResource

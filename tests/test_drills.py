@@ -14,16 +14,16 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from bootstrap import layout
-from bootstrap.cli import app
+from bootstrap.records import layout
+from groundctl import app
 from bootstrap.errors import EngineError
-from bootstrap.locks import EnvironmentLock, lock_status
+from bootstrap.records.locks import EnvironmentLock, lock_status
 from bootstrap.target import open_target
-from recovery import drill_phases as dp
-from recovery.drill_report import write_report
-from recovery.drills import DrillContext, RebuildOptions, orchestrated_layers, run_rebuild
-from recovery.flux_ready import KubeApiError
-from recovery.ledger import append_record, read_ledger
+from recovery.drills import phases as dp
+from recovery.drills.report import write_report
+from recovery.drills.rebuild_cluster import DrillContext, RebuildOptions, orchestrated_layers, run_rebuild
+from recovery.drills.flux_ready import KubeApiError
+from bootstrap.records.ledger import append_record, read_ledger
 from tests.fakes.clock import FakeClock
 from tests.fakes.engine import LINEAGE_CONFIG, InMemoryEngine, declare_standard
 from tests.fakes.k8s import FakeKubeApi, kustomization
@@ -266,8 +266,8 @@ def test_cli_history_lists_stored_drills_with_the_trend(local_spec, aws, emulato
         s3.create_bucket(Bucket=store_bucket)
     except s3.exceptions.BucketAlreadyOwnedByYou:
         pass
-    from bootstrap.objectstore import ObjectStore
-    from recovery.drill_report import DrillReport
+    from bootstrap.aws.objectstore import ObjectStore
+    from recovery.drills.report import DrillReport
     store = ObjectStore(s3, store_bucket)
     ids = []
     for i, secs in enumerate((1000.0, 800.0)):

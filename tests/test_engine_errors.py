@@ -7,13 +7,13 @@ from pulumi.automation import PulumiCommand
 from pulumi.automation import errors as auto_errors
 from pulumi.automation._cmd import CommandResult
 
-import bootstrap.engine as engine_mod
-from bootstrap.engine import PulumiEngine, pulumi_available, require_pulumi
-from bootstrap.engine_errors import (
+import bootstrap.engine.automation as engine_mod
+from bootstrap.engine.automation import PulumiEngine, pulumi_available, require_pulumi
+from bootstrap.engine.errors import (
     StackLocked, UnexpectedChanges, Where, lock_holders, map_error, scrub, trim,
 )
 from bootstrap.errors import EngineError
-from bootstrap.plan import Plan, ResourceChange
+from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.spec import load_spec
 
 CANARY = "canary-Zq8v1T0pS3cr3t"

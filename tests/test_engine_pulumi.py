@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from bootstrap.engine import PulumiEngine
-from bootstrap.engine_errors import StackLocked, UnexpectedChanges
+from bootstrap.engine.automation import PulumiEngine
+from bootstrap.engine.errors import StackLocked, UnexpectedChanges
 from bootstrap.spec import load_spec
 from tests.conftest import requires_pulumi
 

@@ -8,8 +8,8 @@ import pytest
 from pulumi.automation import OutputValue
 from pulumi.automation import events as ev
 
-from bootstrap.engine import backend_url, outputs_from_automation, workspace_settings
-from bootstrap.engine_events import (
+from bootstrap.engine.automation import backend_url, outputs_from_automation, workspace_settings
+from bootstrap.engine.events import (
     DELETED_MARK, changes_from_events, counts_from_summary, plan_from_events, progress_message,
 )
 from bootstrap.errors import BadInput
@@ -243,8 +243,8 @@ class StubStack:
 
 @pytest.fixture
 def shell(monkeypatch):
-    import bootstrap.engine as engine_mod
-    from bootstrap.engine import PulumiEngine
+    import bootstrap.engine.automation as engine_mod
+    from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
@@ -265,7 +265,7 @@ def test_expecting_no_changes_turns_drift_into_an_error_that_carries_the_plan(sh
     from pulumi.automation._cmd import CommandResult
     from pulumi.automation.errors import create_command_error
 
-    from bootstrap.engine_errors import UnexpectedChanges
+    from bootstrap.engine.errors import UnexpectedChanges
 
     failure = create_command_error(CommandResult("", "error: no changes were expected but changes were proposed", 255))
     shell._stacks["network"] = StubStack([pre("update", SG, "nodes", diffs=["ingress"])], fail_with=failure)

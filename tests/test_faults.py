@@ -10,13 +10,13 @@ import uuid
 
 import pytest
 
-from bootstrap import layout
-from bootstrap.aws import AwsClients
-from bootstrap.backend import KEY_NAME, ensure_backend
+from bootstrap.records import layout
+from bootstrap.aws.clients import AwsClients
+from bootstrap.aws.backend import KEY_NAME, ensure_backend
 from bootstrap.errors import LockHeld
-from bootstrap.locks import EnvironmentLock
-from bootstrap.objectstore import ObjectStore
-from recovery.ledger import append_record, read_ledger, verify_chain
+from bootstrap.records.locks import EnvironmentLock
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records.ledger import append_record, read_ledger, verify_chain
 from tests.faultproxy import FaultProxy
 
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from recovery.flux_ready import (KUSTOMIZATIONS_PATH, HttpKubeApi, KubeApiError, api_from_kubeconfig, assess,
+from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, HttpKubeApi, KubeApiError, api_from_kubeconfig, assess,
                                  backoff_delays, compare_revisions, eks_token, list_kustomizations,
                                  parse_kubeconfig, parse_kustomizations, wait_ready)
 from tests.fakes.clock import FakeClock

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap import gate
+from bootstrap.apply import gate
 from bootstrap.errors import BadInput, Refused
-from bootstrap.plan import Plan, ResourceChange
+from bootstrap.planning.plan import Plan, ResourceChange
 
 
 def _plan(*changes: tuple[str, str, bool], layer: str = "network", env: str = "dev") -> Plan:

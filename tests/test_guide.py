@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import tests.test_recovery_scenarios as sc
-from bootstrap.objectstore import ObjectStore
-from recovery import ledger as led
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records import ledger as led
 from recovery.guide import PHASES, GuideOptions, plan_phases
 from recovery.report import render_markdown, transcript_json
 from tests.fakes.engine import FakeResource

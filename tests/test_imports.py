@@ -13,7 +13,7 @@ from recovery.import_ids import SECRET_SIG, SECRET_SIG_KEY
 from recovery.imports import (
     ImportPlan, LiveItem, classify, expected_urn, plan_for_survivors, plan_from_state, urn_parts,
 )
-from tests.conftest import SHARED_STATES
+from tests.conftest import STATES
 
 CANARY = "c4n4ry-s3cr3t-value"
 FILES = ["aws-bucket.json", "aws-kms-key.json", "aws-iam-oidc-provider.json", "aws-subnet-group.json",
@@ -21,7 +21,7 @@ FILES = ["aws-bucket.json", "aws-kms-key.json", "aws-iam-oidc-provider.json", "a
 
 
 def resources_of(name: str) -> list[dict]:
-    doc = json.loads((SHARED_STATES / name).read_text())
+    doc = json.loads((STATES / name).read_text())
     return doc["deployment"]["resources"] if "deployment" in doc else doc["checkpoint"]["latest"]["resources"]
 
 
@@ -244,25 +244,25 @@ def test_plan_for_survivors_picks_the_provider_of_the_survivors_region():
 # --- the command --------------------------------------------------------------------------------
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from bootstrap.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from groundctl import main; main()", *args],
                           capture_output=True, text=True, timeout=120)
 
 
 def test_cli_writes_the_plan_and_reports_json(tmp_path: Path):
     out = tmp_path / "import.json"
-    done = run_cli("state", "import-plan", str(SHARED_STATES / "aws-subnet-group.json"), "--out", str(out), "--json")
+    done = run_cli("state", "import-plan", str(STATES / "aws-subnet-group.json"), "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     written = json.loads(out.read_text())
     assert written == report["plan"]
     assert [r["id"] for r in written["resources"]] == ["vpc-0fe32922af7ae59ee", "subnet-0c7fa5789dd25cd20",
                                                        "subnet-0564be685b5f37bfc", "subnetgroup-61ea626"]
-    again = run_cli("state", "import-plan", str(SHARED_STATES / "aws-subnet-group.json"), "--out", str(out))
+    again = run_cli("state", "import-plan", str(STATES / "aws-subnet-group.json"), "--out", str(out))
     assert again.returncode == 2 and "--force" in again.stderr
 
 
 def test_cli_exit_codes_for_a_partial_plan_and_for_a_non_state(tmp_path: Path):
-    doc = json.loads((SHARED_STATES / "checkpoint-secrets.json").read_text())
+    doc = json.loads((STATES / "checkpoint-secrets.json").read_text())
     for r in doc["checkpoint"]["latest"]["resources"]:
         if r["urn"].endswith("Permission::heartbeat"):
             r["outputs"]["function"] = {SECRET_SIG_KEY: SECRET_SIG, "ciphertext": CANARY}

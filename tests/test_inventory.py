@@ -162,9 +162,9 @@ def test_arn_classification_covers_the_aws_and_emulator_spellings():
 
 def _declared(layer: str):
     """The layer program's declared resources, from H1's mock harness (the real program, mock runtime)."""
-    from bootstrap.mockrun import run_program
+    from bootstrap.planning.mockrun import run_program
     from bootstrap.spec import load_spec
-    from bootstrap.stack_config import layer_config
+    from bootstrap.engine.stack_config import layer_config
 
     spec_ = load_spec("prod")  # prod declares the most: replica bucket, NAT per AZ, admins
     upstream = {

@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import zstandard
 
-from bootstrap import layout
+from bootstrap.records import layout
 from bootstrap.errors import StateUnusable
-from bootstrap.objectstore import ObjectStore
-from recovery.ledger import LedgerRecord, append_record, current_lineage, read_ledger, verify_chain
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records.ledger import LedgerRecord, append_record, current_lineage, read_ledger, verify_chain
 from recovery.placement import Candidate, assess_lineage, place_candidates
 
 P, S = "network", "dev"
@@ -198,7 +198,7 @@ def test_place_candidates():
 
 
 def test_assess_lineage_with_intact_ledger_flags_foreign_and_out_of_band_writes(store):
-    from recovery.ledger import LedgerRead
+    from bootstrap.records.ledger import LedgerRead
     led = LedgerRead(P, S, tuple(CHAIN), (), 3)
     v = assess_lineage(led, [cand("c", 30, version="v3"), cand("q", 35, lineage="OTHER"),
                              cand("a", 50, version="copy")], expected_lineage="L")
@@ -218,7 +218,7 @@ def test_assess_lineage_without_ledger_is_labelled_weaker():
 
 
 def test_assess_lineage_with_damaged_ledger_is_weaker_but_still_places():
-    from recovery.ledger import Finding, LedgerRead
+    from bootstrap.records.ledger import Finding, LedgerRead
     led = LedgerRead(P, S, (CHAIN[0], CHAIN[2]), (Finding("unparseable-record", 2, "serial 2 is garbage"),), 3)
     v = assess_lineage(led, [cand("z", 25)])
     assert v.evidence == "ledger-damaged" and v.weaker
@@ -229,7 +229,7 @@ def test_hostile_ledger_records_are_findings_never_tracebacks():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from recovery.ledger import _parse_record
+    from bootstrap.records.ledger import _parse_record
 
     json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                                lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
@@ -251,7 +251,7 @@ def test_hostile_ledger_records_are_findings_never_tracebacks():
 
 
 def test_record_with_a_bad_time_is_unparseable_not_a_crash_later():
-    from recovery.ledger import _parse_record
+    from bootstrap.records.ledger import _parse_record
     bad = {**json.loads(rec(1, "a", None).to_json()), "state_last_modified": "yesterday"}
     parsed, problem = _parse_record("k", 1, json.dumps(bad).encode())
     assert parsed is None and problem.code == "unparseable-record"

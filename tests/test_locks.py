@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from bootstrap import layout
+from bootstrap.records import layout
 from bootstrap.errors import LockHeld, Refused
-from bootstrap.locks import (EnvironmentLock, LockInfo, break_lock, iso, lock_status, staleness)
-from bootstrap.objectstore import ObjectStore
+from bootstrap.records.locks import (EnvironmentLock, LockInfo, break_lock, iso, lock_status, staleness)
+from bootstrap.aws.objectstore import ObjectStore
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def _spec_file(tmp_path, bucket, endpoint="embedded"):
 def test_cli_status_and_break(tmp_path, store, bucket, emulator_endpoint, monkeypatch):
     from typer.testing import CliRunner
 
-    from bootstrap.cli import app
+    from groundctl import app
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
     spec = _spec_file(tmp_path, bucket)
     runner = CliRunner()
@@ -188,7 +188,7 @@ def test_cli_status_and_break(tmp_path, store, bucket, emulator_endpoint, monkey
 def test_cli_embedded_spec_without_endpoint_says_what_to_do(tmp_path, bucket, monkeypatch):
     from typer.testing import CliRunner
 
-    from bootstrap.cli import app
+    from groundctl import app
     from bootstrap.errors import BadInput
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
     res = CliRunner().invoke(app, ["lock", "status", _spec_file(tmp_path, bucket)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from bootstrap.objectstore import ObjectStore
+from bootstrap.aws.objectstore import ObjectStore
 
 
 def test_put_if_absent_only_first_wins(aws, bucket):

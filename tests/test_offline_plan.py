@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from bootstrap import offline_render
-from bootstrap.gate import approved_from_documents
+from bootstrap.planning import offline_render
+from bootstrap.apply.gate import approved_from_documents
 from bootstrap.layers import LAYER_NAMES
-from bootstrap.offline import run_offline
-from bootstrap.posture import RULES
+from bootstrap.planning.offline import run_offline
+from bootstrap.planning.posture import RULES
 from bootstrap.spec import EnvironmentSpec, load_spec
 
 
@@ -90,7 +90,7 @@ def test_public_endpoint_in_production_fails_its_rule():
 
 
 def test_the_placeholder_deploy_key_reaches_no_output(dev_plan, monkeypatch):
-    from bootstrap import offline
+    from bootstrap.planning import offline
 
     seen = []
     real = offline.offline_environ

@@ -12,10 +12,10 @@ import pytest
 
 from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LINEAGE_OUTPUT
-from bootstrap.layout import run_key
-from bootstrap.objectstore import ObjectStore
-from bootstrap.orchestrator import UpOptions, default_services, plan_live, run
-from bootstrap.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
+from bootstrap.records.layout import run_key
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.apply.orchestrator import UpOptions, default_services, plan_live, run
+from bootstrap.apply.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
 from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
 
@@ -35,7 +35,7 @@ def world(local_spec, aws):
 
 
 def services(clock, answers=None, probe=lambda host, port: None):
-    from bootstrap.locks import EnvironmentLock
+    from bootstrap.records.locks import EnvironmentLock
 
     asked = []
 
@@ -65,8 +65,8 @@ def ops(engine, *kinds):
 
 
 def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(world, aws, local_spec):
-    from bootstrap.locks import lock_status
-    from recovery.ledger import read_ledger
+    from bootstrap.records.locks import lock_status
+    from bootstrap.records.ledger import read_ledger
 
     engine, open_, clock = world
     outcome, stored, _ = up(open_, clock, yes=True)
@@ -151,7 +151,7 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
 
 
 def test_contract_failure_stops_at_that_layer(world, aws, local_spec):
-    from recovery.ledger import read_ledger
+    from bootstrap.records.ledger import read_ledger
 
     engine, open_, clock = world
     resources, (outputs, secret) = engine.desired["network"], engine.declared_outputs["network"]
@@ -169,7 +169,7 @@ def test_contract_failure_stops_at_that_layer(world, aws, local_spec):
 
 
 def test_destroy_reverse_order_backend_excluded_and_ledgered(world, aws, local_spec):
-    from recovery.ledger import read_ledger
+    from bootstrap.records.ledger import read_ledger
 
     engine, open_, clock = world
     assert up(open_, clock, yes=True, emulated=False)[0].error is None

@@ -1,4 +1,4 @@
-"""bootstrap/plan.py: counts, risk reasons and the fingerprint that detects a stale plan."""
+"""bootstrap/planning/plan.py: counts, risk reasons and the fingerprint that detects a stale plan."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bootstrap.plan import Plan, ResourceChange, risk_reason
+from bootstrap.planning.plan import Plan, ResourceChange, risk_reason
 
 
 def rc(name, op, rtype="aws:ec2/subnet:Subnet", keys=(), protected=False, layer="network"):

@@ -6,9 +6,9 @@ import json
 
 from pulumi.automation import events as ev
 
-from bootstrap.engine_events import plan_from_events
-from bootstrap.plan import Plan, ResourceChange
-from bootstrap.plan_render import (
+from bootstrap.engine.events import plan_from_events
+from bootstrap.planning.plan import Plan, ResourceChange
+from bootstrap.planning.render import (
     MAX_DETAIL_ROWS, combined_json, plan_files, plan_json, render_markdown, render_markdown_combined,
     summary_line,
 )

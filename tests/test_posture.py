@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from bootstrap.mockrun import DeclaredResource, ProgramRun
-from bootstrap.posture import RULES, evaluate, failed_rules, rule_status
+from bootstrap.planning.mockrun import DeclaredResource, ProgramRun
+from bootstrap.planning.posture import RULES, evaluate, failed_rules, rule_status
 from bootstrap.spec import EnvironmentSpec
 from tests.stackutil import spec as _spec
 

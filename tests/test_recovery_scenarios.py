@@ -7,10 +7,10 @@ import hashlib
 
 import pytest
 
-from bootstrap import layout
-from bootstrap.locks import EnvironmentLock
-from bootstrap.objectstore import ObjectStore
-from recovery import ledger as led
+from bootstrap.records import layout
+from bootstrap.records.locks import EnvironmentLock
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records import ledger as led
 from recovery.choose import Flags
 from recovery.guide import GuideOptions, GuideServices, run_guide
 from recovery.inventory import collect

@@ -8,11 +8,11 @@ import hashlib
 
 import pytest
 
-from bootstrap import layout
+from bootstrap.records import layout
 from bootstrap.errors import LockHeld
-from bootstrap.locks import EnvironmentLock
-from bootstrap.objectstore import ObjectStore
-from recovery import ledger as led
+from bootstrap.records.locks import EnvironmentLock
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records import ledger as led
 from recovery.restore import RestorePlan, restore, suffix_for
 
 PROJECT, STACK = "network", "dev"

@@ -15,15 +15,15 @@ import uuid
 import pytest
 
 import tests.test_recovery_scenarios as sc
-from bootstrap.locks import break_lock
-from bootstrap.objectstore import ObjectStore
-from recovery import ledger as led
+from bootstrap.records.locks import break_lock
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records import ledger as led
 from recovery.restore import STEPS
 
 CHILD = r"""
 import functools, os, signal, sys
-from bootstrap.aws import AwsClients
-from bootstrap.objectstore import ObjectStore
+from bootstrap.aws.clients import AwsClients
+from bootstrap.aws.objectstore import ObjectStore
 import tests.test_recovery_scenarios as sc
 endpoint, bucket, env, kill_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 sc.ENV = env

@@ -12,12 +12,12 @@ import json
 import pytest
 
 from bootstrap.errors import EngineError, LockHeld
-from bootstrap.layout import run_key, stack_key
-from bootstrap.locks import EnvironmentLock, lock_status
-from bootstrap.objectstore import ObjectStore
-from bootstrap.orchestrator import UpOptions, default_services, run
-from bootstrap.steps import build_up
-from recovery.ledger import read_ledger, verify_chain
+from bootstrap.records.layout import run_key, stack_key
+from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.apply.orchestrator import UpOptions, default_services, run
+from bootstrap.apply.steps import build_up
+from bootstrap.records.ledger import read_ledger, verify_chain
 from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from bootstrap.cli import app
+from groundctl import app
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = sorted((REPO / "runbooks").glob("*.md")) + [REPO / "README.md"]

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from bootstrap.errors import EngineError, Refused
-from bootstrap.layout import run_key
-from bootstrap.objectstore import ObjectStore
-from bootstrap.runs import REDACTED, new_run_id, redact, start_run
+from bootstrap.records.layout import run_key
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records.runs import REDACTED, new_run_id, redact, start_run
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ import yaml
 from bootstrap.errors import BadInput
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.spec import load_spec
-from bootstrap.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, ConfigValue, layer_config
+from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, ConfigValue, layer_config
 from tests.stackutil import CANARY_KEY, FLUX_ENV
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"

@@ -15,17 +15,17 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bootstrap.cli.state import inspect_report, printable
+from groundctl.state import inspect_report, printable
 from recovery.integrity import verify_integrity
 from recovery.state import Finding, NotAState, parse_state
-from tests.conftest import SHARED_STATES
+from tests.conftest import STATES
 from tests.test_state_integrity import base_resources, build_state
 
 BASES = [
     json.loads(build_state()),
     json.loads(build_state(export=True)),
-    json.loads((SHARED_STATES / "aws-subnet-group.json").read_bytes()),
-    json.loads((SHARED_STATES / "checkpoint-v1.json").read_bytes()),
+    json.loads((STATES / "aws-subnet-group.json").read_bytes()),
+    json.loads((STATES / "checkpoint-v1.json").read_bytes()),
 ]
 
 json_values = st.recursive(

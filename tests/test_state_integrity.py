@@ -9,7 +9,7 @@ import pytest
 
 from recovery.integrity import new_magic, stack_matches, verify_integrity
 from recovery.state import parse_state
-from tests.conftest import SHARED_STATES
+from tests.conftest import STATES
 
 STACK = "organization/network/dev"
 PREFIX = "urn:pulumi:dev::network::"
@@ -71,7 +71,7 @@ CHECKPOINTS = ["checkpoint-v1.json", "checkpoint-v3.json", "checkpoint-secrets.j
 
 @pytest.mark.parametrize("name", INTEGRAL)
 def test_recorded_exports_are_integral(name):
-    raw = (SHARED_STATES / name).read_bytes()
+    raw = (STATES / name).read_bytes()
     doc = parse_state(raw)
     # Worked out from the file: the magic is sha256 of the CLI version, the provider and the stack
     # come before everything that uses them.
@@ -83,7 +83,7 @@ def test_recorded_exports_are_integral(name):
 def test_pulumi_testdata_checkpoints_fail_on_parent_order(name):
     """Pulumi's own checkpoint fixtures list children before their component parents (they predate
     the ordering rule): VerifyIntegrity refuses them with 'child's parent comes after it'."""
-    raw = (SHARED_STATES / name).read_bytes()
+    raw = (STATES / name).read_bytes()
     data = json.loads(raw)
     resources = data["checkpoint"]["latest"]["resources"]
     position = {r["urn"]: i for i, r in enumerate(resources)}

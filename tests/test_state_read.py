@@ -11,7 +11,7 @@ import zstandard
 
 from bootstrap.errors import BadInput
 from recovery.state import NotAState, parse_state, read_state_file
-from tests.conftest import SHARED_STATES
+from tests.conftest import STATES
 from tests.test_state_integrity import ROOT, base_resources, build_state, urn
 
 EXPECTED = {
@@ -28,8 +28,8 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_shared_file_loads(name):
-    raw = (SHARED_STATES / name).read_bytes()
-    doc = read_state_file(SHARED_STATES / name)
+    raw = (STATES / name).read_bytes()
+    doc = read_state_file(STATES / name)
     kind, version, count, secrets, stack = EXPECTED[name]
     assert (doc.kind, doc.version, len(doc.resources), doc.secrets_provider, doc.stack) == (
         kind, version, count, secrets, stack)
@@ -39,14 +39,14 @@ def test_every_shared_file_loads(name):
 
 
 def test_checkpoint_v1_has_no_manifest_and_keeps_its_types():
-    doc = read_state_file(SHARED_STATES / "checkpoint-v1.json")
+    doc = read_state_file(STATES / "checkpoint-v1.json")
     assert doc.manifest is None
     assert doc.counts_by_type()["aws:iam/rolePolicyAttachment:RolePolicyAttachment"] == 5
     assert len(doc.counts_by_type()) == 14
 
 
 def test_resource_fields_are_read():
-    doc = read_state_file(SHARED_STATES / "aws-subnet-group.json")
+    doc = read_state_file(STATES / "aws-subnet-group.json")
     subnet = next(r for r in doc.resources if r.type == "aws:ec2/subnet:Subnet")
     assert subnet.custom and subnet.id.startswith("subnet-") and subnet.name == "mysubnet"
     assert subnet.provider.split("::")[-1] == doc.resources[1].id
@@ -58,7 +58,7 @@ def test_resource_fields_are_read():
 @pytest.mark.parametrize("codec,compress", [("gzip", gzip.compress),
                                             ("zstd", lambda b: zstandard.ZstdCompressor().compress(b))])
 def test_compressed_copies_read_the_same(name, codec, compress):
-    raw = (SHARED_STATES / name).read_bytes()
+    raw = (STATES / name).read_bytes()
     blob = compress(raw)
     plain, packed = parse_state(raw), parse_state(blob)
     assert packed.compression == codec

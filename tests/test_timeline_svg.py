@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from recovery.drill_phases import REBUILD_RECOVERY, PhaseResult
-from recovery.timeline_svg import render
+from recovery.drills.phases import REBUILD_RECOVERY, PhaseResult
+from recovery.drills.timeline_svg import render
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 T0 = 1_796_000_000.0

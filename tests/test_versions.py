@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from bootstrap import layout
-from bootstrap.objectstore import ObjectStore
+from bootstrap.records import layout
+from bootstrap.aws.objectstore import ObjectStore
 from recovery.versions import CandidateEvaluator, LedgerRef, list_candidates, match_ledger
 from tests.fakes.engine import FakeResource, InMemoryEngine
 from tests.test_state_integrity import base_resources, build_state

@@ -99,7 +99,7 @@ def secured_bucket(logical: str, name: str, key: aws.kms.Key, prov: aws.Provider
     settings_list = [versioning, encryption, public_block, ownership]
     # A plain-HTTP endpoint is an emulator: it cannot carry TLS and evaluates policy statements
     # without their conditions, so the TLS-only Deny would lock Pulumi out of its own state bucket.
-    # Same decision as the boto3 bootstrap path (bootstrap/backend.py), so there is one writer.
+    # Same decision as the boto3 bootstrap path (bootstrap/aws/backend.py), so there is one writer.
     if not (settings.aws_endpoint or "").startswith("http://"):
         settings_list.append(aws.s3.BucketPolicy(
             naming.bucket_setting(logical, "policy"),

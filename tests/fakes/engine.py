@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
-from bootstrap.engine import OperationResult, StackOutputs
-from bootstrap.engine_errors import UnexpectedChanges
+from bootstrap.engine.automation import OperationResult, StackOutputs
+from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import EngineError
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
-from bootstrap.plan import Plan, ResourceChange
+from bootstrap.planning.plan import Plan, ResourceChange
 from tests.fakes.clock import FakeClock
 
 
@@ -221,7 +221,7 @@ class BucketEngine(InMemoryEngine):
     is what it then sees."""
 
     def _sync(self, layer: str) -> None:
-        from recovery.ledger import current_state
+        from bootstrap.records.ledger import current_state
         from recovery.state import decompress
 
         obj = current_state(self.store, layer, self.environment)
@@ -269,8 +269,8 @@ def declare_standard(engine: "InMemoryEngine", *, cluster_endpoint: str = "https
 
 
 def quick_append(*args, **kwargs):
-    """recovery.ledger.append_record without its settle pause: one writer at a time in these tests."""
-    from recovery.ledger import append_record
+    """bootstrap.records.ledger.append_record without its settle pause: one writer at a time in these tests."""
+    from bootstrap.records.ledger import append_record
 
     return append_record(*args, settle_seconds=0, **kwargs)
 

@@ -1,6 +1,6 @@
 """An in-test Kubernetes API double, for the unit tier only.
 
-`FakeKubeApi` answers what `recovery.flux_ready` asks (the Kustomization list) from objects the test
+`FakeKubeApi` answers what `recovery.drills.flux_ready` asks (the Kustomization list) from objects the test
 sets, and can be scripted per poll: `on_poll` runs before each answer (so a test can make a
 Kustomization become Ready on the third poll), and `errors` are raised first, in order. `serve_http`
 puts the same double behind a loopback HTTP server that checks the bearer token, so the plain HTTP
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator, Optional
 
-from recovery.flux_ready import KUSTOMIZATIONS_PATH, KubeApiError
+from recovery.drills.flux_ready import KUSTOMIZATIONS_PATH, KubeApiError
 
 
 def kustomization(name: str, *, namespace: str = "flux-system", ready: str = "True", reason: str = "ReconciliationSucceeded",

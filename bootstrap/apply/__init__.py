@@ -1,0 +1,1 @@
+"""Applying an environment: the orchestrator, its per-layer steps and the approval gate."""

@@ -1,0 +1,96 @@
+"""The builder: which steps a command will run, decided from the spec and the flags alone (no I/O).
+
+The runner (`bootstrap.apply.orchestrator`) executes what this returns and does all the I/O. Keeping the
+decision here means "which layers, in what order, which are skipped and why, which preflight
+checks" can be read and tested without an engine or a bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+from urllib.parse import urlparse
+
+from bootstrap.apply.gate import check_destroy_allowed, destroy_layers
+from bootstrap.layers import LAYERS, select
+from bootstrap.spec import EnvironmentSpec
+
+Operation = Literal["up", "destroy", "preview", "drift"]
+
+# Layers that talk to a Kubernetes API rather than to AWS.
+KUBERNETES_LAYERS = frozenset({"flux"})
+
+EMULATOR_HAS_NO_KUBERNETES = (
+    "the target is the AWS emulator, which runs no Kubernetes API (its EKS cluster is only an API "
+    "record), so there is nothing for Flux to be installed into; run against a real cluster to "
+    "deploy Flux"
+)
+
+
+@dataclass(frozen=True)
+class LayerStep:
+    layer: str
+    operation: Operation
+    skip_reason: Optional[str] = None  # decided now; reachability is probed by the runner
+    needs_kubernetes: bool = False
+
+
+@dataclass(frozen=True)
+class Steps:
+    command: str
+    environment: str
+    preflight: tuple[str, ...]
+    layers: tuple[LayerStep, ...]
+
+    @property
+    def layer_names(self) -> list[str]:
+        return [s.layer for s in self.layers]
+
+
+def _layer_step(name: str, operation: Operation, emulated: bool) -> LayerStep:
+    k8s = name in KUBERNETES_LAYERS
+    return LayerStep(name, operation, EMULATOR_HAS_NO_KUBERNETES if (k8s and emulated) else None, k8s)
+
+
+def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool) -> Steps:
+    # The lock lives in the state bucket, so the backend is ensured (idempotent, safe to race) before
+    # the lock is taken; the engine is checked inside the lock, right after, so a missing Pulumi CLI
+    # is reported cleanly once the parts that do not need it are done.
+    return Steps(
+        "up", spec.name, ("account", "backend", "lock", "engine"),
+        tuple(_layer_step(lay.name, "up", emulated) for lay in select(layers)),
+    )
+
+
+def build_destroy(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool,
+                  include_backend: bool, i_mean_production: bool) -> Steps:
+    check_destroy_allowed(spec.name, spec.production, i_mean_production=i_mean_production)
+    names = destroy_layers([lay.name for lay in select(layers)], include_backend=include_backend,
+                           explicit=bool(layers))
+    return Steps("destroy", spec.name, ("account", "state-bucket", "lock", "engine"),
+                 tuple(_layer_step(name, "destroy", emulated) for name in names))
+
+
+def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool,
+                  refresh: bool) -> Steps:
+    # A live plan on an emulator may create the backend there (nothing real is touched); against
+    # AWS a plan never creates anything, so the state bucket must already exist.
+    bucket_step = "backend" if emulated else "state-bucket"
+    operation: Operation = "drift" if refresh else "preview"
+    return Steps("drift" if refresh else "plan", spec.name, ("account", bucket_step, "engine"),
+                 tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
+
+
+def kubernetes_endpoint(cluster_outputs: dict) -> Optional[tuple[str, int]]:
+    """(host, port) of the cluster's API from its outputs, or None when it does not say."""
+    url = cluster_outputs.get("cluster_endpoint")
+    if not isinstance(url, str) or not url:
+        return None
+    parsed = urlparse(url if "://" in url else f"https://{url}")
+    if not parsed.hostname:
+        return None
+    return parsed.hostname, parsed.port or 443
+
+
+def all_layer_names() -> list[str]:
+    return [lay.name for lay in LAYERS]

@@ -1,0 +1,171 @@
+"""Moving bytes in and out of the state bucket. It never decides anything.
+
+Lineage, serials, locks and restores are decided above this module; it only reads, writes (with a
+condition when asked), lists versions and copies versions. Every idempotent call goes through the
+retry policy in `bootstrap.aws.clients`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterator, Optional
+
+import botocore.exceptions
+
+from bootstrap.aws.clients import error_code, retry_transient
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    body: bytes
+    version_id: Optional[str]
+    etag: str
+    last_modified: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    key: str
+    version_id: str
+    last_modified: datetime
+    size: int
+    etag: str
+    is_latest: bool
+    delete_marker: bool = False
+
+
+class ObjectStore:
+    """One bucket, addressed by key. `client` is a boto3 S3 client."""
+
+    def __init__(self, client, bucket: str):
+        self.client = client
+        self.bucket = bucket
+
+    def get(self, key: str, version_id: Optional[str] = None) -> Optional[StoredObject]:
+        """The object (or one version of it); None when absent or deleted."""
+        kwargs = {"Bucket": self.bucket, "Key": key}
+        if version_id:
+            kwargs["VersionId"] = version_id
+
+        def call():
+            try:
+                resp = self.client.get_object(**kwargs)
+            except botocore.exceptions.ClientError as exc:
+                if error_code(exc) in ("NoSuchKey", "404", "NoSuchVersion", "MethodNotAllowed"):
+                    return None
+                raise
+            return StoredObject(key, resp["Body"].read(), resp.get("VersionId"), resp.get("ETag", ""),
+                                resp.get("LastModified"))
+
+        return retry_transient(call, what=f"read s3://{self.bucket}/{key}")
+
+    def put(self, key: str, body: bytes, content_type: str = "application/json") -> str | None:
+        """Unconditional write (a new version in a versioned bucket); returns the version id."""
+        resp = retry_transient(
+            lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type),
+            what=f"write s3://{self.bucket}/{key}",
+        )
+        return resp.get("VersionId")
+
+    def put_if_absent(self, key: str, body: bytes) -> bool:
+        """Create `key` only if it does not exist (If-None-Match: *). True when this call created it."""
+        return self._conditional_put(key, body, f"create s3://{self.bucket}/{key}",
+                                     refused=("PreconditionFailed", "412"), IfNoneMatch="*")
+
+    def put_if_match(self, key: str, body: bytes, etag: str) -> bool:
+        """Replace `key` only if it still has `etag` (If-Match). True when this call replaced it."""
+        return self._conditional_put(key, body, f"update s3://{self.bucket}/{key}",
+                                     refused=("PreconditionFailed", "412", "NoSuchKey", "404"), IfMatch=etag)
+
+    def _conditional_put(self, key: str, body: bytes, what: str, *, refused: tuple[str, ...],
+                         **condition: str) -> bool:
+        """One conditional put, retried; True when this call's bytes are now the object.
+
+        A retried conditional put can be refused because the first attempt did land with its
+        response lost; so a refusal is checked by reading the object back: if it holds exactly our
+        bytes, the write was ours. ConditionalRequestConflict means a concurrent conditional write
+        is in flight; retrying settles who won.
+        """
+        def call():
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
+                                       ContentType="application/json", **condition)
+                return True
+            except botocore.exceptions.ClientError as exc:
+                if error_code(exc) in refused:
+                    return False
+                raise
+
+        if retry_transient(call, what=what, extra=lambda e: error_code(e) == "ConditionalRequestConflict"):
+            return True
+        existing = self.get(key)
+        return existing is not None and existing.body == body
+
+    def delete(self, key: str, version_id: Optional[str] = None) -> None:
+        """Delete the current object (in a versioned bucket: add a delete marker). Never a version
+        of state: callers pass `version_id` only for groundctl's own lock objects."""
+        kwargs = {"Bucket": self.bucket, "Key": key}
+        if version_id:
+            kwargs["VersionId"] = version_id
+        retry_transient(lambda: self.client.delete_object(**kwargs), what=f"delete s3://{self.bucket}/{key}")
+
+    def delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete `key` only while it still has `etag`. True when this call deleted it; False when
+        it is gone or no longer that object."""
+        def call():
+            try:
+                self.client.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
+                return True
+            except botocore.exceptions.ClientError as exc:
+                if error_code(exc) in ("PreconditionFailed", "412", "NoSuchKey", "404"):
+                    return False
+                raise
+        return retry_transient(call, what=f"delete s3://{self.bucket}/{key}")
+
+    def keys(self, prefix: str, page_size: int = 1000) -> Iterator[tuple[str, int, datetime]]:
+        """(key, size, last modified) of every current object under `prefix`, all pages."""
+        token = None
+        while True:
+            kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+            if token:
+                kwargs["ContinuationToken"] = token
+            resp = retry_transient(lambda: self.client.list_objects_v2(**kwargs), what=f"list s3://{self.bucket}/{prefix}")
+            for item in resp.get("Contents", []):
+                yield item["Key"], item["Size"], item["LastModified"]
+            if not resp.get("IsTruncated"):
+                return
+            token = resp["NextContinuationToken"]
+
+    def versions(self, prefix: str, page_size: int = 1000) -> Iterator[ObjectVersion]:
+        """Every version and delete marker of every key under `prefix`, all pages, newest first per key."""
+        key_marker = version_marker = None
+        while True:
+            kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+            if key_marker:
+                kwargs["KeyMarker"] = key_marker
+            if version_marker:
+                kwargs["VersionIdMarker"] = version_marker
+            resp = retry_transient(lambda: self.client.list_object_versions(**kwargs),
+                                   what=f"list versions under s3://{self.bucket}/{prefix}")
+            for v in resp.get("Versions", []):
+                yield ObjectVersion(v["Key"], v["VersionId"], v["LastModified"], v.get("Size", 0),
+                                    v.get("ETag", ""), v.get("IsLatest", False))
+            for m in resp.get("DeleteMarkers", []):
+                yield ObjectVersion(m["Key"], m["VersionId"], m["LastModified"], 0, "", m.get("IsLatest", False), True)
+            if not resp.get("IsTruncated"):
+                return
+            key_marker = resp.get("NextKeyMarker")
+            version_marker = resp.get("NextVersionIdMarker")
+
+    def copy_version(self, src_key: str, version_id: str, dst_key: str) -> Optional[str]:
+        """Server-side copy of one version to `dst_key` as its new current version; returns the new version id."""
+        resp = retry_transient(
+            lambda: self.client.copy_object(
+                Bucket=self.bucket, Key=dst_key,
+                CopySource={"Bucket": self.bucket, "Key": src_key, "VersionId": version_id},
+            ),
+            what=f"copy s3://{self.bucket}/{src_key}?versionId={version_id}",
+        )
+        return resp.get("VersionId")

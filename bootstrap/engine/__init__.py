@@ -1,0 +1,2 @@
+"""The engine boundary: the Engine protocol over the Pulumi Automation API, and the translation of its
+events, errors and stack configuration."""

@@ -1,0 +1,353 @@
+"""The engine boundary: the only place that knows about the Pulumi Automation API.
+
+Above this line everything works on `Plan`, `OperationResult` and plain dicts. An engine is bound to
+one environment; every method takes the layer it acts on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Protocol
+from urllib.parse import quote
+
+from bootstrap.engine.errors import UnexpectedChanges, Where, map_error, missing_cli_error
+from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
+from bootstrap.errors import BadInput, EngineError, GroundctlError
+from bootstrap.layers import STACKS_DIR, layer as layer_named
+from bootstrap.planning.plan import Plan
+
+ProgressFn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    values: dict
+    secret_keys: frozenset[str] = frozenset()
+
+    def public(self) -> dict:
+        """The outputs with secret values masked, safe to print or store."""
+        return {k: ("[secret]" if k in self.secret_keys else v) for k, v in self.values.items()}
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    layer: str
+    operation: str  # up | destroy | refresh | import
+    counts: dict[str, int] = field(default_factory=dict)
+    outputs: StackOutputs = field(default_factory=lambda: StackOutputs({}))
+
+
+class Engine(Protocol):
+    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
+                on_progress: Optional[ProgressFn] = None) -> Plan: ...
+
+    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+
+    def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+
+    def destroy(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+
+    def outputs(self, layer: str) -> StackOutputs: ...
+
+    def export_state(self, layer: str) -> dict:
+        """The stack's deployment. Holds plaintext secrets: never write it to disk unencrypted."""
+        ...
+
+    def import_state(self, layer: str, state: dict) -> None: ...
+
+    def import_resources(self, layer: str, import_plan: dict, *,
+                         on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        """Adopt existing resources; `import_plan` is the `pulumi import --file` document."""
+        ...
+
+    def cancel(self, layer: str) -> None: ...
+
+    def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None: ...
+
+
+# -- the product implementation over pulumi.automation --------------------------------------------
+
+PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
+EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def pulumi_available() -> bool:
+    """Whether a `pulumi` binary is on PATH (the SDK runs `pulumi` and never installs one here)."""
+    return shutil.which("pulumi") is not None
+
+
+def require_pulumi() -> None:
+    """Fail early, in one paragraph, when the CLI is missing."""
+    if not pulumi_available():
+        raise missing_cli_error()
+
+
+@dataclass(frozen=True, repr=False)
+class WorkspaceSettings:
+    """How every layer's workspace reaches its backend. `env` may hold the passphrase: never log it."""
+
+    backend_url: str
+    secrets_provider: str
+    env: dict
+    emulator_endpoint: str | None = None
+
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        return tuple(v for k, v in self.env.items() if k == PULUMI_PASSPHRASE_VAR and v)
+
+    def __repr__(self) -> str:
+        return f"WorkspaceSettings(backend_url={self.backend_url!r}, secrets_provider={self.secrets_provider!r})"
+
+
+def backend_url(bucket: str, region: str, endpoint_url: str | None = None) -> str:
+    """The DIY backend URL. gocloud's s3blob reads `endpoint` (a full URL, so http:// needs no
+    TLS flag) and `s3ForcePathStyle` (kept by its SDK-v2 opener for compatibility); the older
+    `disableSSL` is refused as unknown by the SDK-v2 opener, so it is not used."""
+    url = f"s3://{bucket}?region={region}"
+    if endpoint_url:
+        url += f"&endpoint={quote(endpoint_url.rstrip('/'), safe='')}&s3ForcePathStyle=true"
+    return url
+
+
+def workspace_settings(spec, *, endpoint_url: str | None = None,
+                       passphrase_env: str = PULUMI_PASSPHRASE_VAR,
+                       environ: Mapping[str, str] = os.environ,
+                       backend_override: str | None = None) -> WorkspaceSettings:
+    """Backend URL, secrets provider and environment variables for one environment. Pure."""
+    endpoint = endpoint_url or (spec.aws.endpoint_url if spec.aws.endpoint_url != "embedded" else None)
+    if spec.aws.endpoint_url == "embedded" and not endpoint:
+        raise BadInput(
+            f"Environment '{spec.name}' runs on the embedded AWS emulator, but no emulator endpoint was "
+            f"given. Run it through `groundctl up {spec.name}` (which starts the emulator), or start one "
+            f"with `groundctl emulator start` and set aws.endpoint_url to the endpoint it prints."
+        )
+    if endpoint and spec.production:
+        raise BadInput(
+            f"Environment '{spec.name}' is production and cannot be pointed at the emulator endpoint "
+            f"{endpoint}. Remove the endpoint and run the command again."
+        )
+    region = spec.aws.region
+    env = {
+        "PULUMI_BACKEND_URL": backend_override or backend_url(spec.backend.bucket, region, endpoint),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+    }
+    if endpoint:
+        # The emulator accepts any credentials; fixed ones keep real ones from being sent to it.
+        passphrase = environ.get(passphrase_env)
+        if not passphrase:
+            raise BadInput(
+                f"Environment '{spec.name}' keeps its Pulumi secrets with a passphrase, but the "
+                f"environment variable {passphrase_env} is not set. Set it (e.g. `export "
+                f"{passphrase_env}=...`; keep the same value for every later run) and run the command again."
+            )
+        env.update(EMULATOR_CREDENTIALS)
+        env[PULUMI_PASSPHRASE_VAR] = passphrase
+        provider = "passphrase"
+    else:
+        if spec.aws.profile:
+            env["AWS_PROFILE"] = spec.aws.profile
+            env["AWS_SDK_LOAD_CONFIG"] = "1"
+        provider = f"awskms://{spec.backend.kms_alias}?region={region}"
+    return WorkspaceSettings(env["PULUMI_BACKEND_URL"], provider, env, endpoint)
+
+
+def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutputs:
+    """Stack outputs, remembering which ones Pulumi holds as secrets."""
+    items = dict(output_map or {})
+    return StackOutputs({k: getattr(v, "value", v) for k, v in items.items()},
+                        frozenset(k for k, v in items.items() if getattr(v, "secret", False)))
+
+
+class PulumiEngine:
+    """The Engine over pulumi.automation: one LocalWorkspace per layer on stacks/<layer>, the
+    stack named after the environment, config set from the spec on first use in this run."""
+
+    def __init__(self, spec, *, endpoint_url: str | None = None,
+                 lineage_for: Callable[[str], str | None] | None = None,
+                 passphrase_env: str = PULUMI_PASSPHRASE_VAR,
+                 stacks_dir: Path | None = None, backend_override: str | None = None):
+        # stacks_dir/backend_override exist for the engine-tier tests (a tiny program, file://).
+        self.spec = spec
+        self.environment = spec.name
+        self.endpoint_url = endpoint_url
+        self.lineage_for = lineage_for
+        self.stacks_dir = Path(stacks_dir) if stacks_dir else STACKS_DIR
+        self.settings = workspace_settings(spec, endpoint_url=endpoint_url, passphrase_env=passphrase_env,
+                                           backend_override=backend_override)
+        self._secrets: set[str] = set(self.settings.secret_values)
+        self._stacks: dict[str, Any] = {}
+        require_pulumi()
+        self._command = self._pulumi_command()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _pulumi_command(self):
+        from pulumi.automation import PulumiCommand
+
+        try:
+            # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
+            return PulumiCommand()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
+            raise map_error(exc, Where(self.environment, "-", "version check"), self._secrets) from None
+
+    def _call(self, layer: str, operation: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except GroundctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine boundary translates everything
+            raise map_error(exc, Where(self.environment, layer, operation), self._secrets) from None
+
+    def _stack(self, layer: str):
+        if layer in self._stacks:
+            return self._stacks[layer]
+        from pulumi import automation as auto
+
+        layer_named(layer)  # unknown layer → BadInput
+        work_dir = self.stacks_dir / layer
+        if not (work_dir / "Pulumi.yaml").is_file():
+            raise BadInput(f"There is no Pulumi program for layer '{layer}' at {work_dir} (no Pulumi.yaml).")
+        opts = auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env), pulumi_command=self._command,
+                                          secrets_provider=self.settings.secrets_provider)
+        stack = self._call(layer, "stack selection", lambda: auto.create_or_select_stack(
+            self.environment, work_dir=str(work_dir), opts=opts))
+        config = self._layer_config(layer)
+        self._secrets.update(v.value for v in config.values() if v.secret and v.value)
+        self._call(layer, "config", lambda: stack.set_all_config(
+            {k: auto.ConfigValue(value=v.value, secret=v.secret) for k, v in config.items()}))
+        self._stacks[layer] = stack
+        return stack
+
+    def _layer_config(self, layer: str) -> dict:
+        try:
+            from bootstrap.engine.stack_config import layer_config
+        except ImportError as exc:
+            raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
+                              "Reinstall groundctl and run the command again.") from None
+        lineage = self.lineage_for(layer) if self.lineage_for else None
+        return layer_config(self.spec, layer, lineage=lineage,
+                            endpoint_url=self.settings.emulator_endpoint)
+
+    def _events(self, sink: list | None, on_progress: Optional[ProgressFn]):
+        def on_event(event) -> None:
+            if sink is not None:
+                sink.append(event)
+            if on_progress is not None:
+                message = progress_message(event)
+                if message:
+                    on_progress(message)
+        return on_event
+
+    def _result(self, layer: str, operation: str, summary, outputs: StackOutputs | None = None) -> OperationResult:
+        counts = counts_from_summary(getattr(summary, "resource_changes", None) if summary else None)
+        return OperationResult(layer, operation, counts, outputs if outputs is not None else self.outputs(layer))
+
+    # -- Engine protocol --------------------------------------------------------------------------
+
+    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
+                on_progress: Optional[ProgressFn] = None) -> Plan:
+        stack = self._stack(layer)
+        events: list = []
+        try:
+            stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
+                          expect_no_changes=expect_no_changes or None, color="never", diff=False)
+        except Exception as exc:  # noqa: BLE001
+            plan = plan_from_events(layer, self.environment, events)
+            if expect_no_changes and plan.has_changes:
+                raise UnexpectedChanges(plan) from None
+            raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
+        plan = plan_from_events(layer, self.environment, events)
+        if expect_no_changes and plan.has_changes:
+            raise UnexpectedChanges(plan)
+        return plan
+
+    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        stack = self._stack(layer)
+        res = self._call(layer, "up", lambda: stack.up(
+            on_event=self._events(None, on_progress), color="never", message="groundctl up",
+            suppress_outputs=True))
+        return self._result(layer, "up", res.summary, outputs_from_automation(res.outputs))
+
+    def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        stack = self._stack(layer)
+        res = self._call(layer, "refresh", lambda: stack.refresh(
+            on_event=self._events(None, on_progress), color="never", message="groundctl refresh",
+            suppress_outputs=True))
+        return self._result(layer, "refresh", res.summary)
+
+    def destroy(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        stack = self._stack(layer)
+        res = self._call(layer, "destroy", lambda: stack.destroy(
+            on_event=self._events(None, on_progress), color="never", message="groundctl destroy",
+            suppress_outputs=True))
+        return self._result(layer, "destroy", res.summary, StackOutputs({}))
+
+    def outputs(self, layer: str) -> StackOutputs:
+        stack = self._stack(layer)
+        return outputs_from_automation(self._call(layer, "outputs", stack.outputs))
+
+    def export_state(self, layer: str) -> dict:
+        stack = self._stack(layer)
+        dep = self._call(layer, "state export", stack.export_stack)
+        return {"version": dep.version, "deployment": dep.deployment}
+
+    def import_state(self, layer: str, state: dict) -> None:
+        # Not Workspace.import_stack: it leaves its plaintext temp file behind when the CLI fails.
+        stack = self._stack(layer)
+        doc = {"version": state.get("version", 3), "deployment": state["deployment"]}
+        self._with_private_file(layer, "state import", doc, lambda f: stack.workspace._run_pulumi_cmd_sync(
+            ["stack", "import", "--file", f, "--stack", stack.name]))
+
+    def import_resources(self, layer: str, import_plan: dict, *,
+                         on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        stack = self._stack(layer)
+        if hasattr(stack, "import_resources"):
+            # The SDK writes the file itself, in a TemporaryDirectory it removes.
+            res = self._call(layer, "import", lambda: stack.import_resources(
+                resources=import_plan.get("resources", []), name_table=import_plan.get("nameTable"),
+                protect=False, generate_code=False, message="groundctl import"))
+            summary = res.summary
+        else:
+            self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
+                ["import", "--file", f, "--yes", "--protect=false", "--generate-code=false"]))
+            summary = self._call(layer, "import", stack.info)
+        if on_progress:
+            on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
+        return self._result(layer, "import", summary)
+
+    def cancel(self, layer: str) -> None:
+        stack = self._stack(layer)
+        self._call(layer, "cancel", stack.cancel)
+
+    def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
+        from pulumi.automation import ConfigValue
+
+        if secret and value:
+            self._secrets.add(value)
+        stack = self._stack(layer)
+        self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value, secret=secret)))
+
+    def _with_private_file(self, layer: str, operation: str, doc: dict, run: Callable[[str], Any]) -> Any:
+        """Write `doc` to a file only this user can read, run, and remove it whatever happens."""
+        import json
+
+        tmp = tempfile.mkdtemp(prefix="groundctl-")  # mode 0700
+        path = os.path.join(tmp, "doc.json")
+
+        def write_and_run():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(doc, fh)
+            return run(path)
+
+        try:
+            # The write is inside _call too: a full disk becomes one scrubbed paragraph, not a traceback.
+            return self._call(layer, operation, write_and_run)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

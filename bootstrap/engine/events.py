@@ -1,0 +1,119 @@
+"""Translating Pulumi engine events and results into groundctl values.
+
+Pure functions over `pulumi.automation.events` objects (or their JSON form, as the engine writes
+them to an event log): no CLI, no I/O, so every rule here is tested without a `pulumi` binary.
+Only names, types, operations and property *keys* cross this line; input and output *values*
+never do, which is what keeps secrets out of plans.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from pulumi.automation import events as ev
+
+from bootstrap.planning.plan import Plan, ResourceChange
+
+# A replacement is announced as up to three steps on one URN; the plan shows it once, as Pulumi's
+# own display does.
+REPLACE_STEPS = frozenset({"replace", "create-replacement", "delete-replaced"})
+
+# When one URN has several steps (a refresh step then an update during `preview --refresh`, the
+# parts of a replacement), the most consequential one names the change.
+_PRECEDENCE = {
+    "replace": 90, "delete": 80, "discard": 75, "remove-pending-replace": 74, "update": 70,
+    "create": 60, "import": 55, "import-replacement": 55, "refresh": 40, "read": 20,
+    "read-replacement": 20, "same": 0,
+}
+
+DELETED_MARK = "<deleted>"
+
+
+def _op(value: Any) -> str:
+    return value.value if isinstance(value, ev.OpType) else str(value or "")
+
+
+def coerce_event(event: Any) -> ev.EngineEvent:
+    """An `EngineEvent`, from the object itself or from its JSON form."""
+    return ev.EngineEvent.from_json(event) if isinstance(event, dict) else event
+
+
+def _changed_output_keys(md: ev.StepEventMetadata) -> tuple[str, ...]:
+    """Keys whose outputs a refresh found different; compares values, returns only names."""
+    old = (md.old.outputs if md.old else None) or {}
+    new = (md.new.outputs if md.new else None) or {}
+    return tuple(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)))
+
+
+def change_from_step(md: ev.StepEventMetadata) -> ResourceChange:
+    """One engine step as a ResourceChange (before folding several steps on one URN)."""
+    op = _op(md.op)
+    keys = set(md.diffs or ()) | set(md.keys or ())
+    if not keys and md.detailed_diff:
+        keys = set(md.detailed_diff)
+    if op in REPLACE_STEPS:
+        op = "replace"
+    elif op == "refresh":
+        # A refresh step is only a change when it found drift.
+        if md.new is None and md.old is not None:
+            keys = {DELETED_MARK}
+        elif not keys:
+            keys = set(_changed_output_keys(md))
+        if not keys:
+            op = "same"
+    rtype = md.type or (md.new.type if md.new else "") or (md.old.type if md.old else "")
+    protected = bool((md.new and md.new.protect) or (md.old and md.old.protect))
+    return ResourceChange(md.urn, rtype, op, tuple(sorted(keys)), protected)
+
+
+def _fold(a: ResourceChange, b: ResourceChange) -> ResourceChange:
+    op = a.operation if _PRECEDENCE.get(a.operation, 50) >= _PRECEDENCE.get(b.operation, 50) else b.operation
+    keys = tuple(sorted(set(a.diff_keys) | set(b.diff_keys))) if op != "same" else ()
+    return ResourceChange(a.urn, a.type or b.type, op, keys, a.protected or b.protected)
+
+
+def changes_from_events(events: Iterable[Any]) -> tuple[ResourceChange, ...]:
+    """Every resource a preview touched, once per URN, in the order the engine first named it."""
+    by_urn: dict[str, ResourceChange] = {}
+    for raw in events:
+        event = coerce_event(raw)
+        pre = event.resource_pre_event
+        if pre is None or pre.metadata is None or not pre.metadata.urn:
+            continue
+        change = change_from_step(pre.metadata)
+        seen = by_urn.get(change.urn)
+        by_urn[change.urn] = change if seen is None else _fold(seen, change)
+    return tuple(by_urn.values())
+
+
+def plan_from_events(layer: str, environment: str, events: Iterable[Any]) -> Plan:
+    return Plan(layer, environment, changes_from_events(events))
+
+
+def counts_from_summary(resource_changes: Optional[Mapping[Any, int]]) -> dict[str, int]:
+    """Pulumi's per-operation counts (keys may be OpType or str) as a plain sorted dict."""
+    return dict(sorted((_op(k), int(v)) for k, v in (resource_changes or {}).items() if v))
+
+
+def progress_message(raw: Any) -> Optional[str]:
+    """A short line for the operator ("vpc: create", "vpc: create done"), or None to stay quiet.
+
+    Diagnostic events are never echoed: their text comes from providers and programs and may
+    carry values.
+    """
+    event = coerce_event(raw)
+    for attr, suffix in (("resource_pre_event", ""), ("res_outputs_event", " done"),
+                         ("res_op_failed_event", " failed")):
+        item = getattr(event, attr)
+        if item is None or item.metadata is None:
+            continue
+        md = item.metadata
+        op = _op(md.op)
+        if op == "same" or (op == "refresh" and suffix == ""):
+            return None
+        name = md.urn.rsplit("::", 1)[-1] if md.urn else "?"
+        return f"{name}: {op}{suffix}"
+    if event.summary_event is not None:
+        counts = counts_from_summary(event.summary_event.resource_changes)
+        return "done: " + (", ".join(f"{n} {op}" for op, n in counts.items()) or "no changes")
+    return None

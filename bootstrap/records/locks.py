@@ -1,0 +1,343 @@
+"""The environment lock: one run at a time per environment, held in the state bucket.
+
+`.groundctl/locks/<env>.json` is created with a conditional write (If-None-Match: *), refreshed by
+a heartbeat thread with If-Match on the ETag it last wrote, and deleted on release only if it is
+still ours. Whether a lock is stale is a pure decision (`staleness`) over the lock, the time, this
+host's name and a pid probe: stale only when the heartbeat is older than its TTL *and*, when the
+holder is on this host, its process is gone. Pulumi's own stack locks are listed beside it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from typing import Callable, Optional
+
+from bootstrap.records import layout
+from bootstrap.errors import GroundctlError, LockHeld, Refused
+from bootstrap.layers import LAYER_NAMES
+from bootstrap.aws.objectstore import ObjectStore
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    environment: str
+    owner: str
+    host: str
+    pid: int
+    run_id: str
+    started_at: str
+    heartbeat_at: str
+    ttl_seconds: int
+    etag: Optional[str] = None
+
+    @property
+    def holder(self) -> str:
+        return (f"{self.owner}@{self.host} (pid {self.pid}, run {self.run_id}, started {self.started_at}, "
+                f"last heartbeat {self.heartbeat_at})")
+
+    def body(self) -> bytes:
+        d = asdict(self)
+        d.pop("etag")
+        return json.dumps(d, sort_keys=True).encode()
+
+    @classmethod
+    def parse(cls, body: bytes, etag: Optional[str] = None) -> "LockInfo":
+        d = json.loads(body)
+        return cls(environment=str(d["environment"]), owner=str(d["owner"]), host=str(d["host"]),
+                   pid=int(d["pid"]), run_id=str(d["run_id"]), started_at=str(d["started_at"]),
+                   heartbeat_at=str(d["heartbeat_at"]), ttl_seconds=int(d["ttl_seconds"]), etag=etag)
+
+
+@dataclass(frozen=True)
+class PulumiLock:
+    """One of Pulumi's own stack locks (`.pulumi/locks/organization/<project>/<stack>/<uuid>.json`)."""
+    layer: str
+    key: str
+    pid: Optional[int]
+    username: Optional[str]
+    hostname: Optional[str]
+    timestamp: Optional[str]
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    environment: str
+    holder: Optional[LockInfo]
+    stale: bool
+    reason: str
+    heartbeat_age_seconds: Optional[float]
+    pulumi_locks: tuple[PulumiLock, ...] = ()
+    unreadable: Optional[str] = None  # the lock object exists but cannot be parsed
+
+    def to_dict(self) -> dict:
+        return {
+            "environment": self.environment,
+            "held": self.holder is not None or self.unreadable is not None,
+            "holder": asdict(self.holder) if self.holder else None,
+            "stale": self.stale,
+            "reason": self.reason,
+            "heartbeat_age_seconds": self.heartbeat_age_seconds,
+            "unreadable": self.unreadable,
+            "pulumi_locks": [asdict(p) for p in self.pulumi_locks],
+        }
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 probes without sending)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it is just not ours
+    return True
+
+
+def staleness(info: LockInfo, now: float, this_host: str,
+              alive: Callable[[int], bool]) -> tuple[bool, str, float]:
+    """(stale, reason, heartbeat age in seconds). Pure apart from the `alive` probe it is given."""
+    age = now - parse_iso(info.heartbeat_at)
+    if age <= info.ttl_seconds:
+        return False, (f"the heartbeat is {age:.0f}s old, within its TTL of {info.ttl_seconds}s: the holder "
+                       "is alive"), age
+    if info.host == this_host:
+        if alive(info.pid):
+            return False, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s), but the holder's pid "
+                           f"{info.pid} is still running on this host ({this_host})"), age
+        return True, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s) and the holder's pid "
+                      f"{info.pid} is gone from this host ({this_host})"), age
+    return True, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s); the holder ran on another "
+                  f"host ({info.host}), whose processes cannot be checked from here, so the expired "
+                  "heartbeat is the evidence"), age
+
+
+# -- I/O helpers -----------------------------------------------------------------------------------
+
+def _read_lock(store: ObjectStore, environment: str):
+    obj = store.get(layout.lock_key(environment))
+    if obj is None:
+        return None, None
+    try:
+        return obj, LockInfo.parse(obj.body, obj.etag)
+    except (ValueError, KeyError, TypeError):
+        return obj, None
+
+
+# -- the lock --------------------------------------------------------------------------------------
+
+class EnvironmentLock:
+    """Context manager: acquire on enter (LockHeld naming the holder), heartbeat, release in finally.
+
+    While held, `lost` is set if the lock was broken or taken by someone else; long steps should call
+    `check()` between phases so the run stops instead of writing state without the lock.
+    """
+
+    def __init__(self, store: ObjectStore, environment: str, run_id: str, *, ttl_seconds: int = 300,
+                 heartbeat_seconds: float = 30, clock: Callable[[], float] = time.time,
+                 owner: Optional[str] = None, host: Optional[str] = None, pid: Optional[int] = None,
+                 settle_seconds: float = 0.2):
+        if heartbeat_seconds >= ttl_seconds:
+            raise ValueError("heartbeat_seconds must be shorter than ttl_seconds")
+        self.store = store
+        self.environment = environment
+        self.run_id = run_id
+        self.ttl_seconds = ttl_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.clock = clock
+        self.owner = owner or current_user()
+        self.host = host or socket.gethostname()
+        self.pid = pid if pid is not None else os.getpid()
+        self.settle_seconds = settle_seconds
+        self.key = layout.lock_key(environment)
+        self.lost = threading.Event()
+        self.lost_reason: Optional[str] = None
+        self.heartbeat_errors = 0
+        self.info: Optional[LockInfo] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._mutex = threading.Lock()
+
+    def acquire(self) -> LockInfo:
+        now = iso(self.clock())
+        mine = LockInfo(self.environment, self.owner, self.host, self.pid, self.run_id, now, now, self.ttl_seconds)
+        body = mine.body()
+        for _ in range(3):
+            if self.store.put_if_absent(self.key, body):
+                # The emulator's If-None-Match check is not atomic under concurrency: two writers can
+                # both be told they created the object. Let any racing write land, then read back;
+                # the last write is what everyone sees, so exactly one writer finds its own bytes.
+                if self.settle_seconds:
+                    time.sleep(self.settle_seconds)
+                obj = self.store.get(self.key)
+                if obj is not None and obj.body == body:
+                    self.info = replace(mine, etag=obj.etag)
+                    return self.info
+            elif self.settle_seconds:
+                time.sleep(self.settle_seconds)  # so the holder we name is the one that stays
+            obj, info = _read_lock(self.store, self.environment)
+            if obj is None:
+                continue  # released between our attempt and the read; try again
+            raise LockHeld(self.environment, info.holder if info else
+                           f"an unreadable lock object at {self.key} (inspect it with `groundctl lock status`)")
+        raise LockHeld(self.environment, "another run that keeps taking and releasing it")
+
+    def _beat(self) -> None:
+        with self._mutex:
+            if self.info is None or self.lost.is_set():
+                return
+            nxt = replace(self.info, heartbeat_at=iso(self.clock()), etag=None)
+            try:
+                ok = self.store.put_if_match(self.key, nxt.body(), self.info.etag or "")
+                obj = self.store.get(self.key) if ok else None
+            except GroundctlError:
+                self.heartbeat_errors += 1  # throttled or unreachable: try again at the next beat
+                return
+            if obj is not None and obj.body == nxt.body():
+                self.info = replace(nxt, etag=obj.etag)
+                return
+            _, now_info = _read_lock(self.store, self.environment)
+            self.lost_reason = (f"the lock on '{self.environment}' was broken or taken over"
+                                + (f"; it is now held by {now_info.holder}" if now_info else ""))
+            self.lost.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.heartbeat_seconds):
+            try:
+                self._beat()
+            except Exception:  # noqa: BLE001 - a background thread must not die printing a traceback
+                self.heartbeat_errors += 1
+            if self.lost.is_set():
+                return
+
+    def check(self) -> None:
+        """Raise when the lock was lost; call between phases of a long run."""
+        if self.lost.is_set():
+            raise Refused(f"This run ({self.run_id}) no longer holds the environment lock: {self.lost_reason}. "
+                          f"It stopped before writing anything more. Check `groundctl lock status "
+                          f"{self.environment}` and re-run when the environment is free.")
+
+    def release(self) -> bool:
+        """Remove the lock if it is still ours. True when this call removed it."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(5.0, self.heartbeat_seconds))
+        with self._mutex:
+            if self.info is None or self.lost.is_set():
+                return False
+            obj = self.store.get(self.key)
+            if obj is None or obj.body != self.info.body():
+                return False
+            removed = self.store.delete_if_match(self.key, obj.etag)
+            if not removed:  # a retried delete whose first attempt landed is refused; look again
+                now_obj = self.store.get(self.key)
+                removed = now_obj is None or now_obj.body != self.info.body()
+            self.info = None
+            return removed
+
+    def __enter__(self) -> "EnvironmentLock":
+        self.acquire()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"lock-heartbeat-{self.environment}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (containers): the uid still identifies the owner
+        return f"uid-{os.getuid()}"
+
+
+# -- status and break ------------------------------------------------------------------------------
+
+def pulumi_locks(store: ObjectStore, environment: str) -> tuple[PulumiLock, ...]:
+    found = []
+    for layer_name in LAYER_NAMES:
+        for key, _size, _mod in store.keys(layout.pulumi_locks_prefix(layer_name, environment)):
+            obj = store.get(key)
+            try:
+                d = json.loads(obj.body) if obj else {}
+                d = d if isinstance(d, dict) else {}
+            except ValueError:
+                d = {}
+            pid = d.get("pid")
+            found.append(PulumiLock(layer_name, key, int(pid) if isinstance(pid, int) else None,
+                                    d.get("username"), d.get("hostname"), d.get("timestamp")))
+    return tuple(found)
+
+
+def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], float] = time.time,
+                this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive) -> LockStatus:
+    obj, info = _read_lock(store, environment)
+    plocks = pulumi_locks(store, environment)
+    if obj is None:
+        return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
+    if info is None:
+        return LockStatus(environment, None, False,
+                          "the lock object cannot be parsed; only `groundctl lock break --force` removes it",
+                          None, plocks, unreadable=layout.lock_key(environment))
+    stale, reason, age = staleness(info, clock(), this_host or socket.gethostname(), alive)
+    return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
+
+
+def broken_key(environment: str, stamp: str) -> str:
+    return f"{layout.GROUNDCTL}/locks/broken/{environment}/{stamp}.json"
+
+
+def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
+               clock: Callable[[], float] = time.time, this_host: Optional[str] = None,
+               alive: Callable[[int], bool] = pid_alive) -> LockInfo:
+    """Remove a stale lock (or any lock, with `force`), recording who did it first."""
+    obj, info = _read_lock(store, environment)
+    if obj is None:
+        raise Refused(f"Environment '{environment}' is not locked; there is nothing to break.")
+    now = clock()
+    if info is None:
+        if not force:
+            raise Refused(
+                f"The lock object for '{environment}' cannot be parsed, so whether its holder is alive is "
+                f"unknown. If you are sure no run is active, re-run with `groundctl lock break {environment} --force`."
+            )
+        stale, reason = False, "the lock object could not be parsed"
+        info = LockInfo(environment, "unknown", "unknown", -1, "unknown", "", "", 0, obj.etag)
+    else:
+        stale, reason, _age = staleness(info, now, this_host or socket.gethostname(), alive)
+    if not stale and not force:
+        raise Refused(
+            f"Refusing to break the lock on '{environment}' held by {info.holder}: {reason}. Wait for that "
+            f"run to finish; if you know it is dead, `groundctl lock break {environment} --force` overrides "
+            "this check and is recorded."
+        )
+    record = {"environment": environment, "broken_by": by, "at": iso(now), "forced": bool(force and not stale),
+              "stale": stale, "reason": reason, "lock": {k: v for k, v in asdict(info).items() if k != "etag"},
+              "lock_body": obj.body.decode("utf-8", "replace")}
+    store.put(broken_key(environment, iso(now).replace(":", "").replace("-", "")),
+              json.dumps(record, sort_keys=True, indent=2).encode())
+    if not store.delete_if_match(layout.lock_key(environment), obj.etag) and store.get(
+            layout.lock_key(environment)) is not None:
+        raise Refused(
+            f"The lock on '{environment}' changed while it was being broken (its holder heartbeat or a new run "
+            f"took it), so it was left alone. Run `groundctl lock status {environment}` again."
+        )
+    return info

@@ -1,0 +1,52 @@
+"""`groundctl emulator start [--port N]`: keep one AWS emulator running for several commands.
+
+It runs in the foreground until Ctrl-C (or SIGTERM). Its contents live in memory only: stopping it
+loses every bucket, key and state in it, which is what a throwaway local environment wants.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import typer
+
+from bootstrap import console
+from groundctl import app
+from groundctl.common import json_opt
+from bootstrap.target import ENDPOINT_ENV
+
+emulator_app = typer.Typer(help="The local AWS emulator (moto server) for the `local` environment.",
+                           no_args_is_help=True)
+app.add_typer(emulator_app, name="emulator")
+
+
+@emulator_app.command("start")
+def start(
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Loopback port; 0 picks a free one."),
+    json_out: bool = json_opt("the endpoint"),
+    verbose: bool = typer.Option(False, "--verbose", help="Log every request the emulator serves."),
+) -> None:
+    """Run the AWS emulator on loopback in the foreground and print the variable to export."""
+    from bootstrap.aws.emulator import Emulator
+
+    emulator = Emulator(port=port, verbose=verbose)
+    url = emulator.start()
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        if json_out:
+            console.emit_json({"endpoint_url": url, "env": {ENDPOINT_ENV: url}})
+        else:
+            console.data(f"export {ENDPOINT_ENV}={url}")
+            console.info(f"AWS emulator running at {url}. In another shell, run the line above, then e.g. "
+                         "`groundctl up local --yes`. Ctrl-C stops it; everything in it is lost then.")
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        emulator.stop()
+        console.info("AWS emulator stopped.")

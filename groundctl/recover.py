@@ -1,0 +1,89 @@
+"""`groundctl recover <env> <layer>`: the guided state recovery. Reads flags, runs the guide, reports.
+
+Exit codes: 0 complete (or a dry run, or nothing to do), 3 refused or declined (nothing restored), 1 not
+complete (a phase failed, or the verification plan shows changes), 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bootstrap import console
+from groundctl import app
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
+from bootstrap.errors import BadInput
+from bootstrap.layers import layer as layer_named
+
+_STATUS = {"achieved": "ok", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
+           "not-attempted": "not attempted"}
+
+
+def _show(cond) -> None:
+    console.step(f"{cond.phase}: {_STATUS.get(cond.status, cond.status)} ({cond.reason})")
+    console.info(f"  {cond.message}")
+    if cond.next_step and cond.status != "achieved":
+        console.info(f"  next: {cond.next_step}")
+
+
+def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path, Path]:
+    from recovery.report import render_markdown, transcript_json
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stem = out / f"recover-{transcript['environment']}-{transcript['layer']}-{transcript['run_id']}"
+        js, md = stem.with_suffix(".json"), stem.with_suffix(".md")
+        js.write_text(transcript_json(transcript, secrets))
+        md.write_text(render_markdown(transcript, secrets))
+    except OSError as exc:
+        raise BadInput(f"The report cannot be written to {out} ({exc.strerror}). Give a writable directory "
+                       "with --out, or leave it out.") from None
+    return js, md
+
+
+@app.command("recover")
+def recover(
+    environment: str = ENV_ARG,
+    layer: str = typer.Argument(..., help="Layer whose state to recover: backend, network, cluster or flux."),
+    yes: bool = typer.Option(False, "--yes", help="Unattended: do not ask before writing (refusals still refuse)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Assess, choose and plan the import; write nothing."),
+    json_out: bool = json_opt("the transcript"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for the JSON transcript and Markdown report."),
+    allow_rollback: bool = typer.Option(False, "--allow-rollback", help="Allow restoring a state older than the ledger head."),
+    allow_foreign_lineage: bool = typer.Option(False, "--allow-foreign-lineage", help="Allow restoring a state of another lineage."),
+    allow_damaged: bool = typer.Option(False, "--allow-damaged", help="Allow restoring a state that fails integrity checks."),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
+) -> None:
+    """Walk a stack back from a lost or damaged state: assess, choose, restore, import, verify."""
+    from bootstrap.records.locks import EnvironmentLock, lock_status
+    from bootstrap.target import open_target
+    from recovery.choose import Flags
+    from recovery.guide import GuideOptions, GuideServices, run_guide
+    from recovery.inventory import collect
+    from recovery.report import redact
+
+    lay = layer_named(layer)
+    writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome
+    flags = Flags(allow_rollback, allow_foreign_lineage, allow_damaged)
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        opts = GuideOptions(target.name, lay.name, yes=yes, dry_run=dry_run, flags=flags)
+        svc = GuideServices(
+            store=target.store, engine=lambda: target.engine,
+            inventory=lambda env, name: collect(target.clients, env, name),
+            lock_factory=lambda store, env, run_id: EnvironmentLock(store, env, run_id),
+            confirm=console.confirm, lock_status=lock_status)
+        console.info(f"Recovering {lay.name}/{target.name} (run {opts.run_id})"
+                     + (" — dry run, nothing will be written" if dry_run else ""))
+        transcript = run_guide(opts, svc, on_condition=_show)
+        secrets = target.secret_values()
+    data = transcript.to_dict()
+    if out is not None:
+        js, md = write_reports(out, data, secrets)
+        console.info(f"Transcript: {js}\nReport: {md}")
+    if json_out:
+        console.emit_json(redact(data, secrets))
+    else:
+        console.data(f"Recovery of {lay.name}/{target.name}: {transcript.outcome}")
+    raise typer.Exit(transcript.exit_code)

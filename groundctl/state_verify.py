@@ -1,0 +1,46 @@
+"""`groundctl state verify <env> <layer>`: is the current state integral, of the stack's lineage, and
+the head of an intact ledger? Exit 0 when all hold, 1 on any problem (each named with what to do)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from bootstrap import console
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
+from groundctl.state import printable, state_app
+from bootstrap.layers import layer as layer_named
+from recovery.verify import verify_report
+
+
+@state_app.command("verify")
+def verify(
+    environment: str = ENV_ARG,
+    layer: str = typer.Argument(..., help="Layer (Pulumi project): backend, network, cluster or flux."),
+    json_out: bool = json_opt("the verdict"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
+) -> None:
+    """Integrity, lineage and ledger chain of a stack's current state. Exit 1 on any problem."""
+    lay = layer_named(layer)
+    with state_reader(environment, endpoint_url) as target:
+        name, report = target.name, verify_report(target.store, lay.project, target.name)
+    if json_out:
+        console.emit_json(report)
+    else:
+        cur = report["current"] or {}
+        console.data(f"{lay.project}/{name}: current {printable(cur.get('key', '(none)'))} version "
+                     f"{printable(cur.get('version_id', '-'))}, serial {cur.get('serial', '-')}, ledger head "
+                     f"{report['ledger']['head_serial']}, lineage {printable(report['ledger']['lineage'] or '-')}")
+        if report["problems"]:
+            table = Table("problem", "what it means", title=f"{len(report['problems'])} problem(s)", title_justify="left")
+            for p in report["problems"]:
+                table.add_row(p["code"], printable(p["message"]))
+            console.data(table)
+        else:
+            console.data("OK: integral, of the ledger's lineage, and the head of an intact ledger.")
+        for w in report["warnings"]:
+            console.warn(w)
+    if not report["ok"]:
+        raise typer.Exit(1)

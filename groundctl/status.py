@@ -1,0 +1,113 @@
+"""`groundctl status <env>` (what the ledger and lock say) and `groundctl drift <env>` (refresh-previews)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.text import Text
+
+from bootstrap import console
+from groundctl import app
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
+from bootstrap.errors import BadInput
+from bootstrap.layers import select
+from bootstrap.apply.orchestrator import default_services, plan_summary, preview_all
+from bootstrap.planning.plan import Plan
+from bootstrap.apply.steps import build_preview
+from bootstrap.target import open_target
+
+
+def layer_status(store, layer: str, environment: str) -> dict:
+    """What the ledger's head says about one layer (store None: the bucket is absent, nothing applied)."""
+    from bootstrap.records.ledger import read_ledger
+
+    head = read_ledger(store, layer, environment).head if store is not None else None
+    if head is None:
+        return {"layer": layer, "deployed": False, "operation": None, "serial": None, "lineage": None,
+                "resources": None, "at": None, "run_id": None}
+    return {"layer": layer, "deployed": head.operation != "destroy", "operation": head.operation,
+            "serial": head.serial, "lineage": head.lineage, "resources": head.resources, "at": head.at,
+            "run_id": head.run_id}
+
+
+def holder_text(lock) -> str:
+    if lock is None:
+        return "not locked"
+    if lock.holder is None:
+        return lock.reason or "not locked"
+    return lock.holder.holder + (f" — stale: {lock.reason}" if lock.stale else "")
+
+
+@app.command("status")
+def status(
+    environment: str = ENV_ARG,
+    json_out: bool = json_opt("the status"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
+) -> None:
+    """Per layer: the last recorded operation, serial, lineage and resource count; and the lock holder."""
+    from bootstrap.records.locks import lock_status
+
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        try:
+            target.require_bucket()
+            store, note = target.store, ""
+        except BadInput:  # an absent bucket is an answer here: nothing is deployed
+            store, note = None, f"the state bucket {target.spec.backend.bucket} does not exist: nothing is deployed"
+        layers = [layer_status(store, lay.name, target.name) for lay in select(None)]
+        lock = lock_status(store, target.name) if store is not None else None
+    doc = {"environment": environment, "layers": layers, "lock": lock.to_dict() if lock else None,
+           "lock_holder": holder_text(lock), "note": note}
+    if json_out:
+        console.emit_json(doc)
+        return
+    rows = table(f"status of {environment}", "layer", "last operation", "serial", "lineage", "resources", "at")
+    for row in layers:
+        rows.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
+                                          _s(row["lineage"]), _s(row["resources"]), _s(row["at"]))))
+    console.data(rows)
+    console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
+
+
+def _s(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def drift_row(plan: Plan) -> dict:
+    if plan.skipped_reason:
+        state = "skipped"
+    elif not plan.has_changes:
+        state = "clean"
+    elif all(c.operation == "create" for c in plan.changes):
+        state = "not deployed"  # nothing of it exists: that differs from its declaration too
+    else:
+        state = "drift"
+    changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
+               for c in plan.changes if c.operation not in ("same", "read")]
+    return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
+            "skipped_reason": plan.skipped_reason, "changes": changed}
+
+
+@app.command("drift")
+def drift(
+    environment: str = ENV_ARG,
+    layers: Optional[list[str]] = typer.Option(None, "--layers", help="Only these layers."),
+    json_out: bool = json_opt("the drift report"),
+    endpoint_url: Optional[str] = ENDPOINT_OPT,
+) -> None:
+    """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
+    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+        steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
+        plans = preview_all(target, steps, default_services())
+    rows = [drift_row(p) for p in plans]
+    drifted = [r["layer"] for r in rows if r["state"] in ("drift", "not deployed")]
+    if json_out:
+        console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows})
+    else:
+        shown = table(f"drift of {environment}", "layer", "state", "detail")
+        for row in rows:
+            shown.add_row(Text(row["layer"]), Text(row["state"]), Text(row["summary"]))
+        console.data(shown)
+        console.info(f"drift found in {', '.join(drifted)}" if drifted else "no drift: every layer matches its state")
+    if drifted:
+        raise typer.Exit(1)

@@ -1,0 +1,2 @@
+"""The drills: rebuild-cluster and state-loss, their shared runner, phases, reports, timelines and the
+Flux readiness probe."""
