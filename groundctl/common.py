@@ -26,9 +26,18 @@ def json_opt(what: str) -> typer.models.OptionInfo:
 
 
 def split_layers(values: Optional[list[str]]) -> Optional[list[str]]:
-    """`--layers a,b --layers c` as one list; None when none was given (every layer)."""
-    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
-    return names or None
+    """`--layers a,b --layers c` as one list; None when the flag was not given (every layer).
+
+    A flag given with nothing in it (`--layers ''`, or an unset variable in a script) is refused:
+    reading it as "every layer" would turn a typo into applying the whole environment.
+    """
+    if values is None:
+        return None
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if not names:
+        raise BadInput("--layers was given but names no layer (an empty value, or only commas). Name the layers "
+                       "to act on, e.g. --layers network,cluster, or leave the flag out to act on every layer.")
+    return names
 
 
 def announce_emulator(url: str) -> None:

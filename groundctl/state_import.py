@@ -17,17 +17,18 @@ from bootstrap import console
 from groundctl.state import printable, state_app
 from bootstrap.errors import BadInput, StateUnusable
 from recovery.imports import ImportPlan, plan_from_state
-from recovery.state import decompress, load_json, read_state_file
+from recovery.state import decompress, load_json, parse_state, read_state_bytes
 
 
 def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """The file's resources as plain dicts (with inputs, which `StateDoc` does not keep), and its stack.
 
-    `read_state_file` is called first: it turns every unreadable or foreign file into a `BadInput`
+    The file is parsed first: it turns every unreadable or foreign file into a `BadInput`
     with a plain message, so the navigation below only ever sees a real checkpoint or export.
     """
-    doc = read_state_file(path)
-    data, _ = decompress(path.read_bytes(), str(path))
+    raw = read_state_bytes(path)
+    doc = parse_state(raw, str(path))
+    data, _ = decompress(raw, str(path))
     obj = load_json(data, str(path))
     if "deployment" in obj:
         deployment = obj["deployment"]

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import io
 import json
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -438,14 +439,37 @@ def parse_state(raw: bytes, source: str = "the state") -> StateDoc:
     )
 
 
-def read_state_file(path: str | Path) -> StateDoc:
+def read_state_bytes(path: str | Path, limit: int = MAX_STATE_BYTES) -> bytes:
+    """The bytes of a state file on disk, refused as bad input unless it is a regular file of bounded size.
+
+    A FIFO would block the read forever and a device such as /dev/zero never ends, so only regular
+    files are read, and never more than `limit` bytes of them.
+    """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        st = p.stat()
     except FileNotFoundError:
         raise BadInput(f"{p} does not exist. Give the path of a state file (a download, a backup or an export).") from None
-    except IsADirectoryError:
-        raise BadInput(f"{p} is a directory. Give the path of a state file, not of a folder.") from None
     except OSError as exc:
         raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
-    return parse_state(raw, str(p))
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{p} is a directory. Give the path of a state file, not of a folder.")
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"{p} is not a regular file (a pipe, socket or device), so it cannot be a state file. "
+                       "Save the state to a file first, then give that file's path.")
+    if st.st_size > limit:
+        raise BadInput(f"{p} is {st.st_size:,} bytes, over the {limit:,}-byte limit for a state file, so it is "
+                       "not a state groundctl can read. Check that this is the right file.")
+    try:
+        with p.open("rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
+    if len(raw) > limit:
+        raise BadInput(f"{p} grew past the {limit:,}-byte limit for a state file while it was read. "
+                       "Copy it somewhere stable first.")
+    return raw
+
+
+def read_state_file(path: str | Path) -> StateDoc:
+    return parse_state(read_state_bytes(path), str(Path(path)))

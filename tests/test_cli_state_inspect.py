@@ -20,10 +20,7 @@ CANARY = "canary-secret-7f3a9c1e"
 
 
 def groundctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    if (REPO / "bootstrap" / "cli" / "__main__.py").exists():
-        cmd = [sys.executable, "-m", "groundctl", *args]
-    else:
-        cmd = [sys.executable, "-c", "from groundctl import main; main()", *args]
+    cmd = [sys.executable, "-m", "groundctl", *args]
     full_env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
     full_env.update(env or {})
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60, env=full_env)
