@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bootstrap.errors import BadInput, SpecError
+from bootstrap.spec_file import bounded_quotes, check_name, read_spec_data
 from stacks.common.subnets import SubnetLayoutError, subnet_layout
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
@@ -416,7 +416,7 @@ def _problem(err: dict) -> tuple[str, str]:
     # Cross-field rules live on the root model; they name their field as "a.b: message".
     if not loc and re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg):
         where, msg = msg.split(": ", 1)
-    return where, f"{msg}{'; ' + fix if fix else ''}"
+    return where, bounded_quotes(f"{msg}{'; ' + fix if fix else ''}")
 
 
 def parse_spec(data: object, source: str) -> EnvironmentSpec:
@@ -443,6 +443,7 @@ def spec_path(name_or_path: str, base: Path) -> Path:
 
 
 def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec:
+    check_name(name_or_path)
     base = base or environments_dir()
     path = spec_path(name_or_path, base)
     if not path.is_file():
@@ -451,15 +452,7 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
             f"No environment spec at {path}. Give an environment name from {base} "
             f"({', '.join(known) or 'none found'}) or a path to a spec file."
         )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, OSError) as exc:
-        raise SpecError(str(path), [("(file)", f"the file cannot be read as UTF-8 text ({exc}); give the path of "
-                                    "an environment spec YAML file")]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-        raise SpecError(str(path), [(where, f"the file is not valid YAML ({getattr(exc, 'problem', exc)})")])
+    data = read_spec_data(path)
     spec = parse_spec(data, str(path))
     if path.suffix in (".yaml", ".yml") and path.parent == base and spec.name != path.stem:
         raise SpecError(

@@ -14,6 +14,7 @@ from rich.table import Table
 from bootstrap import console
 from bootstrap.errors import BadInput
 from bootstrap.spec import load_spec
+from bootstrap.spec_file import check_name
 from bootstrap.target import ENDPOINT_ENV, Target, open_target, resolve_endpoint
 
 ENV_ARG = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
@@ -65,6 +66,8 @@ def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Targ
 
 def writable_dir(out: Optional[Path], flag: str = "--out") -> None:
     """BadInput now, before any work, when `out` can never be a directory to write reports into."""
+    if out is not None:
+        check_name(str(out), flag)
     if out is not None and out.exists() and not out.is_dir():
         raise BadInput(f"{flag} {out} is a file, not a directory. Give a directory (it is created when missing).")
 

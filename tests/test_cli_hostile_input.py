@@ -54,3 +54,63 @@ def test_an_oversized_state_file_is_refused_by_its_size(monkeypatch, capsys, tmp
     monkeypatch.setattr(state_mod, "MAX_STATE_BYTES", 1024)
     monkeypatch.setattr(state_mod.read_state_bytes, "__defaults__", (1024,))
     assert_refused(groundctl(monkeypatch, capsys, "state", "inspect", str(big)), 2, "over the 1,024-byte limit")
+
+
+# -- hostile specs (issue 13 item 5) ------------------------------------------------------------------
+
+def _spec_with(tmp_path, text: str):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    return path
+
+
+def _local_text() -> str:
+    from tests.conftest import REPO
+    return (REPO / "environments" / "local.yaml").read_text()
+
+
+def test_an_environment_name_too_long_for_a_file_system(monkeypatch, capsys):
+    assert_refused(groundctl(monkeypatch, capsys, "spec", "check", "x" * 300), 2, "too long for a file system")
+
+
+def test_an_out_path_too_long_for_a_file_system(monkeypatch, capsys, tmp_path):
+    out = tmp_path / ("o" * 300)
+    result = groundctl(monkeypatch, capsys, "plan", "local", "--offline", "--out", str(out))
+    assert_refused(result, 2, "too long for a file system")
+    assert len(result[2]) < 2000
+
+
+def test_yaml_nested_thousands_of_levels(monkeypatch, capsys, tmp_path):
+    path = _spec_with(tmp_path, "name: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert_refused(groundctl(monkeypatch, capsys, "spec", "check", str(path)), 2, "nests more than")
+
+
+def test_an_integer_of_a_hundred_thousand_digits(monkeypatch, capsys, tmp_path):
+    path = _spec_with(tmp_path, _local_text().replace("az_count: 2", "az_count: " + "9" * 100_000))
+    result = groundctl(monkeypatch, capsys, "spec", "check", str(path))
+    assert_refused(result, 2, "an integer of 100,000 digits")
+    assert len(result[2]) < 2000
+
+
+def test_a_huge_string_is_never_echoed_whole(monkeypatch, capsys, tmp_path):
+    # Under the size limit, but far longer than any message should quote.
+    path = _spec_with(tmp_path, _local_text().replace("name: local", "name: " + "a" * 200_000))
+    result = groundctl(monkeypatch, capsys, "spec", "check", str(path))
+    assert_refused(result, 2)
+    assert len(result[2]) < 2000 and "200,000 characters" in result[2]
+
+
+def test_an_oversized_spec_is_refused_at_once_naming_the_limit(monkeypatch, capsys, tmp_path):
+    path = _spec_with(tmp_path, _local_text() + "#" * (50 * 1024 * 1024) + "\n")
+    result = groundctl(monkeypatch, capsys, "spec", "check", str(path))
+    assert_refused(result, 2, "-byte limit for a spec")
+    assert len(result[2]) < 2000
+
+
+def test_a_duplicate_key_names_the_key_and_both_lines(monkeypatch, capsys, tmp_path):
+    text = _local_text()
+    assert "production: false" in text
+    path = _spec_with(tmp_path, text.replace("production: false", "production: true\nproduction: false", 1))
+    first = text.splitlines().index("production: false") + 1
+    assert_refused(groundctl(monkeypatch, capsys, "spec", "check", str(path)), 2,
+                   "the key 'production' appears twice", f"lines {first} and {first + 1}")
