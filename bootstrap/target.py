@@ -22,6 +22,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.aws.clients import AwsClients
 from bootstrap.engine.automation import Engine
+from bootstrap.engine.scrubbing import ScrubbingEngine
 from bootstrap.errors import BadInput
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import EnvironmentSpec, load_spec
@@ -119,7 +120,7 @@ class Target:
     def engine(self) -> Engine:
         if self._engine is None:
             ctx = EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for)
-            self._engine = self.engine_factory(ctx)
+            self._engine = ScrubbingEngine(self.engine_factory(ctx), self.secret_values)
         return self._engine
 
     def lineage_for(self, layer: str) -> Optional[str]:
