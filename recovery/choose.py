@@ -26,6 +26,7 @@ Ident = tuple[str, Optional[str]]  # (key, version id)
 FLAG_ROLLBACK = "--allow-rollback"
 FLAG_FOREIGN = "--allow-foreign-lineage"
 FLAG_DAMAGED = "--allow-damaged"
+FLAG_TAMPERED = "--allow-tampered-ledger"
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,11 @@ class Evidence:
     forks: tuple[Fork, ...] = ()
     notes: tuple[str, ...] = ()
     head_resources: Optional[int] = None
+    tampered: tuple[str, ...] = ()     # S3's own history contradicts the ledger: each says how
 
     def to_dict(self) -> dict:
         return {"strength": self.strength, "lineage": self.lineage, "head_serial": self.head_serial,
+                "tampered": list(self.tampered),
                 "serials": len(self.serials), "forks": [f.__dict__ for f in self.forks], "notes": list(self.notes),
                 "head_resources": self.head_resources}
 
@@ -105,6 +108,7 @@ class Flags:
     allow_rollback: bool = False
     allow_foreign_lineage: bool = False
     allow_damaged: bool = False
+    allow_tampered_ledger: bool = False
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,15 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
     for f in evidence.forks:
         if f not in blocking_forks:
             notes.append(f"an older fork at serial {f.serial} is behind the chosen state: {f.message}")
+
+    if evidence.tampered:
+        tampered = Refusal("tampered-ledger", FLAG_TAMPERED,
+                           "The ledger was tampered with: " + " ".join(evidence.tampered) + " Its serials cannot "
+                           "be trusted to say which state is newest, so nothing is restored on its word.")
+        if flags.allow_tampered_ledger:
+            overridden.append(tampered)
+        else:
+            refusals.insert(0, tampered)
 
     newer: tuple[Option, ...] = ()
     lost: tuple[int, ...] = ()

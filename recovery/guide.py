@@ -15,6 +15,7 @@ the chosen state, so the import plan can be reviewed).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from bootstrap.errors import GroundctlError
 from recovery import choose as ch
 from bootstrap.records import ledger as led
 from recovery import placement
+from bootstrap.records import layout
 from recovery.restore import RestorePlan, restore
 from recovery.state import NotAState, decompress, load_json
+from recovery.tamper import tamper_findings
 from recovery.versions import CandidateEvaluator, list_candidates
 
 PHASES = ("assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "verify")
@@ -194,8 +197,15 @@ class _Run:
         o = self.o
         self.ledger = led.read_ledger(self.s.store, o.project, o.environment)
         chain = led.verify_chain(self.ledger.records)
-        self.evidence = ch.evidence_from(self.ledger.records, chain.findings, self.ledger.problems,
+        stack_versions = self.s.store.versions(layout.stack_key(o.project, o.environment, ""))
+        tampered = tamper_findings(self.ledger.records, stack_versions,
+                                   led.ledger_object_versions(self.s.store, o.project, o.environment))
+        # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
+        # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
+        self.evidence = ch.evidence_from(self.ledger.records, chain.findings, (*self.ledger.problems, *tampered),
                                          self.ledger.missing)
+        if tampered:
+            self.evidence = dataclasses.replace(self.evidence, tampered=tuple(f.sentence for f in tampered))
         ev = self.evidence
         details = ev.to_dict() | {"records": len(self.ledger.records),
                                   "findings": [f.sentence for f in (*self.ledger.problems, *chain.findings)]}
@@ -379,7 +389,7 @@ class _Run:
 
 def _reason(code: str) -> str:
     return {"rollback": "RollbackRefused", "foreign-lineage": "ForeignLineageRefused", "damaged": "DamagedRefused",
-            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate"}.get(code, "Refused")
+            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate", "tampered-ledger": "TamperedLedger"}.get(code, "Refused")
 
 
 def run_guide(opts: GuideOptions, svc: GuideServices,
@@ -422,5 +432,6 @@ def run_guide(opts: GuideOptions, svc: GuideServices,
     return Transcript(opts.environment, opts.layer, opts.run_id, started, _now(svc.clock),
                       {"yes": opts.yes, "dry_run": opts.dry_run, "allow_rollback": opts.flags.allow_rollback,
                        "allow_foreign_lineage": opts.flags.allow_foreign_lineage,
-                       "allow_damaged": opts.flags.allow_damaged},
+                       "allow_damaged": opts.flags.allow_damaged,
+                       "allow_tampered_ledger": opts.flags.allow_tampered_ledger},
                       tuple(conditions), outcome, run.evaluator.downloads)
