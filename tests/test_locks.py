@@ -104,7 +104,8 @@ def test_break_refused_while_heartbeat_fresh(store):
 def test_break_refused_when_stale_but_pid_alive_on_this_host(store):
     _old_lock(store, "alive", host="me", pid=4242, age=600)
     with pytest.raises(Refused) as err:
-        break_lock(store, "alive", force=False, by="bob", this_host="me", alive=lambda pid: True)
+        break_lock(store, "alive", force=False, by="bob", this_host="me", alive=lambda pid: True,
+                   age_of=lambda obj, info, now: 600)
     assert "4242" in str(err.value)
 
 
@@ -142,11 +143,44 @@ def test_status_lists_pulumi_stack_locks(store):
 
 def test_staleness_is_pure_and_says_why():
     info = LockInfo("e", "a", "h1", 9, "r", iso(0), iso(1000), 300)
-    assert staleness(info, 1100, "h1", lambda p: True)[0] is False
-    stale, why, age = staleness(info, 2000, "h2", lambda p: True)
+    assert staleness(info, 100, "h1", lambda p: True)[0] is False
+    stale, why, age = staleness(info, 1000, "h2", lambda p: True)
     assert stale and "another host" in why and age == pytest.approx(1000)
-    assert staleness(info, 2000, "h1", lambda p: False)[0] is True
-    assert staleness(info, 2000, "h1", lambda p: True)[0] is False
+    assert staleness(info, 1000, "h1", lambda p: False)[0] is True
+    assert staleness(info, 1000, "h1", lambda p: True)[0] is False
+    assert staleness(info, 100, "h2", lambda p: False)[0] is False  # another host's pids mean nothing here
+
+
+def test_a_same_host_holder_whose_pid_is_gone_is_dead_at_once(store):
+    # A Ctrl-C'd or killed run on this host must not block the next one for a whole TTL.
+    _old_lock(store, "ctrlc", host="me", pid=4242, age=0)
+    st = lock_status(store, "ctrlc", this_host="me", alive=lambda pid: False)
+    assert st.stale and "4242 is gone" in st.reason
+    info = break_lock(store, "ctrlc", force=False, by="bob", this_host="me", alive=lambda pid: False)
+    assert info.pid == 4242 and store.get(layout.lock_key("ctrlc")) is None
+
+
+def test_age_is_judged_by_the_bucket_clock_not_the_holders(store):
+    # A live holder on another host whose clock runs 400 s slow writes a heartbeat that looks 400 s old.
+    _old_lock(store, "skew", host="elsewhere", pid=1, age=400, ttl=300)
+    st = lock_status(store, "skew")
+    assert st.stale is False and st.heartbeat_age_seconds < 60, st.reason
+    with pytest.raises(Refused):
+        break_lock(store, "skew", force=False, by="bob")
+    assert store.get(layout.lock_key("skew")) is not None
+
+
+def test_heartbeat_age_uses_last_modified_against_the_response_date():
+    from datetime import datetime, timedelta, timezone
+
+    from bootstrap.aws.objectstore import StoredObject
+    from bootstrap.records.locks import heartbeat_age
+
+    info = LockInfo("e", "a", "h", 1, "r", iso(0), iso(0), 300)
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    obj = StoredObject("k", b"", None, "", t0, t0 + timedelta(seconds=42))
+    assert heartbeat_age(obj, info, local_now=10_000.0) == 42
+    assert heartbeat_age(StoredObject("k", b"", None, ""), info, local_now=500.0) == 500
 
 
 # -- the CLI ---------------------------------------------------------------------------------------

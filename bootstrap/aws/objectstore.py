@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Iterator, Optional
 
 import botocore.exceptions
@@ -23,6 +24,7 @@ class StoredObject:
     version_id: Optional[str]
     etag: str
     last_modified: Optional[datetime] = None
+    server_time: Optional[datetime] = None  # the Date of the response: the bucket's clock, not ours
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,14 @@ class ObjectVersion:
     etag: str
     is_latest: bool
     delete_marker: bool = False
+
+
+def _server_time(resp: dict) -> Optional[datetime]:
+    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return parsedate_to_datetime(date) if date else None
+    except (TypeError, ValueError):
+        return None
 
 
 class ObjectStore:
@@ -57,7 +67,7 @@ class ObjectStore:
                     return None
                 raise
             return StoredObject(key, resp["Body"].read(), resp.get("VersionId"), resp.get("ETag", ""),
-                                resp.get("LastModified"))
+                                resp.get("LastModified"), _server_time(resp))
 
         return retry_transient(call, what=f"read s3://{self.bucket}/{key}")
 

@@ -2,9 +2,10 @@
 
 `.groundctl/locks/<env>.json` is created with a conditional write (If-None-Match: *), refreshed by
 a heartbeat thread with If-Match on the ETag it last wrote, and deleted on release only if it is
-still ours. Whether a lock is stale is a pure decision (`staleness`) over the lock, the time, this
-host's name and a pid probe: stale only when the heartbeat is older than its TTL *and*, when the
-holder is on this host, its process is gone. Pulumi's own stack locks are listed beside it.
+still ours. Whether a lock is stale is a pure decision (`staleness`) over the lock, its age by the
+bucket's clock, this host's name and a pid probe: a holder on this host is dead as soon as its process
+is gone; a holder elsewhere only when its heartbeat is older than the TTL. Pulumi's own stack locks are
+listed beside it.
 """
 
 from __future__ import annotations
@@ -110,22 +111,38 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def staleness(info: LockInfo, now: float, this_host: str,
+def staleness(info: LockInfo, age: float, this_host: str,
               alive: Callable[[int], bool]) -> tuple[bool, str, float]:
-    """(stale, reason, heartbeat age in seconds). Pure apart from the `alive` probe it is given."""
-    age = now - parse_iso(info.heartbeat_at)
+    """(stale, reason, heartbeat age in seconds). Pure apart from the `alive` probe it is given.
+
+    `age` is measured by the bucket's clock (see `heartbeat_age`). A holder on this host whose pid is
+    gone is dead at once, whatever the age: a Ctrl-C'd or killed run must not block the next for a TTL.
+    """
+    if info.host == this_host and not alive(info.pid):
+        return True, (f"the holder's pid {info.pid} is gone from this host ({this_host}); its heartbeat is "
+                      f"{age:.0f}s old"), age
     if age <= info.ttl_seconds:
         return False, (f"the heartbeat is {age:.0f}s old, within its TTL of {info.ttl_seconds}s: the holder "
                        "is alive"), age
     if info.host == this_host:
-        if alive(info.pid):
-            return False, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s), but the holder's pid "
-                           f"{info.pid} is still running on this host ({this_host})"), age
-        return True, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s) and the holder's pid "
-                      f"{info.pid} is gone from this host ({this_host})"), age
+        return False, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s), but the holder's pid "
+                       f"{info.pid} is still running on this host ({this_host})"), age
     return True, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s); the holder ran on another "
                   f"host ({info.host}), whose processes cannot be checked from here, so the expired "
                   "heartbeat is the evidence"), age
+
+
+def heartbeat_age(obj, info: LockInfo, local_now: float) -> float:
+    """How long ago the holder last wrote the lock, by the bucket's clock.
+
+    Every heartbeat rewrites the object, so its LastModified against the response's Date header is the
+    age as S3 sees it. The holder's own `heartbeat_at` is used only when the store reports no times:
+    a holder whose clock runs slow would otherwise look dead while it is alive.
+    """
+    modified, server = getattr(obj, "last_modified", None), getattr(obj, "server_time", None)
+    if modified is not None and server is not None:
+        return max(0.0, (server - modified).total_seconds())
+    return local_now - parse_iso(info.heartbeat_at)
 
 
 # -- I/O helpers -----------------------------------------------------------------------------------
@@ -288,7 +305,8 @@ def pulumi_locks(store: ObjectStore, environment: str) -> tuple[PulumiLock, ...]
 
 
 def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], float] = time.time,
-                this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive) -> LockStatus:
+                this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive,
+                age_of: Callable[..., float] = heartbeat_age) -> LockStatus:
     obj, info = _read_lock(store, environment)
     plocks = pulumi_locks(store, environment)
     if obj is None:
@@ -297,7 +315,8 @@ def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], flo
         return LockStatus(environment, None, False,
                           "the lock object cannot be parsed; only `groundctl lock break --force` removes it",
                           None, plocks, unreadable=layout.lock_key(environment))
-    stale, reason, age = staleness(info, clock(), this_host or socket.gethostname(), alive)
+    age = age_of(obj, info, clock())
+    stale, reason, age = staleness(info, age, this_host or socket.gethostname(), alive)
     return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
 
 
@@ -307,7 +326,7 @@ def broken_key(environment: str, stamp: str) -> str:
 
 def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
                clock: Callable[[], float] = time.time, this_host: Optional[str] = None,
-               alive: Callable[[int], bool] = pid_alive) -> LockInfo:
+               alive: Callable[[int], bool] = pid_alive, age_of: Callable[..., float] = heartbeat_age) -> LockInfo:
     """Remove a stale lock (or any lock, with `force`), recording who did it first."""
     obj, info = _read_lock(store, environment)
     if obj is None:
@@ -322,7 +341,7 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
         stale, reason = False, "the lock object could not be parsed"
         info = LockInfo(environment, "unknown", "unknown", -1, "unknown", "", "", 0, obj.etag)
     else:
-        stale, reason, _age = staleness(info, now, this_host or socket.gethostname(), alive)
+        stale, reason, _age = staleness(info, age_of(obj, info, now), this_host or socket.gethostname(), alive)
     if not stale and not force:
         raise Refused(
             f"Refusing to break the lock on '{environment}' held by {info.holder}: {reason}. Wait for that "
