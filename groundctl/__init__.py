@@ -1,55 +1,90 @@
-"""The front door: builds the typer app, and is the only place that turns errors into exit codes.
+"""The front door: the only place that turns errors into exit codes.
 
-Each command group lives in its own module and only reads arguments, calls the domain and reports.
+This module stays tiny and imports nothing heavy, so that Ctrl-C (or SIGTERM) is handled from the
+first line groundctl runs: an interrupt before the command started changes nothing and says so; one
+during a command unwinds through every `finally` (the lock is released, the run record closed) and
+ends with one line and exit 130. The commands themselves live in `groundctl.cli`.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
-import typer
-
-from bootstrap import console
-from bootstrap.errors import GroundctlError
-
-app = typer.Typer(
-    name="groundctl",
-    help="Bootstrap, rebuild drills and state recovery for infrastructure GitOps on Pulumi.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
-
-def _register() -> None:
-    # Command modules register themselves on `app` when imported.
-    from groundctl import spec_cmd  # noqa: F401
-    from groundctl import lock  # noqa: F401
-    from groundctl import state  # noqa: F401
-    from groundctl import plan  # noqa: F401
-    from groundctl import state_import  # noqa: F401
-    from groundctl import recover, state_verify  # noqa: F401
-    from groundctl import drill  # noqa: F401
-    from groundctl import emulator_cmd, status, up  # noqa: F401
-
-
-_register()
-
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+_running = False
+
+
+def _early_signal(signum, frame) -> None:
+    if _running:
+        from bootstrap.interrupts import on_signal
+
+        on_signal(signum, frame)
+        return
+    sys.stderr.write("Interrupted before the command started; nothing was changed.\n")
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _is_program() -> bool:
+    # Run as `groundctl …` or `python -m groundctl …` (argv[0] is "-m" while runpy imports the package);
+    # a library or test importing groundctl keeps its own signal handling.
+    return bool(sys.argv) and (sys.argv[0] == "-m" or os.path.basename(sys.argv[0]) == "groundctl")
+
+
+_AS_PROGRAM = _is_program()
+if _AS_PROGRAM:
+    signal.signal(signal.SIGINT, _early_signal)
+    signal.signal(signal.SIGTERM, _early_signal)
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from groundctl import app`, without importing every command for `main`
+        from groundctl.cli import app
+
+        return app
+    raise AttributeError(name)
 
 
 def main() -> None:
+    global _running
+    from bootstrap import interrupts
+
+    interrupts.install()
+    _running = True
     # Standalone mode lets typer report usage errors itself (exit 2); everything else is ours.
     try:
-        app(prog_name="groundctl")
+        from bootstrap import console
+        from bootstrap.errors import GroundctlError
+    except KeyboardInterrupt:
+        _interrupted("before the command started; nothing was changed")
+    try:
+        from groundctl.cli import app
+
+        # Not standalone: click would turn Ctrl-C into a silent abort; usage errors are shown below.
+        code = app(prog_name="groundctl", standalone_mode=False)
+        if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into Exit(130)
+            raise KeyboardInterrupt
+        sys.exit(code if isinstance(code, int) else 0)
     except GroundctlError as exc:
         console.error(exc.message)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        console.error("Interrupted. Re-run the command to resume; every step is safe to repeat.")
-        sys.exit(130)
+        _interrupted("nothing was left half-done: any environment lock this run held was released and every "
+                     "step taken is safe to repeat. Re-run the command to carry on")
     except Exception as exc:
+        # click's exceptions (vendored by newer typer, plain click before): matched by shape, not class.
+        if type(exc).__name__ == "Abort":
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _interrupted("nothing was left half-done: any environment lock this run held was released and "
+                             "every step taken is safe to repeat. Re-run the command to carry on")
+            console.error("Aborted.")
+            sys.exit(1)
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # a usage error: the command line, not the environment, is wrong
+            sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
         console.error(
@@ -57,3 +92,18 @@ def main() -> None:
             "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them."
         )
         sys.exit(EXIT_INTERNAL)
+
+
+def _interrupted(what: str) -> None:
+    # Every `finally` has run by now (lock released, run record closed). The process ends here, not in
+    # interpreter shutdown, where a KeyboardInterrupt seen during an import can still turn exit 130
+    # into death by SIGINT, and a second Ctrl-C into a traceback.
+    sys.stderr.write(f"Interrupted; {what}.\n")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if _AS_PROGRAM:
+        os._exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)  # called in-process (tests): leave the caller's interpreter alive

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import (ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
                                  writable_dir)
 from bootstrap.target import open_target

@@ -1,18 +1,17 @@
 """`groundctl emulator start [--port N]`: keep one AWS emulator running for several commands.
 
-It runs in the foreground until Ctrl-C (or SIGTERM). Its contents live in memory only: stopping it
+It runs in the foreground until Ctrl-C (or SIGTERM), which ends it with exit 130. Its contents live in memory only: stopping it
 loses every bucket, key and state in it, which is what a throwaway local environment wants.
 """
 
 from __future__ import annotations
 
-import signal
 import threading
 
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import json_opt
 from bootstrap.target import ENDPOINT_ENV
 
@@ -31,22 +30,17 @@ def start(
     from bootstrap.aws.emulator import Emulator
 
     emulator = Emulator(port=port, verbose=verbose)
-    url = emulator.start()
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        url = emulator.start()
         if json_out:
             console.emit_json({"endpoint_url": url, "env": {ENDPOINT_ENV: url}})
         else:
             console.data(f"export {ENDPOINT_ENV}={url}")
             console.info(f"AWS emulator running at {url}. In another shell, run the line above, then e.g. "
                          "`groundctl up local --yes`. Ctrl-C stops it; everything in it is lost then.")
-        try:
-            while not stop.wait(0.5):
-                pass
-        except KeyboardInterrupt:
-            pass
+        # Ctrl-C and SIGTERM arrive here as KeyboardInterrupt (the front door's handler): the emulator
+        # stops below and the command ends as interrupted, exit 130.
+        threading.Event().wait()
     finally:
-        signal.signal(signal.SIGTERM, previous)
         emulator.stop()
         console.info("AWS emulator stopped.")

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from bootstrap.records.locks import break_lock, broken_key, current_user, lock_status
 

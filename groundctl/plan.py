@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENV_ARG, json_opt, split_layers, writable_dir
 from bootstrap.errors import BadInput
 from bootstrap.spec import load_spec

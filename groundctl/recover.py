@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
 from bootstrap.errors import BadInput
 from bootstrap.layers import layer as layer_named

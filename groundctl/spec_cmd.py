@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENV_ARG, json_opt
 from bootstrap.spec import load_spec
 

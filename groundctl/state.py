@@ -16,7 +16,7 @@ from rich.text import Text
 
 from bootstrap import console
 from bootstrap.aws.clients import error_code
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from bootstrap.errors import CloudError
 from bootstrap.layers import layer as layer_named

@@ -8,7 +8,7 @@ import typer
 from rich.text import Text
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.errors import BadInput
 from bootstrap.layers import select

@@ -9,7 +9,7 @@ import typer
 from rich.text import Text
 
 from bootstrap import console
-from groundctl import app
+from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.apply.orchestrator import RunOutcome, UpOptions, default_services, run
 from bootstrap.apply.steps import build_destroy, build_up

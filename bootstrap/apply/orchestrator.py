@@ -99,8 +99,9 @@ def _render(plan: Plan) -> None:
 
 
 def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
-               persist: bool = True) -> Optional[object]:
-    """Run one preflight phase; returns the lock context manager for "lock".
+               persist: bool = True, held: Optional[list] = None) -> Optional[object]:
+    """Run one preflight phase; returns the lock context manager for "lock", also put in `held`
+    before it is taken, so the caller's `finally` releases it even when an interrupt lands in between.
 
     Once the state bucket is known to exist the run record is attached to it (`persist`); previews
     (plan, drift) keep theirs in memory, as they change nothing worth an audit record.
@@ -123,6 +124,8 @@ def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
         elif name == "lock":
             console.step(f"Taking the environment lock on '{target.name}' (run {log.record.run_id})")
             lock = services.environment_lock(target.store, target.name, log.record.run_id)
+            if held is not None:
+                held.append(lock)
             lock.__enter__()
             note["detail"] = f"run {log.record.run_id}"
             return lock
@@ -159,12 +162,13 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
                     secret_values=target.secret_values)
     log.plan_layers(steps.layer_names, steps.command)
     lock = None
+    held: list = []
     plans: list[Plan] = []
     error: Optional[GroundctlError] = None
     try:
         approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
         for name in steps.preflight:
-            got = _preflight(name, target, services, log)
+            got = _preflight(name, target, services, log, held=held)
             lock = got or lock
         if steps.command == "destroy":
             _destroy_all(target, steps, services, log, lock, yes=options.yes)
@@ -175,16 +179,15 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
                 plans.append(plan)
     except GroundctlError as exc:
         error = exc
-    except BaseException as exc:  # a bug or Ctrl-C: the record still says where the run stopped
-        log.finish("failed", f"interrupted by {type(exc).__name__}")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: release below, and say where the run stopped
+        _release(held, log)
+        log.finish("interrupted", f"interrupted at {log.record.stopped_at or 'start-up'}; the lock was released")
+        raise
+    except BaseException as exc:  # a bug: the record still says where the run stopped
+        log.finish("failed", f"stopped by {type(exc).__name__}")
         raise
     finally:
-        if lock is not None:
-            try:
-                with log.phase("unlock"):
-                    lock.__exit__(None, None, None)
-            except GroundctlError as exc:  # the lock expires by its TTL; the run's outcome stands
-                console.warn(f"the environment lock was not released cleanly: {exc.message}")
+        _release(held, log)
     if error is not None:
         _scrub(error, target)
         stopped = log.record.stopped_at or ""
@@ -197,6 +200,16 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     if log.save_error:
         console.warn(f"the run record could not be stored: {log.save_error}")
     return RunOutcome(log.record, error, tuple(plans), log.stored)
+
+
+def _release(held: list, log: RunLog) -> None:
+    while held:
+        lock = held.pop()
+        try:
+            with log.phase("unlock"):
+                lock.__exit__(None, None, None)
+        except GroundctlError as exc:  # the lock expires by its TTL; the run's outcome stands
+            console.warn(f"the environment lock was not released cleanly: {exc.message}")
 
 
 def _still_locked(lock: object) -> None:

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from bootstrap.records import layout
+from bootstrap.interrupts import shielded
 from bootstrap.errors import GroundctlError, LockHeld, Refused
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.aws.objectstore import ObjectStore
@@ -192,6 +193,12 @@ class EnvironmentLock:
         self._mutex = threading.Lock()
 
     def acquire(self) -> LockInfo:
+        # An interrupt between the conditional write and the read-back would leave a lock nobody knows
+        # it holds; it is held until this returns, when the caller's `finally` can release the lock.
+        with shielded():
+            return self._acquire()
+
+    def _acquire(self) -> LockInfo:
         now = iso(self.clock())
         mine = LockInfo(self.environment, self.owner, self.host, self.pid, self.run_id, now, now, self.ttl_seconds)
         body = mine.body()
@@ -252,6 +259,10 @@ class EnvironmentLock:
 
     def release(self) -> bool:
         """Remove the lock if it is still ours. True when this call removed it."""
+        with shielded():
+            return self._release()
+
+    def _release(self) -> bool:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, self.heartbeat_seconds))
@@ -269,10 +280,17 @@ class EnvironmentLock:
             return removed
 
     def __enter__(self) -> "EnvironmentLock":
-        self.acquire()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"lock-heartbeat-{self.environment}", daemon=True)
-        self._thread.start()
+        try:
+            self.acquire()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name=f"lock-heartbeat-{self.environment}",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:
+            # `with` never calls __exit__ when __enter__ raises: an interrupt held until the lock was
+            # written must not strand it.
+            self.release()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

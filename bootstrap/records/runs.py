@@ -63,7 +63,7 @@ class Phase:
     name: str
     started_at: str
     ended_at: Optional[str] = None
-    outcome: str = "running"  # running | ok | failed | refused | skipped
+    outcome: str = "running"  # running | ok | failed | refused | skipped | interrupted
     detail: str = ""
     seconds: Optional[float] = None
 
@@ -88,7 +88,7 @@ class RunRecord:
     started_at: str
     options: dict = field(default_factory=dict)
     ended_at: Optional[str] = None
-    outcome: str = "running"  # running | succeeded | failed | refused
+    outcome: str = "running"  # running | succeeded | failed | refused | interrupted
     stopped_at: Optional[str] = None  # "<layer>/<phase>" or "<phase>" where a run stopped
     message: str = ""
     git_commit: Optional[str] = None
@@ -178,8 +178,11 @@ class RunLog:
         try:
             yield note
         except BaseException as exc:
-            message = self.clean(getattr(exc, "message", None) or type(exc).__name__)
-            outcome = error_outcome(exc) if isinstance(exc, Exception) else "failed"
+            if isinstance(exc, KeyboardInterrupt):
+                message, outcome = "interrupted (Ctrl-C or SIGTERM)", "interrupted"
+            else:
+                message = self.clean(getattr(exc, "message", None) or type(exc).__name__)
+                outcome = error_outcome(exc) if isinstance(exc, Exception) else "failed"
             self._end_phase(layer, name, start, outcome, message)
             where = f"{layer}/{name}" if layer else name
             self._update(stopped_at=where)
