@@ -18,14 +18,16 @@ import os
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from bootstrap.aws.clients import AwsClients
-from bootstrap.engine.automation import Engine
 from bootstrap.engine.scrubbing import ScrubbingEngine
 from bootstrap.errors import BadInput
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.spec import EnvironmentSpec, load_spec
+
+if TYPE_CHECKING:  # the engine pulls in pulumi and the spec pydantic: only commands that use them pay
+    from bootstrap.engine.automation import Engine
+    from bootstrap.spec import EnvironmentSpec
 
 ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
 # Environment variables whose values are secrets the engine may be handed; their values are redacted
@@ -73,7 +75,7 @@ class EngineContext:
     lineage_for: Callable[[str], Optional[str]]
 
 
-EngineFactory = Callable[[EngineContext], Engine]
+EngineFactory = Callable[[EngineContext], "Engine"]
 EngineCheck = Callable[[], None]
 
 
@@ -176,7 +178,10 @@ def open_target(environment: str, *, endpoint_url: Optional[str] = None,
                 on_emulator: Callable[[str], None] = lambda url: None) -> Iterator[Target]:
     """The environment, ready to use; an embedded emulator lives exactly as long as this block."""
     environ = os.environ if environ is None else environ
-    spec = spec or load_spec(environment)
+    if spec is None:
+        from bootstrap.spec import load_spec
+
+        spec = load_spec(environment)
     endpoint = resolve_endpoint(spec, endpoint_url, environ)
     with ExitStack() as stack:
         url = endpoint.url

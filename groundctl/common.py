@@ -13,7 +13,6 @@ from rich.table import Table
 
 from bootstrap import console
 from bootstrap.errors import BadInput
-from bootstrap.spec import load_spec
 from bootstrap.spec_file import check_name
 from bootstrap.target import ENDPOINT_ENV, Target, open_target, resolve_endpoint
 
@@ -53,6 +52,8 @@ def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Targ
     An `embedded` emulator is refused rather than started: a fresh one is empty, so reading it could
     only ever say that nothing exists.
     """
+    from bootstrap.spec import load_spec
+
     spec = load_spec(environment)
     if resolve_endpoint(spec, endpoint_url, os.environ).url == "embedded":
         raise BadInput(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -12,8 +12,9 @@ from bootstrap import console
 from groundctl.cli import app
 from groundctl.common import (ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
                                  writable_dir)
-from bootstrap.target import open_target
-from recovery.drills.report import DrillReport, load_history, summarize_history, what_to_look_at, write_report
+
+if TYPE_CHECKING:  # the drills' modules load only when a drill command runs
+    from recovery.drills.report import DrillReport
 
 drill_app = typer.Typer(help="Rehearse recoveries, time them against the RTO, and keep their reports.",
                         no_args_is_help=True)
@@ -26,6 +27,8 @@ _OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SV
 
 
 def _context(target, clock=time.time):
+    from recovery.drills.report import write_report
+
     import boto3
 
     from bootstrap.records.locks import EnvironmentLock, lock_status
@@ -47,7 +50,7 @@ def _context(target, clock=time.time):
         require_bucket=target.require_bucket, kube_for=kube_for, lock_status=lock_status, confirm=console.confirm,
         clock=clock, secrets=set(target.secret_values()), inventory=inventory)
 
-    def checkpoint(report: DrillReport) -> None:
+    def checkpoint(report: "DrillReport") -> None:
         # Progress after each phase, so a drill that dies part-way still says where it stopped; only
         # once the preflight passed (before that the bucket may not exist, and nothing was changed).
         pre = report.phase("preflight")
@@ -64,6 +67,8 @@ def _context(target, clock=time.time):
 def _drill(environment: str, endpoint_url: Optional[str], run, out: Optional[Path], json_out: bool,
            dry_run: bool) -> None:
     """Run one drill (`run(ctx) -> DrillReport`) against the environment, then report it."""
+    from bootstrap.target import open_target
+
     writable_dir(out)  # before the drill: finding out afterwards would lose its report files
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         ctx = _context(target)
@@ -71,6 +76,8 @@ def _drill(environment: str, endpoint_url: Optional[str], run, out: Optional[Pat
 
 
 def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool, dry_run: bool) -> None:
+    from recovery.drills.report import write_report
+
     out_dir = out if out is not None else (None if dry_run else Path("drill-reports") / report.environment)
     files, key, notes = (), None, []
     try:
@@ -103,6 +110,8 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
 
 
 def _render(report: DrillReport) -> None:
+    from recovery.drills.report import what_to_look_at
+
     v = report.verdict
     phases = table(f"drill {report.kind} {report.environment}" + (f" ({report.layer})" if report.layer else "")
                    + f" — {report.drill_id}", "phase", "status", "reason", "seconds", "message")
@@ -161,6 +170,8 @@ def history(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Past drills of an environment with their times and verdicts, and whether recovery gets faster."""
+    from recovery.drills.report import load_history, summarize_history
+
     with state_reader(environment, endpoint_url) as target:
         records, unreadable = load_history(target.store, target.name)
     summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable}

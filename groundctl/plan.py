@@ -16,7 +16,6 @@ from bootstrap import console
 from groundctl.cli import app
 from groundctl.common import ENV_ARG, json_opt, split_layers, writable_dir
 from bootstrap.errors import BadInput
-from bootstrap.spec import load_spec
 
 DEFAULT_OUT = Path(".groundctl/plans")
 
@@ -57,6 +56,8 @@ def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool,
 def plan_offline(environment: str, *, out: Path, json_out: bool) -> int:
     from bootstrap.planning import offline_render
     from bootstrap.planning.offline import run_offline
+
+    from bootstrap.spec import load_spec
 
     spec = load_spec(environment)
     with console.progress(f"{spec.name}: offline plan") as tick:

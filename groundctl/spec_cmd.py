@@ -7,7 +7,6 @@ import typer
 from bootstrap import console
 from groundctl.cli import app
 from groundctl.common import ENV_ARG, json_opt
-from bootstrap.spec import load_spec
 
 spec_app = typer.Typer(help="Validate and show environment specs.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
@@ -19,6 +18,8 @@ def check(
     json_out: bool = json_opt("the validated spec"),
 ) -> None:
     """Validate an environment spec; exit 2 with the field and the fix when it is wrong."""
+    from bootstrap.spec import load_spec
+
     spec = load_spec(environment)
     if json_out:
         console.emit_json(spec.model_dump(mode="json"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.text import Text
@@ -12,10 +12,9 @@ from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.errors import BadInput
 from bootstrap.layers import select
-from bootstrap.apply.orchestrator import default_services, plan_summary, preview_all
-from bootstrap.planning.plan import Plan
-from bootstrap.apply.steps import build_preview
-from bootstrap.target import open_target
+
+if TYPE_CHECKING:
+    from bootstrap.planning.plan import Plan
 
 
 def layer_status(store, layer: str, environment: str) -> dict:
@@ -46,6 +45,8 @@ def status(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Per layer: the last recorded operation, serial, lineage and resource count; and the lock holder."""
+    from bootstrap.target import open_target
+
     from bootstrap.records.locks import lock_status
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
@@ -73,7 +74,9 @@ def _s(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def drift_row(plan: Plan) -> dict:
+def drift_row(plan: "Plan") -> dict:
+    from bootstrap.apply.orchestrator import plan_summary
+
     if plan.skipped_reason:
         state = "skipped"
     elif not plan.has_changes:
@@ -96,6 +99,10 @@ def drift(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
+    from bootstrap.apply.orchestrator import default_services, preview_all
+    from bootstrap.apply.steps import build_preview
+    from bootstrap.target import open_target
+
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
         plans = preview_all(target, steps, default_services())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.text import Text
@@ -11,16 +11,16 @@ from rich.text import Text
 from bootstrap import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
-from bootstrap.apply.orchestrator import RunOutcome, UpOptions, default_services, run
-from bootstrap.apply.steps import build_destroy, build_up
-from bootstrap.target import open_target
 
 _LAYERS = typer.Option(None, "--layers",
                        help="Only these layers (repeat, or comma-separated); order is always the layer order.")
 _JSON = json_opt("the run record")
 
+if TYPE_CHECKING:
+    from bootstrap.apply.orchestrator import RunOutcome
 
-def report(outcome: RunOutcome, json_out: bool) -> None:
+
+def report(outcome: "RunOutcome", json_out: bool) -> None:
     record = outcome.record
     if json_out:
         console.emit_json(record.to_dict())
@@ -52,6 +52,10 @@ def up(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Create or update an environment, layer by layer: preview, gate, apply, check, record."""
+    from bootstrap.apply.orchestrator import UpOptions, default_services, run
+    from bootstrap.apply.steps import build_up
+    from bootstrap.target import open_target
+
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_up(target.spec, split_layers(layers), emulated=target.emulated)
         outcome = run(target, steps, default_services(),
@@ -71,6 +75,10 @@ def destroy(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Destroy an environment's layers in reverse order (never the backend unless --include-backend)."""
+    from bootstrap.apply.orchestrator import UpOptions, default_services, run
+    from bootstrap.apply.steps import build_destroy
+    from bootstrap.target import open_target
+
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_destroy(target.spec, split_layers(layers), emulated=target.emulated,
                               include_backend=include_backend, i_mean_production=i_mean_production)

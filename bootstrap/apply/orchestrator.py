@@ -19,6 +19,7 @@ from typing import Callable, Optional
 from bootstrap import console
 from bootstrap.apply import gate
 from bootstrap.planning import render as plan_render
+from bootstrap.interrupts import shielded
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.planning.plan import Plan
@@ -166,40 +167,53 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     plans: list[Plan] = []
     error: Optional[GroundctlError] = None
     try:
-        approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
-        for name in steps.preflight:
-            got = _preflight(name, target, services, log, held=held)
-            lock = got or lock
-        if steps.command == "destroy":
-            _destroy_all(target, steps, services, log, lock, yes=options.yes)
+        try:
+            approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
+            for name in steps.preflight:
+                got = _preflight(name, target, services, log, held=held)
+                lock = got or lock
+            if steps.command == "destroy":
+                _destroy_all(target, steps, services, log, lock, yes=options.yes)
+            else:
+                for step in steps.layers:
+                    _still_locked(lock)
+                    plan = _up_layer(target, step, services, log, options, approved)
+                    plans.append(plan)
+        except GroundctlError as exc:
+            error = exc
+        except BaseException as exc:
+            # Ctrl-C, SIGTERM or a bug: release, and say where the run stopped, before it goes on up.
+            _close(log, held, *_stopped_by(exc, log))
+            raise
+        if error is not None:
+            _scrub(error, target)
+            for lay in log.record.layers:
+                if lay.achieved == "pending":
+                    log.set_layer(lay.layer, achieved=error_outcome(error), message=error.message)
+            _close(log, held, error_outcome(error), f"stopped at {log.record.stopped_at or ''}: {error.message}")
         else:
-            for step in steps.layers:
-                _still_locked(lock)
-                plan = _up_layer(target, step, services, log, options, approved)
-                plans.append(plan)
-    except GroundctlError as exc:
-        error = exc
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: release below, and say where the run stopped
-        _release(held, log)
-        log.finish("interrupted", f"interrupted at {log.record.stopped_at or 'start-up'}; the lock was released")
+            _close(log, held, "succeeded", _closing_message(log.record))
+    except KeyboardInterrupt:
+        # A signal that landed between two steps of the ending: the record still gets its outcome.
+        if log.record.outcome == "running":
+            _close(log, held, *_stopped_by(KeyboardInterrupt(), log))
         raise
-    except BaseException as exc:  # a bug: the record still says where the run stopped
-        log.finish("failed", f"stopped by {type(exc).__name__}")
-        raise
-    finally:
-        _release(held, log)
-    if error is not None:
-        _scrub(error, target)
-        stopped = log.record.stopped_at or ""
-        for lay in log.record.layers:
-            if lay.achieved == "pending":
-                log.set_layer(lay.layer, achieved=error_outcome(error), message=error.message)
-        log.finish(error_outcome(error), f"stopped at {stopped}: {error.message}")
-    else:
-        log.finish("succeeded", _closing_message(log.record))
     if log.save_error:
         console.warn(f"the run record could not be stored: {log.save_error}")
     return RunOutcome(log.record, error, tuple(plans), log.stored)
+
+
+def _stopped_by(exc: BaseException, log: RunLog) -> tuple[str, str]:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", f"interrupted at {log.record.stopped_at or 'start-up'}; the lock was released"
+    return "failed", f"stopped by {type(exc).__name__}"
+
+
+def _close(log: RunLog, held: list, outcome: str, message: str) -> None:
+    # Shielded: a Ctrl-C here waits until the lock is released and the record says how the run ended.
+    with shielded():
+        _release(held, log)
+        log.finish(outcome, message)
 
 
 def _release(held: list, log: RunLog) -> None:

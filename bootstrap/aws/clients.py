@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-import boto3
-import botocore.config
 import botocore.exceptions
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -73,12 +71,15 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
     raise AssertionError("unreachable")
 
 
-_CLIENT_CONFIG = botocore.config.Config(
-    retries={"total_max_attempts": 1, "mode": "standard"},
-    connect_timeout=5,
-    read_timeout=60,
-    s3={"addressing_style": "path"},
-)
+def _client_config():
+    import botocore.config  # ~0.1 s: paid by commands that talk to AWS, not by `--help`
+
+    return botocore.config.Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=60,
+        s3={"addressing_style": "path"},
+    )
 
 
 class AwsClients:
@@ -88,6 +89,8 @@ class AwsClients:
                  credentials: dict | None = None):
         self.region = region
         self.endpoint_url = endpoint_url
+        import boto3  # here, not at import: `groundctl --help` must not pay for it
+
         self._session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
         self._cache: dict[tuple[str, str], object] = {}
 
@@ -104,6 +107,6 @@ class AwsClients:
         key = (service, region or self.region)
         if key not in self._cache:
             self._cache[key] = self._session.client(
-                service, region_name=key[1], endpoint_url=self.endpoint_url, config=_CLIENT_CONFIG
+                service, region_name=key[1], endpoint_url=self.endpoint_url, config=_client_config()
             )
         return self._cache[key]
