@@ -116,6 +116,24 @@ def test_versions_lists_candidates_with_verdicts(aws, bucket, spec_file, emulato
     assert r.returncode == 0 and "unreadable" in r.stdout and "integral" in r.stdout
 
 
+def test_versions_puts_each_candidate_on_the_ledger(aws, bucket, spec_file, emulator_endpoint):
+    from bootstrap.records.ledger import append_record
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    key = layout.stack_key("network", "local")
+    first = build_state(base_resources("lin-9"), stack="organization/network/local")
+    store.put(key, first)
+    append_record(store, "network", "local", operation="up", run_id="r1", lineage="lin-9", settle_seconds=0)
+    mid = build_state(base_resources("lin-9")[:1], stack="organization/network/local")
+    store.put(key, mid)  # written mid-update, never recorded
+    r = groundctl("state", "versions", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["candidates"]
+    assert [(c["source"], c["serial"]) for c in rows] == [("current", "-"), ("version", 1)]
+    assert rows[0]["placement"]["status"] == "after-head" and rows[0]["placement"]["after_serial"] == 1
+    assert rows[1]["placement"]["status"] == "ledgered"
+
+
 def test_versions_of_an_embedded_environment_needs_a_running_emulator(spec_file):
     r = groundctl("state", "versions", str(spec_file), "network")
     assert r.returncode == 2 and "groundctl emulator start" in r.stderr
