@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -125,7 +126,8 @@ def test_versions_puts_each_candidate_on_the_ledger(aws, bucket, spec_file, emul
     store.put(key, first)
     append_record(store, "network", "local", operation="up", run_id="r1", lineage="lin-9", settle_seconds=0)
     mid = build_state(base_resources("lin-9")[:1], stack="organization/network/local")
-    store.put(key, mid)  # written mid-update, never recorded
+    time.sleep(1.1)  # S3 times have one-second resolution; a copy from the record's second is put before it
+    store.put(key, mid)  # written by a later, interrupted update, never recorded
     r = groundctl("state", "versions", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["candidates"]
