@@ -1,0 +1,156 @@
+"""Engine tier: Pulumi's real objects in the state bucket, read, placed and restored by groundctl.
+
+Two applies of the stand-in layers give every kind of copy Pulumi's DIY backend writes (S3 versions
+of the checkpoint, `.bak`, history checkpoints, backups); the tests then damage the current
+checkpoint in the ways the recovery is designed for, and after every restore the real engine must
+load the stack (Pulumi's own integrity check) and preview no changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+
+import pytest
+
+from bootstrap.engine.automation import backend_url
+from tests.conftest import requires_pulumi
+from tests.engine_programs.tier import LAYERS, tier  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.engine, requires_pulumi]
+
+
+def _sha(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def _pulumi(tier, layer: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
+    return subprocess.run(["pulumi", *args, "--stack", tier.env_name], cwd=tier.stacks / layer, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def _phases(transcript: dict) -> dict:
+    return {p["phase"]: p for p in transcript["phases"]}
+
+
+def _recover(tier, tmp_path, *flags: str) -> tuple[int, dict]:
+    code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json", "--out", str(tmp_path), *flags)
+    assert code != 70 and out, err
+    return code, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def history(tier):
+    """Two recorded applies of network (and one of cluster): serials 1 and 2."""
+    assert tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")["outcome"] == "succeeded"
+    tier.spec_path.write_text(tier.spec_path.read_text().replace("az_count: 2", "az_count: 3"))
+    assert tier.cli_json("up", "SPEC", "--layers", "network", "--yes")["outcome"] == "succeeded"
+    return tier
+
+
+def test_pulumi_objects_are_candidates_with_lineage_and_serial_and_the_ledger_matches_them(history, tmp_path):
+    tier = history
+    keys = tier.keys(".pulumi/")
+    assert tier.stack_key("network") + ".bak" in keys
+    assert sum(k.startswith(".pulumi/history/network/local/") and k.endswith(".checkpoint.json") for k in keys) == 2
+    assert sum(k.startswith(".pulumi/backups/network/local/") for k in keys) == 2
+    report = tier.cli_json("state", "versions", "SPEC", "network")
+    rows = report["candidates"]
+    assert {r["source"] for r in rows} == {"current", "version", "bak", "history", "backup"}
+    ledger = {r.serial: r for r in __import__("bootstrap.records.ledger", fromlist=["read_ledger"]).read_ledger(
+        tier.store, "network", "local").records}
+    assert sorted(ledger) == [1, 2] and len({r.lineage for r in ledger.values()}) == 1
+    lineage = ledger[1].lineage
+    # Every copy Pulumi wrote names the stack's lineage (the program exports it) once groundctl set it.
+    assert all(r["lineage"] == lineage for r in rows if r["verdict"] == "integral" and r["lineage"])
+    current = next(r for r in rows if r["source"] == "current")
+    assert current["serial"] == 2 and current["sha256"] == ledger[2].sha256
+    # The ledger holds exactly the bytes and the S3 version Pulumi wrote at the end of each apply.
+    for serial, rec in ledger.items():
+        body = tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"),
+                                  VersionId=rec.version_id)["Body"].read()
+        assert _sha(body) == rec.sha256
+        copies = {r["source"] for r in rows if r["sha256"] == rec.sha256}
+        assert {"version", "history", "backup"} <= copies | {"version"} and "history" in copies, (serial, copies)
+        assert all(r["serial"] == serial for r in rows if r["sha256"] == rec.sha256)
+    mid = [r for r in rows if r["serial"] == "-" and r["verdict"] == "integral" and r["source"] == "version"]
+    assert mid and all(r["placement"]["status"] in ("between", "after-head", "before-first") for r in mid)
+
+
+def test_the_state_loss_drill_passes_for_real(history, tmp_path):
+    tier = history
+    code, out, err = tier.cli("drill", "state-loss", "SPEC", "--layer", "network", "--yes", "--json",
+                              "--out", str(tmp_path))
+    assert code == 0, err + out
+    report = json.loads(out)
+    assert report["verdict"]["passed"] is True and report["verdict"]["within_rto"] is True
+    phases = {p["name"]: p for p in report["phases"]}
+    assert list(phases) == ["preflight", "baseline", "delete-state", "recover", "verify"]
+    assert all(p["status"] == "achieved" and p["seconds"] >= 0 for p in phases.values())
+    guide = {p["phase"]: p["reason"] for p in phases["recover"]["details"]["guide_phases"]}
+    assert guide["assess"] == "StateDeleted" and guide["verify"] == "NoChanges"  # the real engine's refresh preview
+    assert report["recovery_point"]["loses_nothing"] is True
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".md", ".json", ".svg")) and any(
+        p.suffix == ".md" for p in tmp_path.iterdir())
+    # Pulumi itself reads the restored stack and finds nothing to do.
+    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
+
+
+def _assert_pulumi_loads_it_and_sees_no_changes(tier):
+    """Pulumi's own reading of the restored checkpoint: export (its integrity check) and a refresh preview."""
+    exported = _pulumi(tier, "network", "stack", "export")
+    assert exported.returncode == 0, exported.stderr
+    assert len(json.loads(exported.stdout)["deployment"]["resources"]) == 9
+    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
+
+
+def test_a_truncated_current_checkpoint_is_replaced_by_the_ledger_head(history, tmp_path):
+    tier = history
+    good = tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["Body"].read()
+    tier.put_state("network", good[: len(good) // 2])
+    assert _pulumi(tier, "network", "stack", "export").returncode != 0  # Pulumi cannot load it either
+    code, t = _recover(tier, tmp_path)
+    phases = _phases(t)
+    assert code == 0 and t["outcome"] == "complete", phases
+    assert phases["assess"]["reason"] == "StateUnreadable"
+    chosen = phases["choose"]["details"]["chosen"]
+    head = tier.ledger_serials("network")[-1] - 1  # the restore itself is the newest record now
+    assert chosen["serial"] == head and phases["verify"]["reason"] == "NoChanges"
+    assert _sha(tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["Body"].read()) == _sha(good)
+    _assert_pulumi_loads_it_and_sees_no_changes(tier)
+
+
+def test_an_older_state_written_over_the_head_is_rolled_forward_to_the_head(history, tmp_path):
+    """A forged serial: the current checkpoint holds serial 1's state, written after serial N was recorded."""
+    tier = history
+    from bootstrap.records.ledger import read_ledger
+
+    records = read_ledger(tier.store, "network", "local").records
+    first = records[0]
+    old = tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"),
+                             VersionId=first.version_id)["Body"].read()
+    tier.put_state("network", old)
+    code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
+    assert code == 1 and "rollback" in [p["code"] for p in json.loads(out)["problems"]]
+    code, t = _recover(tier, tmp_path)
+    phases = _phases(t)
+    assert t["outcome"] == "complete", phases
+    assert phases["choose"]["details"]["chosen"]["serial"] == records[-1].serial
+    _assert_pulumi_loads_it_and_sees_no_changes(tier)
+
+
+def test_a_checkpoint_of_a_foreign_lineage_is_passed_over_or_refused(history, tmp_path):
+    tier = history
+    body = json.loads(tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["Body"].read())
+    stack_res = next(r for r in body["checkpoint"]["latest"]["resources"] if r["type"] == "pulumi:pulumi:Stack")
+    lineage = stack_res["outputs"]["groundctl_lineage"]
+    stack_res["outputs"]["groundctl_lineage"] = "99999999-9999-4999-8999-999999999999"
+    tier.put_state("network", json.dumps(body).encode())
+    code, t = _recover(tier, tmp_path)
+    phases = _phases(t)
+    assert t["outcome"] == "complete", phases
+    assert phases["choose"]["details"]["chosen"]["lineage"] == lineage
+    _assert_pulumi_loads_it_and_sees_no_changes(tier)
