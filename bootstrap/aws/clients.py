@@ -102,6 +102,40 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+# Errors whose cause is the caller's credentials, not the network: each gets its own cause and fix.
+CREDENTIAL_FAILURES = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.ProfileNotFound, botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError,
+    botocore.exceptions.CredentialRetrievalError,
+)
+CREDENTIAL_CODES = frozenset({
+    "ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired", "InvalidClientTokenId",
+    "UnrecognizedClientException", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+})
+_LOGIN = ("Log in again (`aws sso login --profile <name>`), or export fresh AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY "
+          "and AWS_SESSION_TOKEN, then re-run.")
+
+
+def credentials_error(what: str, exc: BaseException) -> CloudError:
+    """What is wrong with the credentials, named, and how to fix it; never the credentials themselves."""
+    if isinstance(exc, botocore.exceptions.ProfileNotFound):
+        profile = str(getattr(exc, "kwargs", {}).get("profile", ""))[:64]
+        why = (f"the AWS profile '{profile}' is not in your AWS config. Check AWS_PROFILE or the spec's aws.profile "
+               "against `aws configure list-profiles`, or unset AWS_PROFILE to use the default credentials; then re-run.")
+    elif isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
+        why = ("no AWS credentials were found. Set AWS_PROFILE (or the spec's aws.profile) to a profile you are logged "
+               "in to, or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then re-run.")
+    elif error_code(exc) in ("ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired") \
+            or isinstance(exc, (botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError)):
+        why = "your AWS session has expired. " + _LOGIN
+    elif isinstance(exc, botocore.exceptions.CredentialRetrievalError):
+        why = "the credential process or role in your AWS profile did not return credentials. " + _LOGIN
+    else:
+        why = (f"AWS did not accept the credentials ({error_code(exc)}): they are wrong, revoked or for another "
+               "partition. " + _LOGIN)
+    return CloudError(f"Could not {what}: {why}")
+
+
 def _unanswered(exc: BaseException) -> bool:
     return isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.ReadTimeoutError,
                             botocore.exceptions.ConnectTimeoutError, _Deadline))
@@ -175,6 +209,8 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         raise _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
                                  "it is not AWS or the emulator, or something in between rewrote the answer") from None
     except botocore.exceptions.ClientError as exc:
+        if error_code(exc) in CREDENTIAL_CODES:
+            raise credentials_error(what, exc) from None
         if pred(exc):
             raise CloudError(
                 f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
@@ -183,12 +219,8 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         raise
     except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError):
         raise _unreachable(what, f"did not answer within {limit:.0f} s") from None
-    except botocore.exceptions.NoCredentialsError:
-        raise CloudError(
-            f"Could not {what}: no AWS credentials were found. Set AWS_PROFILE (or the spec's aws.profile) to a "
-            "profile you are logged in to (`aws sso login --profile <name>`), or export AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY, then re-run."
-        ) from None
+    except CREDENTIAL_FAILURES as exc:
+        raise credentials_error(what, exc) from None
     except botocore.exceptions.BotoCoreError as exc:
         raise _unreachable(what, f"could not be reached ({type(exc).__name__})") from None
     raise AssertionError("unreachable")
@@ -214,7 +246,10 @@ class AwsClients:
         self.endpoint_url = endpoint_url
         import boto3  # here, not at import: `groundctl --help` must not pay for it
 
-        self._session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
+        try:
+            self._session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise credentials_error("open an AWS session", exc) from None
         self._cache: dict[tuple[str, str], object] = {}
 
     @classmethod
