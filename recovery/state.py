@@ -1,8 +1,9 @@
 """Reading Pulumi state: checkpoints and stack exports, plain, gzip or zstd, into a frozen `StateDoc`.
 
 Pulumi writes two shapes: the DIY backend's checkpoint (`{"version", "checkpoint": {"stack", "latest"}}`,
-version 1 naming the stack `target`) and `pulumi stack export` (`{"version", "deployment"}`). Both hold
-one deployment: a manifest, a secrets provider, resources and pending operations.
+the stack named in `stack` in every version, apitype.CheckpointV1-V3) and `pulumi stack export`
+(`{"version", "deployment"}`). Both hold one deployment: a manifest, a secrets provider, resources
+and pending operations.
 
 Whatever the bytes are, this module either returns a `StateDoc` or raises `NotAState`; it never lets a
 Python exception escape. A file that *is* a state but has a damaged resource entry (a field of the wrong
@@ -420,13 +421,15 @@ def parse_state(raw: bytes, source: str = "the state") -> StateDoc:
         cp = obj["checkpoint"] if obj["checkpoint"] is not None else {}
         if not isinstance(cp, dict):
             raise NotAState(source, f"its 'checkpoint' is {_type_name(cp)}, not an object")
-        key = "target" if version == 1 else "stack"
-        stack = _Fields(cp, "the checkpoint", None, None, stack_findings).str(key) or None
+        # Every checkpoint version names its stack in `stack` (sdk/go/common/apitype/core.go, CheckpointV1's
+        # `json:"stack"`); a pre-2018 `target` key is unknown to Pulumi, which reads no stack name from it.
+        stack = _Fields(cp, "the checkpoint", None, None, stack_findings).str("stack") or None
         dep = cp.get("latest")
-    elif "version" not in obj and ("latest" in obj or "target" in obj):
-        # Checkpoints from before Pulumi versioned them are a bare version-1 checkpoint.
+    elif "version" not in obj and ("latest" in obj or "stack" in obj):
+        # Checkpoints from before Pulumi versioned them are a bare version-1 checkpoint
+        # (pkg/resource/stack/checkpoint.go, `case 0`).
         kind, version = "checkpoint", 0
-        stack = _Fields(obj, "the checkpoint", None, None, stack_findings).str("target") or None
+        stack = _Fields(obj, "the checkpoint", None, None, stack_findings).str("stack") or None
         dep = obj.get("latest")
     else:
         raise NotAState(source, "it has neither a 'checkpoint' nor a 'deployment' section")
