@@ -339,7 +339,8 @@ def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> 
         index=index, urn=f.str("urn"), type=f.str("type"), id=rid, custom=f.bool("custom"),
         parent=f.str("parent"), provider=f.str("provider"), dependencies=f.str_list("dependencies"),
         property_dependencies=f.prop_deps("propertyDependencies"), deleted_with=f.str("deletedWith"),
-        replace_with=f.str_list("replaceWith"), delete=f.bool("delete"), protect=f.bool("protect"), pending_replacement=f.bool("pendingReplacement"),
+        replace_with=f.str_list("replaceWith"), delete=f.bool("delete"), protect=f.bool("protect"),
+        pending_replacement=f.bool("pendingReplacement"),
         outputs=f.obj_("outputs"), malformed=frozenset(f.bad),
     )
 
