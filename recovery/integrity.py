@@ -18,9 +18,9 @@ integral is one Pulumi will load, and one it refuses is one Pulumi would refuse:
 - every snippet has a UUID, and no two snippets share one.
 
 Pulumi stops at the first violation; we report all of them, because an operator choosing between
-versions wants to see how damaged each one is. groundctl adds one rule of its own, and labels its
-finding `rule="groundctl"`: a checkpoint names the stack it belongs to, and that must be the stack
-expected.
+versions wants to see how damaged each one is. groundctl's own, stricter rules are labelled
+`rule="groundctl"`: a checkpoint names the stack it belongs to, and that must be the stack expected;
+and (in `recovery.state`) a pending operation has a resource and an operation type.
 """
 
 from __future__ import annotations

@@ -345,18 +345,33 @@ def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> 
     )
 
 
+_OWN_RULE = "groundctl's own rule: Pulumi loads it, as it never checks pending operations"
+
+
 def _pending(raw: Any, index: int, findings: list) -> Optional[PendingOperation]:
+    # Pulumi decodes a null operation, resource or type as empty values and checks none of them
+    # (pkg/resource/stack/deployment.go, DeserializeOperation); any other wrong JSON type fails its decoder.
     if not isinstance(raw, dict):
-        findings.append(Finding("malformed-pending-operation", None,
-                                f"pending operation {index} is {_type_name(raw)}, not an object.", index))
+        findings.append(Finding(
+            "malformed-pending-operation", None,
+            f"pending operation {index} is {_type_name(raw)}, not an object"
+            + (f" ({_OWN_RULE})." if raw is None else "; Pulumi itself would refuse to load this file."),
+            index, rule="groundctl" if raw is None else "pulumi"))
         return None
-    op_type = raw.get("type") if isinstance(raw.get("type"), str) else ""
-    res = _resource(raw.get("resource"), index, findings, where="pending operation resource")
-    if not op_type:
-        findings.append(Finding("malformed-pending-operation", res.urn if res else None,
-                                f"pending operation {index} has no operation type.", index))
-    return PendingOperation(op_type or "unknown", res.urn if res else "", res.type if res else "",
-                            res.id if res else None)
+    res = None
+    if raw.get("resource") is None:
+        findings.append(Finding("malformed-pending-operation", None,
+                                f"pending operation {index} has no resource ({_OWN_RULE}).", index,
+                                rule="groundctl"))
+    else:
+        res = _resource(raw["resource"], index, findings, where="pending operation resource")
+    urn = res.urn if res else None
+    op_type = _Fields(raw, f"pending operation {index}", urn, index, findings).str("type")
+    if raw.get("type") in (None, ""):  # a wrong JSON type is a malformed field, reported above
+        findings.append(Finding("malformed-pending-operation", urn,
+                                f"pending operation {index} has no operation type ({_OWN_RULE}).", index,
+                                rule="groundctl"))
+    return PendingOperation(op_type or "unknown", urn or "", res.type if res else "", res.id if res else None)
 
 
 def _as_list(dep: dict, key: str, source: str) -> list:

@@ -303,3 +303,21 @@ def test_groundctl_s_own_rule_is_labelled_as_such():
     assert {f.code: f.rule for f in found} == {"dangling-parent": "pulumi", "stack-mismatch": "groundctl"}
     mismatch = next(f for f in found if f.code == "stack-mismatch")
     assert "groundctl's own rule" in mismatch.message and mismatch.to_dict()["rule"] == "groundctl"
+
+
+@pytest.mark.parametrize("pending,expected", [
+    # Pulumi decodes null as empty and never checks pending operations (pkg/resource/stack/deployment.go,
+    # DeserializeOperation): groundctl's own rule.
+    ([None], [("malformed-pending-operation", "groundctl")]),
+    ([{"type": "creating"}], [("malformed-pending-operation", "groundctl")]),
+    ([{"resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-pending-operation", "groundctl")]),
+    ([{"type": "", "resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-pending-operation", "groundctl")]),
+    # A wrong JSON type fails Pulumi's decoder: Pulumi's rule.
+    ([7], [("malformed-pending-operation", "pulumi")]),
+    ([{"type": 7, "resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-field", "pulumi")]),
+    ([{"type": "creating", "resource": res("aws:s3/bucket:Bucket", "b")}], []),
+])
+def test_pending_operation_checks_say_whose_rule_they_are(pending, expected):
+    found = verify_integrity(parse_state(build_state(pending=pending)))
+    assert [(f.code, f.rule) for f in found] == expected
+    assert all(("groundctl's own rule" in f.message) == (f.rule == "groundctl") for f in found)
