@@ -384,7 +384,10 @@ def _as_list(dep: dict, key: str, source: str) -> list:
 
 
 def _snippet_uuid(raw: Any, index: int, findings: list) -> str:
-    """The `uuid` of one snippet (apitype.SnippetV1); "" when it has none, for the integrity rules to judge."""
+    """The `uuid` of one snippet (apitype.SnippetV1); "" when it has none, for the integrity rules to judge
+    (Go decodes a null snippet as an empty one)."""
+    if raw is None:
+        return ""
     if not isinstance(raw, dict):
         findings.append(Finding("malformed-field", None, f"snippet {index} is {_type_name(raw)}, not an object; "
                                 "Pulumi itself would refuse to load this file.", index))

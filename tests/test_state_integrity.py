@@ -287,6 +287,8 @@ def test_an_empty_reference_id_names_no_provider_even_when_it_has_one():
     ([{"uuid": ""}], ["missing-snippet-uuid"]),
     ([{"uuid": "a"}, {"uuid": "b"}, {"uuid": "a"}], ["duplicate-snippet-uuid"]),
     ([{"uuid": 7}], ["malformed-field", "missing-snippet-uuid"]),
+    ([None], ["missing-snippet-uuid"]),
+    (["text"], ["malformed-field", "missing-snippet-uuid"]),
 ])
 def test_snippet_uuids_are_present_and_unique(snippets, expected):
     # pkg/resource/deploy/snapshot.go VerifyIntegrity, the snippet loop at its end.
