@@ -21,6 +21,7 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
+from urllib.parse import urlsplit
 
 import botocore.exceptions
 import botocore.parsers
@@ -162,11 +163,24 @@ def _hard_deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _unreachable(what: str, why: str) -> CloudError:
-    return CloudError(
-        f"Could not {what}: the AWS endpoint {why}. Nothing was changed by this call. Check the network path "
-        "and the endpoint (--endpoint-url, AWS_ENDPOINT_URL, a proxy), then re-run."
-    )
+def endpoint_name(url: Optional[str]) -> str:
+    """How a message names where a call went: AWS itself, or the emulator an endpoint override points at
+    (groundctl allows an override only for non-production environments, which is what an emulator serves)."""
+    if not url:
+        return "the AWS endpoint"
+    host = urlsplit(url).netloc or url
+    return "AWS" if host.endswith(("amazonaws.com", "amazonaws.com.cn")) else f"the emulator at {host}"
+
+
+def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
+    where = endpoint_name(url)
+    if where.startswith("the emulator"):
+        fix = "Is the emulator still running (`groundctl emulator start`)? Check --endpoint-url or GROUNDCTL_ENDPOINT_URL"
+    elif where == "AWS":
+        fix = "Check this machine's network path to AWS (a proxy, a VPN, AWS_ENDPOINT_URL)"
+    else:
+        fix = "Check the network path and the endpoint (--endpoint-url, AWS_ENDPOINT_URL, a proxy)"
+    return CloudError(f"Could not {what}: {where} {why}. Nothing was changed by this call. {fix}, then re-run.")
 
 
 def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseException], bool] | None = None,
@@ -182,6 +196,7 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
                                  f"({deadline + BUDGET_SLACK:.0f} s) was spent, so it was not tried again")
     limit = min(deadline, BUDGET.left(deadline))
     ends = time.monotonic() + limit
+    seen: dict = {}  # the endpoint a failed attempt names, for the message
 
     def attempt_once() -> T:
         started = time.monotonic()
@@ -189,6 +204,7 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             with _hard_deadline(ends - started):
                 return fn()
         except BaseException as exc:
+            seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
             if _unanswered(exc):
                 BUDGET.charge(time.monotonic() - started)
             raise
@@ -204,10 +220,11 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
                 return attempt_once()
     except _Deadline:
         raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection but "
-                                 "its response never completed)") from None
+                                 "its response never completed)", seen.get("url")) from None
     except botocore.parsers.ResponseParserError:
         raise _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
-                                 "it is not AWS or the emulator, or something in between rewrote the answer") from None
+                                 "it is not AWS or the emulator, or something in between rewrote the answer",
+                           seen.get("url")) from None
     except botocore.exceptions.ClientError as exc:
         if error_code(exc) in CREDENTIAL_CODES:
             raise credentials_error(what, exc) from None
@@ -218,11 +235,14 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             ) from None
         raise
     except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError):
-        raise _unreachable(what, f"did not answer within {limit:.0f} s") from None
+        raise _unreachable(what, f"did not answer within {limit:.0f} s", seen.get("url")) from None
     except CREDENTIAL_FAILURES as exc:
         raise credentials_error(what, exc) from None
+    except botocore.exceptions.EndpointConnectionError as exc:
+        raise _unreachable(what, "could not be reached (the connection was refused, or the name does not resolve)",
+                           seen.get("url")) from None
     except botocore.exceptions.BotoCoreError as exc:
-        raise _unreachable(what, f"could not be reached ({type(exc).__name__})") from None
+        raise _unreachable(what, "could not be reached (the request failed before any answer)", seen.get("url")) from None
     raise AssertionError("unreachable")
 
 
