@@ -8,6 +8,7 @@ import json
 from typing import Optional, Sequence
 
 from bootstrap.ci.comment import GITHUB_COMMENT_LIMIT, Block, fit, marker
+from bootstrap.ci.workflows import DRIFT_TITLE
 
 _MARK = {"succeeded": "✅", "refused": "⛔", "failed": "❌", "interrupted": "⚠️", "running": "⚠️"}
 # A job summary may be much larger, but a reader wants the reason, not a wall of log.
@@ -78,7 +79,7 @@ def _longest_backtick_run(text: str) -> int:
 
 
 def drift_title(environment: str) -> str:
-    return f"groundctl: drift in {environment}"
+    return DRIFT_TITLE.format(environment=environment)
 
 
 def drift_issue(report: dict, run_url: str = "", commit: str = "", limit: int = GITHUB_COMMENT_LIMIT) -> str:
