@@ -148,8 +148,10 @@ def _cell(text: str) -> str:
 
 
 def _pointer(inputs: PlanInputs) -> str:
-    name = f"`{inputs.artifact_name}`" if inputs.artifact_name else "the plan artifact"
-    return f"[{name}]({inputs.artifact_url})" if inputs.artifact_url else name
+    if not inputs.artifact_name:
+        return f"[the plan artifact]({inputs.artifact_url})" if inputs.artifact_url else "the plan artifact of this run"
+    name = f"`{inputs.artifact_name}`"
+    return f"the artifact [{name}]({inputs.artifact_url})" if inputs.artifact_url else f"the artifact {name}"
 
 
 def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
@@ -174,6 +176,6 @@ def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     def cut_note(left_out: Sequence[Block]) -> str:
         names = ", ".join(b.label for b in left_out) or "the rest of this section"
         return (f"\n> ✂️ **Cut to fit GitHub's {limit:,}-character comment limit.** Left out: {names}. "
-                f"The full plan is in the artifact {_pointer(inputs)} (`plan.md`, `<layer>.md`, `plan-{env}.md`).\n")
+                f"The full plan is in {_pointer(inputs)} (`plan.md`, `<layer>.md`, `plan-{env}.md`).\n")
 
     return fit(head, blocks, tail, cut_note, limit)
