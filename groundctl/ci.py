@@ -7,6 +7,7 @@ The decisions are pure functions in bootstrap/ci/; this module reads files, writ
 from __future__ import annotations
 
 import json
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Optional
@@ -158,8 +159,6 @@ def targets(
 
 
 def _read_changed(path: Path) -> list[str]:
-    import sys
-
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -285,8 +284,12 @@ def comment(
         live_note=live_note, artifact_name=artifact_name, artifact_url=artifact_url, commit=commit,
     )
     body = plan_comment(inputs)
-    _write_or_print(body, out, {"environment": environment, "characters": len(body), "limit": GITHUB_COMMENT_LIMIT,
-                                "cut": "✂️ **Cut to fit" in body, "body": body} if json_out else None)
+    doc = None
+    if json_out:
+        whole = plan_comment(inputs, limit=sys.maxsize)
+        doc = {"environment": environment, "characters": len(body), "limit": GITHUB_COMMENT_LIMIT,
+               "cut": body != whole, "body": body}
+    _write_or_print(body, out, doc)
 
 
 @ci_app.command("summary")

@@ -268,3 +268,33 @@ def test_the_drift_issue_names_the_environment_and_each_drifted_layer():
                                                "diff_keys": []} for j in range(200)]} for i in range(4)]}
     cut = drift_issue(huge)
     assert len(cut) <= GITHUB_COMMENT_LIMIT and "left out the changes in `l" in cut
+
+
+def test_the_comment_command_reads_the_plan_jobs_folder_and_reports_the_cut(tmp_path, monkeypatch, capsys):
+    live = tmp_path / "plans" / "dev" / "live"
+    live.mkdir(parents=True)
+    for name, text in plan_files([_plan("network", 100), _plan("cluster", 400), _plan("flux", 400)]).items():
+        (live / name).write_text(text)
+    out_file = tmp_path / "comment.md"
+    code, out, err = groundctl(monkeypatch, capsys, "ci", "comment", "dev", "--plan-dir", str(tmp_path / "plans" / "dev"),
+                               "--artifact-name", "groundctl-plan-dev", "--out", str(out_file), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cut"] is True and doc["characters"] == len(doc["body"]) <= doc["limit"] == GITHUB_COMMENT_LIMIT
+    assert out_file.read_text() == doc["body"] and "did not run" in doc["body"]  # no offline plan in the folder
+    (live / "plan.json").write_text("{not json")
+    assert_refused(groundctl(monkeypatch, capsys, "ci", "comment", "dev", "--plan-dir", str(tmp_path / "plans" / "dev")),
+                   2, "plan.json is not JSON")
+    assert_refused(groundctl(monkeypatch, capsys, "ci", "comment", "Dev;rm", "--plan-dir", str(tmp_path)), 2,
+                   "is not an environment name")
+
+
+def test_the_drift_issue_command_checks_the_report_it_is_given(tmp_path, monkeypatch, capsys):
+    report = tmp_path / "drift.json"
+    report.write_text(json.dumps({"environment": "prod", "drift": True, "layers": []}))
+    assert_refused(groundctl(monkeypatch, capsys, "ci", "drift-issue", "dev", "--report", str(report)), 2,
+                   "drift report of 'prod', not 'dev'")
+    assert_refused(groundctl(monkeypatch, capsys, "ci", "drift-issue", "dev", "--report", str(tmp_path / "none.json")),
+                   2, "missing or empty")
+    code, out, _ = groundctl(monkeypatch, capsys, "ci", "drift-issue", "prod", "--report", str(report), "--json")
+    assert code == 0 and json.loads(out)["title"] == "groundctl: drift in prod"

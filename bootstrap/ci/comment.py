@@ -15,6 +15,7 @@ from typing import Callable, Optional, Sequence
 from bootstrap.planning import offline_render
 
 GITHUB_COMMENT_LIMIT = 65_536
+CUT_MARK = "✂️"
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def _collapsed(summary: str, body: list[str]) -> str:
     return "\n".join(["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", "", ""])
 
 
-def _offline_parts(markdown: str, environment: str) -> tuple[str, list[Block]]:
+def _offline_parts(markdown: str) -> tuple[str, list[Block]]:
     """The failing posture rules (shown first), and each layer and the rules table as a collapsed block."""
     _, sections = _sections(markdown, lambda line: line.startswith("## "))
     failing, blocks = "", []
@@ -161,7 +162,7 @@ def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     head = f"{marker('plan', env)}\n## groundctl plan · `{env}`\n\n" + _verdicts(inputs)
     blocks: list[Block] = []
     if inputs.offline_md:
-        failing, offline_blocks = _offline_parts(inputs.offline_md, env)
+        failing, offline_blocks = _offline_parts(inputs.offline_md)
         head += failing
     else:
         offline_blocks = []
@@ -175,7 +176,7 @@ def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
 
     def cut_note(left_out: Sequence[Block]) -> str:
         names = ", ".join(b.label for b in left_out) or "the rest of this section"
-        return (f"\n> ✂️ **Cut to fit GitHub's {limit:,}-character comment limit.** Left out: {names}. "
+        return (f"\n> {CUT_MARK} **Cut to fit GitHub's {limit:,}-character comment limit.** Left out: {names}. "
                 f"The full plan is in {_pointer(inputs)} (`plan.md`, `<layer>.md`, `plan-{env}.md`).\n")
 
     return fit(head, blocks, tail, cut_note, limit)

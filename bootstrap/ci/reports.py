@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Optional, Sequence
 
-from bootstrap.ci.comment import GITHUB_COMMENT_LIMIT, Block, fit, marker
+from bootstrap.ci.comment import CUT_MARK, GITHUB_COMMENT_LIMIT, Block, fit, marker
 from bootstrap.ci.workflows import DRIFT_TITLE
 
 _MARK = {"succeeded": "✅", "refused": "⛔", "failed": "❌", "interrupted": "⚠️", "running": "⚠️"}
@@ -103,7 +103,7 @@ def drift_issue(report: dict, run_url: str = "", commit: str = "", limit: int = 
                       "is updated by every scheduled run that still finds drift.", ""])
 
     def cut_note(left_out: Sequence[Block]) -> str:
-        return (f"\n> ✂️ Cut to fit GitHub's {limit:,}-character limit: left out "
+        return (f"\n> {CUT_MARK} Cut to fit GitHub's {limit:,}-character limit: left out "
                 f"{', '.join(b.label for b in left_out)}. Run `groundctl drift {env} --json` for the full list.\n")
 
     return fit("\n".join(head) + "\n\n", blocks, tail, cut_note, limit)
