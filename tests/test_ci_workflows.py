@@ -255,3 +255,28 @@ def test_rendering_is_deterministic_and_fills_every_placeholder():
     for text in first.values():
         assert re.search(r"<<\w+>>", text) is None
         yaml.safe_load(text)
+
+
+def test_drift_opens_or_updates_one_issue_and_closes_it_when_clean():
+    drift = rendered()[DRIFT_WORKFLOW]
+    triggers = drift[True]  # YAML 1.1 reads the key `on` as true
+    assert set(triggers) == {"schedule", "workflow_dispatch"} and triggers["schedule"] == [{"cron": "17 6 * * *"}]
+    job = drift["jobs"]["drift"]
+    report = step(job, "Drift")
+    assert 'groundctl drift "$ENVIRONMENT" --json > drift.json' in report["run"]
+    assert 'if [ "$code" -gt 1 ]' in report["run"]  # drift (1) is reported, an error (2+) fails the job
+    opened = step(job, "Open or update the drift issue")
+    assert opened["if"] == "steps.drift.outputs.exit_code == '1'"
+    assert 'title="groundctl: drift in ${ENVIRONMENT}"' in opened["run"]
+    assert "gh issue edit" in opened["run"] and "gh issue create" in opened["run"]
+    closed = step(job, "Close the drift issue once the environment is clean again")
+    assert closed["if"] == "steps.drift.outputs.exit_code == '0'" and "gh issue close" in closed["run"]
+    assert step(job, "Credentials (OIDC, the spec's plan role)")["with"]["role-to-assume"] == "${{ matrix.plan_role }}"
+
+
+def test_triggers_follow_the_default_branch():
+    from dataclasses import replace
+
+    docs = rendered(replace(OPTIONS, default_branch="trunk"))
+    assert docs[PR_WORKFLOW][True] == {"pull_request": {"branches": ["trunk"]}}
+    assert docs[APPLY_WORKFLOW][True] == {"push": {"branches": ["trunk"]}}
