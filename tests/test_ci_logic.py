@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from bootstrap.ci.comment import GITHUB_COMMENT_LIMIT, Block, PlanInputs, fit, marker, plan_comment
+from bootstrap.ci.comment import GITHUB_COMMENT_LIMIT, Block, PlanInputs, fit, github_length, marker, plan_comment
 from bootstrap.ci.reports import drift_issue, drift_title, up_summary
 from bootstrap.ci.touched import CiEnvironment, select, touched
 from bootstrap.planning import offline_render
@@ -122,7 +122,7 @@ def test_a_plan_too_long_for_github_is_cut_at_a_layer_boundary_with_a_pointer():
     body = plan_comment(PlanInputs("dev", live_doc=live_doc, live_md=live_md, artifact_name="groundctl-plan-dev",
                                    artifact_url="https://github.example/acme/infra/actions/runs/7#artifacts",
                                    commit="0123456789abcdef"))
-    assert len(body) <= GITHUB_COMMENT_LIMIT
+    assert github_length(body) <= GITHUB_COMMENT_LIMIT
     assert body.startswith(marker("plan", "dev") + "\n")
     # Risky changes come first and survive the cut whole.
     risky = live_doc["risky_count"]  # the 3 deletes, and every backend change
@@ -152,7 +152,7 @@ def test_when_even_the_risky_list_is_too_long_it_is_cut_at_a_line():
     plans = [_plan("network", 3000, deletes=3000, name_len=40)]  # 3,000 risky rows: the head alone overflows
     live_doc, live_md = _live(plans)
     body = plan_comment(PlanInputs("dev", live_doc=live_doc, live_md=live_md, artifact_name="a"))
-    assert len(body) <= GITHUB_COMMENT_LIMIT and "the rest of the list above" in body
+    assert github_length(body) <= GITHUB_COMMENT_LIMIT and "the rest of the list above" in body
     kept_rows = [ln for ln in body.splitlines() if ln.startswith("| network | ")]
     assert 100 < len(kept_rows) < 3000 and all(ln.endswith("|") for ln in kept_rows)  # whole rows only
 
@@ -195,7 +195,7 @@ def test_fit_never_exceeds_the_limit_and_keeps_whole_blocks_in_order(head, sizes
     blocks = [Block(f"b{i}", f"[{i}:" + "y" * n + "]\n") for i, n in enumerate(sizes)]
     head_text = "".join(f"h{i:04d}\n" for i in range(head // 6))
     text = fit(head_text, blocks, "TAIL\n", lambda left: f"CUT {len(left)}\n", limit)
-    assert len(text) <= limit
+    assert github_length(text) <= limit
     whole = head_text + "".join(b.text for b in blocks) + "TAIL\n"
     if len(whole) <= limit:
         assert text == whole
@@ -206,6 +206,20 @@ def test_fit_never_exceeds_the_limit_and_keeps_whole_blocks_in_order(head, sizes
         assert kept == blocks[:len(kept)]
     elif limit > 100:
         assert text.endswith("TAIL\n") and "CUT" in text
+
+
+def test_characters_outside_the_basic_plane_count_twice():
+    """GitHub may count UTF-16 units: 600 padlocks are 1,200 of them, too many for a limit of 1,000."""
+    assert github_length("🔒" * 600) == 1200 and github_length("✅") == 1
+    text = fit("head\n", [Block("locks", "🔒" * 600), Block("b", "b" * 10)], "", lambda left: "CUT\n", 1000)
+    assert text == "head\nCUT\n"
+    protected = Plan("cluster", "dev", tuple(ResourceChange(f"urn:pulumi:dev::cluster::aws:eks/cluster:Cluster::c{i}",
+                                                           "aws:eks/cluster:Cluster", "update", protected=True)
+                                            for i in range(100)))
+    live_doc, live_md = _live([protected, _plan("network", 400, name_len=60)])
+    body = plan_comment(PlanInputs("dev", live_doc=live_doc, live_md=live_md), limit=40_000)
+    assert body.count("🔒") == 100 and "`network` (live plan)" in body  # the padlocks kept, the next layer cut
+    assert len(body) < github_length(body) <= 40_000
 
 
 # -- the merge job's summary and the drift issue -------------------------------------------------------
@@ -267,7 +281,7 @@ def test_the_drift_issue_names_the_environment_and_each_drifted_layer():
                                   "changes": [{"urn": f"u::r{j}" + "z" * 200, "type": "t", "operation": "update",
                                                "diff_keys": []} for j in range(200)]} for i in range(4)]}
     cut = drift_issue(huge)
-    assert len(cut) <= GITHUB_COMMENT_LIMIT and "left out the changes in `l" in cut
+    assert github_length(cut) <= GITHUB_COMMENT_LIMIT and "left out the changes in `l" in cut
 
 
 def test_the_comment_command_reads_the_plan_jobs_folder_and_reports_the_cut(tmp_path, monkeypatch, capsys):

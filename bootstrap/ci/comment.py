@@ -30,35 +30,40 @@ def marker(kind: str, environment: str) -> str:
     return f"<!-- groundctl:{kind}:{environment} -->"
 
 
+def github_length(text: str) -> int:
+    """Length as GitHub's limit counts it, taken cautiously: UTF-16 code units, so a character outside the
+    Basic Multilingual Plane (the 🔒 of a protected resource) counts twice, never once too few."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def fit(head: str, blocks: Sequence[Block], tail: str, cut_note: Callable[[Sequence[Block]], str],
         limit: int = GITHUB_COMMENT_LIMIT) -> str:
     """head + as many whole blocks as fit + (when any were left out) the cut note + tail, within `limit`."""
-    whole = head + "".join(b.text for b in blocks) + tail
-    if len(whole) <= limit:
-        return whole
-    kept = len(head) + len(tail)
-    sizes = []
+    ends = [github_length(head) + github_length(tail)]  # ends[k]: the length with the first k blocks
     for b in blocks:
-        kept += len(b.text)
-        sizes.append(kept)
+        ends.append(ends[-1] + github_length(b.text))
+    if ends[-1] <= limit:
+        return head + "".join(b.text for b in blocks) + tail
     for keep in range(len(blocks) - 1, -1, -1):
         note = cut_note(blocks[keep:])
-        if (sizes[keep - 1] if keep else len(head) + len(tail)) + len(note) <= limit:
+        if ends[keep] + github_length(note) <= limit:
             return head + "".join(b.text for b in blocks[:keep]) + note + tail
     return _cut_head(head, tail, cut_note([Block("the rest of the list above", ""), *blocks]), limit)
 
 
 def _cut_head(head: str, tail: str, note: str, limit: int) -> str:
-    room = limit - len(tail) - len(note)
+    room = limit - github_length(tail) - github_length(note)
     if room <= 0:  # only a limit far below any real one gets here; the text still never exceeds it
-        return (note + tail)[:limit]
-    lines = head.splitlines(keepends=True)
+        text = note + tail
+        while github_length(text) > limit:
+            text = text[:-1]
+        return text
     out, used = [], 0
-    for line in lines:
-        if used + len(line) > room:
+    for line in head.splitlines(keepends=True):
+        if used + github_length(line) > room:
             break
         out.append(line)
-        used += len(line)
+        used += github_length(line)
     return "".join(out) + note + tail
 
 
