@@ -134,3 +134,18 @@ def test_the_merge_job_refuses_a_stale_plan_and_says_why_in_the_summary(repo, ru
     code, summary, _ = run_step(apply, "Run record and reason in the job summary",
                                  {"ENVIRONMENT": "local", "EXIT_CODE": "0"})
     assert summary.startswith("## groundctl up `local`: ✅ succeeded") and "**Why:**" not in summary
+
+
+def test_no_approved_plan_is_refused_and_the_summary_says_why(repo, run_step, monkeypatch, capsys):
+    root, engine, _ = repo
+    assert groundctl(monkeypatch, capsys, "ci", "init", "--install", ".")[0] == 0
+    apply = _job(root, APPLY_WORKFLOW, "apply")
+    # The download found no artifact (the pull request had no live plan): nothing is applied.
+    code, out, err = run_step(apply, "Apply the approved plan", {"ENVIRONMENT": "local"})
+    assert code == 2 and not [c for c in engine.calls if c[0] == "up"]
+    (root / "run-record.json").write_text(out)
+    (root / "up.log").write_text(err)
+    code, summary, _ = run_step(apply, "Run record and reason in the job summary", {"ENVIRONMENT": "local",
+                                                                                   "EXIT_CODE": "2"})
+    assert code == 0 and "❌ failed" in summary
+    assert "--plan-dir approved/live is not a directory" in summary.split("**Why:** ", 1)[1].split("\n", 1)[0]
