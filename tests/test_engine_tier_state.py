@@ -26,9 +26,9 @@ def _sha(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def _pulumi(tier, layer: str, *args: str) -> subprocess.CompletedProcess:
+def _pulumi(tier, layer: str, *args: str, stack: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
-    return subprocess.run(["pulumi", *args, "--stack", tier.env_name], cwd=tier.stacks / layer, env=env,
+    return subprocess.run(["pulumi", *args, "--stack", stack or tier.env_name], cwd=tier.stacks / layer, env=env,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -154,3 +154,37 @@ def test_a_checkpoint_of_a_foreign_lineage_is_passed_over_or_refused(history, tm
     assert t["outcome"] == "complete", phases
     assert phases["choose"]["details"]["chosen"]["lineage"] == lineage
     _assert_pulumi_loads_it_and_sees_no_changes(tier)
+
+
+def test_pulumi_import_with_the_document_groundctl_writes(history, tmp_path):
+    """As far as dynamic resources allow: groundctl's `state import-plan` names every resource of the
+    stack (type, logical name, id) in the `pulumi import --file` format, and Pulumi accepts the document
+    and plans one import per entry. The import itself cannot finish: a dynamic resource's provider is
+    pickled into its inputs (`__provider`), and an import has no inputs, so Pulumi's dynamic provider
+    host fails with KeyError: '__provider' on every Read (pulumi/dynamic/__main__.py, get_provider).
+    Real provider types (aws) import by id alone; their ids are covered by tests/test_import_ids.py."""
+    tier = history
+    exported = _pulumi(tier, "network", "stack", "export")
+    assert exported.returncode == 0, exported.stderr
+    state = json.loads(exported.stdout)
+    state_file = tmp_path / "network-local.json"
+    state_file.write_text(exported.stdout)
+    doc = tmp_path / "import.json"
+    code, out, err = tier.cli("state", "import-plan", str(state_file), "--out", str(doc), "--json", endpoint=False)
+    assert code == 0, err
+    plan = json.loads(doc.read_text())
+    wanted = [{"type": r["type"], "name": r["urn"].rsplit("::", 1)[1], "id": r["id"]}
+              for r in state["deployment"]["resources"] if r["type"] == "pulumi-python:dynamic:Resource"]
+    assert plan["resources"] == wanted and len(wanted) == 7
+
+    assert _pulumi(tier, "network", "stack", "init", "--secrets-provider", "passphrase", stack="adopted").returncode == 0
+    imp = _pulumi(tier, "network", "import", "--file", str(doc), "--yes", "--generate-code=false", "--protect=false",
+                  stack="adopted")
+    assert imp.returncode != 0
+    for entry in wanted:  # Pulumi read the document: one import step per entry, each refused by the host
+        assert f"pulumi-python:dynamic:Resource {entry['name']} import error" in imp.stdout
+    assert imp.stdout.count("KeyError: '__provider'") >= len(wanted)
+    adopted = _pulumi(tier, "network", "stack", "export", stack="adopted")
+    assert [r for r in json.loads(adopted.stdout)["deployment"].get("resources") or []
+            if r["type"] != "pulumi:pulumi:Stack"] == []
+    assert _pulumi(tier, "network", "stack", "rm", "--yes", "--force", stack="adopted").returncode == 0

@@ -82,12 +82,12 @@ class Tier:
 
     # -- groundctl, as an operator runs it -----------------------------------------------------------
 
-    def cli(self, *args: str, env: Optional[dict] = None) -> tuple[int, str, str]:
+    def cli(self, *args: str, env: Optional[dict] = None, endpoint: bool = True) -> tuple[int, str, str]:
         """`groundctl ARGS SPEC-path --endpoint-url …` in this process; (exit code, stdout, stderr)."""
         from groundctl import main
 
         argv = ["groundctl", *[a.replace("SPEC", str(self.spec_path)) for a in args],
-                "--endpoint-url", self.endpoint]
+                *(["--endpoint-url", self.endpoint] if endpoint else [])]
         out, err = io.StringIO(), io.StringIO()
         saved = {k: os.environ.get(k) for k in (env or {})}
         os.environ.update(env or {})
