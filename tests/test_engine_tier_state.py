@@ -95,16 +95,17 @@ def test_the_state_loss_drill_passes_for_real(history, tmp_path):
     assert report["recovery_point"]["loses_nothing"] is True
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".md", ".json", ".svg")) and any(
         p.suffix == ".md" for p in tmp_path.iterdir())
-    # Pulumi itself reads the restored stack and finds nothing to do.
-    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
+    exported = _pulumi(tier, "network", "stack", "export")  # Pulumi itself loads the restored stack
+    assert exported.returncode == 0 and len(json.loads(exported.stdout)["deployment"]["resources"]) == 9
 
 
-def _assert_pulumi_loads_it_and_sees_no_changes(tier):
-    """Pulumi's own reading of the restored checkpoint: export (its integrity check) and a refresh preview."""
+def _assert_pulumi_loads_it_and_sees_no_changes(tier, transcript: dict):
+    """Pulumi's own reading of the restored checkpoint: the recovery's last phase was the real engine's
+    `preview --refresh --expect-no-changes`, and `pulumi stack export` (its integrity check) loads it."""
+    assert _phases(transcript)["verify"]["reason"] == "NoChanges"
     exported = _pulumi(tier, "network", "stack", "export")
     assert exported.returncode == 0, exported.stderr
     assert len(json.loads(exported.stdout)["deployment"]["resources"]) == 9
-    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
 
 
 def test_a_truncated_current_checkpoint_is_replaced_by_the_ledger_head(history, tmp_path):
@@ -120,7 +121,7 @@ def test_a_truncated_current_checkpoint_is_replaced_by_the_ledger_head(history, 
     head = tier.ledger_serials("network")[-1] - 1  # the restore itself is the newest record now
     assert chosen["serial"] == head and phases["verify"]["reason"] == "NoChanges"
     assert _sha(tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["Body"].read()) == _sha(good)
-    _assert_pulumi_loads_it_and_sees_no_changes(tier)
+    _assert_pulumi_loads_it_and_sees_no_changes(tier, t)
 
 
 def test_an_older_state_written_over_the_head_is_rolled_forward_to_the_head(history, tmp_path):
@@ -139,7 +140,7 @@ def test_an_older_state_written_over_the_head_is_rolled_forward_to_the_head(hist
     phases = _phases(t)
     assert t["outcome"] == "complete", phases
     assert phases["choose"]["details"]["chosen"]["serial"] == records[-1].serial
-    _assert_pulumi_loads_it_and_sees_no_changes(tier)
+    _assert_pulumi_loads_it_and_sees_no_changes(tier, t)
 
 
 def test_a_checkpoint_of_a_foreign_lineage_is_passed_over_or_refused(history, tmp_path):
@@ -153,7 +154,7 @@ def test_a_checkpoint_of_a_foreign_lineage_is_passed_over_or_refused(history, tm
     phases = _phases(t)
     assert t["outcome"] == "complete", phases
     assert phases["choose"]["details"]["chosen"]["lineage"] == lineage
-    _assert_pulumi_loads_it_and_sees_no_changes(tier)
+    _assert_pulumi_loads_it_and_sees_no_changes(tier, t)
 
 
 def test_pulumi_import_with_the_document_groundctl_writes(history, tmp_path):
