@@ -110,7 +110,9 @@ def test_an_update_killed_during_a_create_leaves_pending_operations_that_groundc
     code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
     assert code == 1, err
     verdict = json.loads(out)
-    assert "pending-operations" in [p["code"] for p in verdict["problems"]]
+    pending_problem = next(p for p in verdict["problems"] if p["code"] == "pending-operations")
+    assert "creating private-2" in pending_problem["message"] and "creating public-2" in pending_problem["message"]
+    assert {o["urn"].rsplit("::", 1)[1] for o in pending_problem["operations"]} == {"private-2", "public-2"}
     code, out, err = tier.cli("recover", "SPEC", "network", "--dry-run", "--json", "--out", str(tmp_path / "dry"))
     assert code == 0, err
     dry = {c["phase"]: c for c in json.loads(out)["phases"]}
