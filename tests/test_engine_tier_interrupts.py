@@ -149,3 +149,24 @@ def _pulumi_cancel(tier, layer: str) -> None:
     done = subprocess.run(["pulumi", "cancel", "--stack", tier.env_name, "--yes"], cwd=tier.stacks / layer, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pulumi_refresh_clearing_the_pending_creates_then_up_ends_clean(tier):
+    """The path that works today (runbooks/resume-interrupted-up.md): the killed creates made nothing
+    (their records are absent), so Pulumi's own refresh drops them, and the next `up` makes them."""
+    assert _pending(tier, "network"), "needs the killed update of the tests before"
+    assert tier.record(tier.record_key("network", "private-2")) is None
+    if tier.cli_json("lock", "status", "SPEC")["pulumi_locks"]:
+        _pulumi_cancel(tier, "network")
+    env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
+    done = subprocess.run(["pulumi", "refresh", "--stack", tier.env_name, "--clear-pending-creates", "--yes",
+                           "--skip-preview"], cwd=tier.stacks / "network", env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _pending(tier, "network") == []
+    record = tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")
+    assert record["outcome"] == "succeeded"
+    assert tier.record(tier.record_key("network", "private-2")) is not None
+    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
+    code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
+    assert code == 0, out + err
