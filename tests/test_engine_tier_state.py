@@ -189,3 +189,22 @@ def test_pulumi_import_with_the_document_groundctl_writes(history, tmp_path):
     assert [r for r in json.loads(adopted.stdout)["deployment"].get("resources") or []
             if r["type"] != "pulumi:pulumi:Stack"] == []
     assert _pulumi(tier, "network", "stack", "rm", "--yes", "--force", stack="adopted").returncode == 0
+
+
+def test_a_forged_ledger_serial_naming_an_older_pulumi_version_is_refused(history, tmp_path):
+    """A forged serial: a well-chained new ledger record that names serial 1's S3 version as the head."""
+    import dataclasses
+
+    from bootstrap.records import layout
+    from bootstrap.records.ledger import read_ledger
+
+    tier = history
+    records = read_ledger(tier.store, "network", "local").records
+    forged = dataclasses.replace(records[0], serial=records[-1].serial + 1, previous_sha256=records[-1].sha256)
+    tier.store.put(layout.ledger_key("network", "local", forged.serial), forged.to_json())
+    before = tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["VersionId"]
+    code, t = _recover(tier, tmp_path)
+    choose = _phases(t)["choose"]
+    assert code == 3 and choose["reason"] == "TamperedLedger", choose
+    assert "--allow-tampered-ledger" in choose["next_step"]
+    assert tier.s3.get_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))["VersionId"] == before
