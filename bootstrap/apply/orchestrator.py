@@ -270,6 +270,11 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
+    # The program exports its lineage from config: set it before the preview, so that the plan approved
+    # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
+    lineage = target.lineage_for(layer) or str(uuid.uuid4())
+    target.lineages[layer] = lineage
+    engine.set_config(layer, LINEAGE_CONFIG, lineage)
     console.step(f"{layer}: preview")
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
         plan = engine.preview(layer, on_progress=tick)
@@ -287,9 +292,6 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         note["detail"] = decision.reason
     serial = None
     if plan.has_changes:
-        lineage = target.lineage_for(layer) or str(uuid.uuid4())
-        target.lineages[layer] = lineage
-        engine.set_config(layer, LINEAGE_CONFIG, lineage)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
             result = engine.up(layer, on_progress=tick)
             note["detail"] = _counts_text(result.counts)
