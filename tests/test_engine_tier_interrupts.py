@@ -63,7 +63,7 @@ def _both_locks(tier):
 
 
 def test_both_locks_show_while_an_update_runs_and_a_second_up_is_refused(tier):
-    run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json", faults={"vpc": "sleep:8"})
+    run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json", faults={"vpc": "sleep:6"})
     try:
         status = wait_for("Pulumi's stack lock and groundctl's lock", lambda: _both_locks(tier))
         holder = status["holder"]

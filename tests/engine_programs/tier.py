@@ -77,7 +77,6 @@ class Tier:
     stacks: Path
     env: dict
     s3: object
-    runs: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)  # what one test leaves for the next (the tests run in order)
 
     # -- groundctl, as an operator runs it -----------------------------------------------------------
@@ -105,7 +104,6 @@ class Tier:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        self.runs.append((argv, code))
         return int(code or 0), out.getvalue(), err.getvalue()
 
     def cli_json(self, *args: str, env: Optional[dict] = None, ok: tuple[int, ...] = (0,)) -> dict:
