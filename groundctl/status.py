@@ -76,6 +76,7 @@ def _s(value: object) -> str:
 
 def drift_row(plan: "Plan") -> dict:
     from bootstrap.apply.orchestrator import plan_summary
+    from bootstrap.planning.plan import NO_CHANGE_OPS
 
     if plan.skipped_reason:
         state = "skipped"
@@ -86,7 +87,7 @@ def drift_row(plan: "Plan") -> dict:
     else:
         state = "drift"
     changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
-               for c in plan.changes if c.operation not in ("same", "read")]
+               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
     return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
             "skipped_reason": plan.skipped_reason, "changes": changed}
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from bootstrap.errors import BadInput, Refused
-from bootstrap.planning.plan import DESTRUCTIVE_OPS, Plan
+from bootstrap.planning.plan import DESTRUCTIVE_OPS, NO_CHANGE_OPS, Plan
 
 Outcome = Literal["approved", "ask", "refused", "skip"]
 
@@ -95,7 +95,7 @@ def _answered(decision: GateDecision, answered_yes: bool, yes_hint: str) -> Gate
 
 
 def question(plan: Plan) -> str:
-    counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in ("same", "read"))
+    counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
     risky = plan.risky
     note = f" ({len(risky)} risky: {risky[0][1]})" if risky else ""
     return f"Apply {plan.layer} to {plan.environment}: {counts}{note}?"
@@ -219,5 +219,5 @@ def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str
 
 
 def _summary(plan: Plan) -> str:
-    counts = {op: n for op, n in plan.counts.items() if op not in ("same", "read")}
+    counts = {op: n for op, n in plan.counts.items() if op not in NO_CHANGE_OPS}
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "no changes"

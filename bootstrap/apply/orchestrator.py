@@ -22,7 +22,7 @@ from bootstrap.planning import render as plan_render
 from bootstrap.interrupts import shielded
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
-from bootstrap.planning.plan import Plan
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from bootstrap.records.runs import RunLog, RunRecord, error_outcome, git_commit, redact, start_run
 from bootstrap.apply.steps import LayerStep, Steps, build_preview, kubernetes_endpoint
 from bootstrap.target import Target, open_target, probe_tcp
@@ -81,7 +81,7 @@ class RunOutcome:
 def plan_summary(plan: Plan) -> str:
     if plan.skipped_reason:
         return f"skipped: {plan.skipped_reason}"
-    counts = {op: n for op, n in plan.counts.items() if op not in ("same", "read")}
+    counts = {op: n for op, n in plan.counts.items() if op not in NO_CHANGE_OPS}
     text = ", ".join(f"{n} to {op}" for op, n in counts.items()) or "no changes"
     return text + (f" ({len(plan.risky)} risky)" if plan.risky else "")
 

@@ -16,7 +16,7 @@ from pulumi.automation import errors as auto_errors
 
 from bootstrap.errors import EngineError, GroundctlError
 from bootstrap.masking import mask_text
-from bootstrap.planning.plan import Plan
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
 SCRUBBED = "[secret]"
@@ -47,7 +47,7 @@ class UnexpectedChanges(EngineError):
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in ("same", "read"))
+        counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
         super().__init__(
             f"Layer '{plan.layer}' of environment '{plan.environment}' was expected to show no changes "
             f"but its preview shows {counts}. The live resources and the state differ: review the plan "

@@ -10,9 +10,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-# Operations as the Pulumi engine names them (StepOp).
-DESTRUCTIVE_OPS = frozenset({"delete", "replace", "create-replacement", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace"})
-NO_CHANGE_OPS = frozenset({"same", "read"})
+# Operations as the Pulumi engine names them (StepOp, pkg/resource/deploy/step.go).
+# Not a change, exactly as Pulumi's HasChanges (pkg/engine/update.go) counts: `discard` drops a resource
+# that was only read from state, and `read-replacement` re-reads one; neither touches anything live.
+NO_CHANGE_OPS = frozenset({"same", "read", "discard", "read-replacement"})
+# Steps whose Apply deletes or supersedes a real resource. `discard-replaced` and `remove-pending-replace`
+# only edit the state (a read resource, or one already deleted by a delete-before-replace): they are
+# changes, but nothing live goes away, so they need no --allow-destroy.
+DESTRUCTIVE_OPS = frozenset({"delete", "replace", "create-replacement", "delete-replaced", "import-replacement"})
 
 # Types whose loss loses data or identity: replacing or deleting one is never routine.
 STATEFUL_TYPES = frozenset({
