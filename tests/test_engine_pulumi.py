@@ -79,16 +79,6 @@ def test_preview_up_outputs_and_destroy(engine):
     assert gone.counts.get("delete", 0) >= 2 and gone.outputs.values == {}
 
 
-def test_export_and_import_state_round_trip(engine):
-    eng, _ = engine
-    eng.up("network")
-    exported = eng.export_state("network")
-    urns = [r["urn"] for r in exported["deployment"]["resources"]]
-    assert any(u.endswith("::thing-0") for u in urns)
-    eng.import_state("network", exported)
-    assert not eng.preview("network").has_changes
-
-
 def test_a_held_stack_lock_is_reported_with_its_holder(engine):
     eng, state = engine
     eng.up("network")

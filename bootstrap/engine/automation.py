@@ -57,14 +57,10 @@ class Engine(Protocol):
         """The stack's deployment. Holds plaintext secrets: never write it to disk unencrypted."""
         ...
 
-    def import_state(self, layer: str, state: dict) -> None: ...
-
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         """Adopt existing resources; `import_plan` is the `pulumi import --file` document."""
         ...
-
-    def cancel(self, layer: str) -> None: ...
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None: ...
 
@@ -297,13 +293,6 @@ class PulumiEngine:
         dep = self._call(layer, "state export", stack.export_stack)
         return {"version": dep.version, "deployment": dep.deployment}
 
-    def import_state(self, layer: str, state: dict) -> None:
-        # Not Workspace.import_stack: it leaves its plaintext temp file behind when the CLI fails.
-        stack = self._stack(layer)
-        doc = {"version": state.get("version", 3), "deployment": state["deployment"]}
-        self._with_private_file(layer, "state import", doc, lambda f: stack.workspace._run_pulumi_cmd_sync(
-            ["stack", "import", "--file", f, "--stack", stack.name]))
-
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
@@ -320,10 +309,6 @@ class PulumiEngine:
         if on_progress:
             on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
         return self._result(layer, "import", summary)
-
-    def cancel(self, layer: str) -> None:
-        stack = self._stack(layer)
-        self._call(layer, "cancel", stack.cancel)
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue

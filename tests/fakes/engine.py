@@ -142,16 +142,6 @@ class InMemoryEngine:
         self._record("export_state", layer)
         return {"version": 3, "deployment": self._deployment(layer)}
 
-    def import_state(self, layer, state: dict) -> None:
-        self._record("import_state", layer)
-        dep = state.get("deployment") or state.get("checkpoint", {}).get("latest", {})
-        self.state[layer] = [
-            FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}), r.get("protect", False),
-                         r.get("id"), r.get("custom", True))
-            for r in dep.get("resources", []) if r["type"] != "pulumi:pulumi:Stack"
-        ]
-        self._write_checkpoint(layer)
-
     def import_resources(self, layer, import_plan: dict, *, on_progress=None) -> OperationResult:
         self._record("import", layer)
         have = {(r.type, r.name) for r in self.state.get(layer, [])}
@@ -166,9 +156,6 @@ class InMemoryEngine:
             added += 1
         self._write_checkpoint(layer)
         return OperationResult(layer, "import", {"import": added}, self.outputs(layer))
-
-    def cancel(self, layer) -> None:
-        self._record("cancel", layer)
 
     def set_config(self, layer, key, value, *, secret=False) -> None:
         self.config.setdefault(layer, {})[key] = (value, secret)
