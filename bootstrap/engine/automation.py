@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,7 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
+        **program_python(environ),
     }
     if endpoint:
         # The emulator accepts any credentials; fixed ones keep real ones from being sent to it.
@@ -151,6 +153,20 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
             env["AWS_SDK_LOAD_CONFIG"] = "1"
         provider = f"awskms://{spec.backend.kms_alias}?region={region}"
     return WorkspaceSettings(env["PULUMI_BACKEND_URL"], provider, env, endpoint)
+
+
+def program_python(environ: Mapping[str, str], *, executable: str = sys.executable,
+                   package_root: Path = STACKS_DIR.parent) -> dict[str, str]:
+    """How Pulumi's Python host must run the layer programs. Pure.
+
+    The host runs `PULUMI_PYTHON_CMD` when set, else whichever `python3`/`python` is first on PATH, and
+    puts only the program's folder on `sys.path`. The programs import `stacks.common` and the SDKs
+    groundctl was installed with, so they run under groundctl's own interpreter, with the folder that
+    holds `stacks/` ahead of anything else on PYTHONPATH.
+    """
+    paths = [str(package_root)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep)
+                                   if p and p != str(package_root)]
+    return {"PULUMI_PYTHON_CMD": executable, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutputs:
