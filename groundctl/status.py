@@ -78,7 +78,9 @@ def drift_row(plan: "Plan") -> dict:
     from bootstrap.apply.orchestrator import plan_summary
     from bootstrap.planning.plan import NO_CHANGE_OPS
 
-    if plan.skipped_reason:
+    if plan.not_deployed:
+        state = "not deployed"
+    elif plan.skipped_reason:
         state = "skipped"
     elif not plan.has_changes:
         state = "clean"

@@ -145,6 +145,7 @@ class ApprovedPlan:
     environment: str
     fingerprint: str
     source: str
+    not_deployed: bool = False  # the layer had no stack when it was planned: nothing was previewed
 
 
 def approved_from_documents(documents: Mapping[str, object], environment: str) -> dict[str, ApprovedPlan]:
@@ -176,7 +177,8 @@ def approved_from_documents(documents: Mapping[str, object], environment: str) -
                     f"{previous.source} and {source} hold different plans for {plan.layer}; keep only the "
                     "plan that was reviewed."
                 )
-            found[plan.layer] = ApprovedPlan(plan.layer, plan.environment, plan.fingerprint, source)
+            found[plan.layer] = ApprovedPlan(plan.layer, plan.environment, plan.fingerprint, source,
+                                             plan.not_deployed)
     return found
 
 
@@ -206,6 +208,14 @@ def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str
             f"{plan_dir} holds no approved plan for the {fresh.layer} layer of {fresh.environment}, but a "
             f"fresh preview has changes; run `groundctl plan {fresh.environment} --out {plan_dir}`, review "
             "it, and re-run",
+        )
+    if entry.not_deployed and fresh.has_changes:
+        return GateDecision(
+            "refused",
+            f"the plan in {entry.source} could not preview the {fresh.layer} layer: it was not deployed when "
+            f"`groundctl plan` ran, so its {_summary(fresh)} were never reviewed; deploy it without --plan-dir "
+            f"(`groundctl up {fresh.environment} --layers {fresh.layer}`, whose gate shows the plan), then plan "
+            "and review the rest",
         )
     if entry.fingerprint != fresh.fingerprint:
         return GateDecision(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 from urllib.parse import quote
 
-from bootstrap.engine.errors import UnexpectedChanges, Where, map_error, missing_cli_error
+from bootstrap.engine.errors import StackMissing, UnexpectedChanges, Where, map_error, missing_cli_error
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
 from bootstrap.errors import BadInput, EngineError, GroundctlError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
@@ -43,6 +43,14 @@ class OperationResult:
 
 
 class Engine(Protocol):
+    """Every method but `create_stack` acts on an existing stack and raises StackMissing otherwise."""
+
+    def stack_exists(self, layer: str) -> bool: ...
+
+    def create_stack(self, layer: str) -> None:
+        """Create the layer's empty stack; only for the first `up` of a layer the ledger never recorded."""
+        ...
+
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
                 on_progress: Optional[ProgressFn] = None) -> Plan: ...
 
@@ -216,25 +224,66 @@ class PulumiEngine:
         except Exception as exc:  # noqa: BLE001 - the engine boundary translates everything
             raise map_error(exc, Where(self.environment, layer, operation), self._secrets) from None
 
-    def _stack(self, layer: str):
-        if layer in self._stacks:
-            return self._stacks[layer]
+    def _workspace_options(self, layer: str):
         from pulumi import automation as auto
 
         layer_named(layer)  # unknown layer → BadInput
         work_dir = self.stacks_dir / layer
         if not (work_dir / "Pulumi.yaml").is_file():
             raise BadInput(f"There is no Pulumi program for layer '{layer}' at {work_dir} (no Pulumi.yaml).")
-        opts = auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env), pulumi_command=self._command,
-                                          secrets_provider=self.settings.secrets_provider)
-        stack = self._call(layer, "stack selection", lambda: auto.create_or_select_stack(
-            self.environment, work_dir=str(work_dir), opts=opts))
+        return str(work_dir), auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env),
+                                                         pulumi_command=self._command,
+                                                         secrets_provider=self.settings.secrets_provider)
+
+    def _select(self, layer: str):
+        """The layer's stack, selected (never created: `pulumi stack select` without --create), or None."""
+        from pulumi import automation as auto
+        from pulumi.automation.errors import StackNotFoundError
+
+        work_dir, opts = self._workspace_options(layer)
+
+        def select():
+            try:
+                return auto.select_stack(self.environment, work_dir=work_dir, opts=opts)
+            except StackNotFoundError:
+                return None
+        return self._call(layer, "stack selection", select)
+
+    def stack_exists(self, layer: str) -> bool:
+        if layer in self._stacks:
+            return True
+        stack = self._select(layer)
+        if stack is not None:
+            self._configure(layer, stack)
+        return stack is not None
+
+    def create_stack(self, layer: str) -> None:
+        from pulumi import automation as auto
+
+        if layer in self._stacks:
+            return
+        work_dir, opts = self._workspace_options(layer)
+        stack = self._call(layer, "stack creation", lambda: auto.create_stack(
+            self.environment, work_dir=work_dir, opts=opts))
+        self._configure(layer, stack)
+
+    def _stack(self, layer: str):
+        if layer in self._stacks:
+            return self._stacks[layer]
+        stack = self._select(layer)
+        if stack is None:
+            raise StackMissing(self.environment, layer)
+        self._configure(layer, stack)
+        return stack
+
+    def _configure(self, layer: str, stack) -> None:
+        from pulumi import automation as auto
+
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
         self._call(layer, "config", lambda: stack.set_all_config(
             {k: auto.ConfigValue(value=v.value, secret=v.secret) for k, v in config.items()}))
         self._stacks[layer] = stack
-        return stack
 
     def _layer_config(self, layer: str) -> dict:
         try:

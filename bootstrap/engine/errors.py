@@ -14,7 +14,7 @@ from typing import Iterable
 
 from pulumi.automation import errors as auto_errors
 
-from bootstrap.errors import EngineError, GroundctlError
+from bootstrap.errors import EngineError, GroundctlError, Refused
 from bootstrap.masking import mask_text
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 
@@ -52,6 +52,39 @@ class UnexpectedChanges(EngineError):
             f"Layer '{plan.layer}' of environment '{plan.environment}' was expected to show no changes "
             f"but its preview shows {counts}. The live resources and the state differ: review the plan "
             f"(`groundctl drift {plan.environment}`) before applying anything."
+        )
+
+
+class StackMissing(Refused):
+    """The layer's Pulumi stack does not exist, and groundctl was not asked to create it.
+
+    groundctl creates a stack only on the `up` of a layer the ledger has never recorded; everywhere
+    else a missing stack is reported, never silently replaced by an empty one.
+    """
+
+    def __init__(self, environment: str, layer: str):
+        self.environment = environment
+        self.layer = layer
+        super().__init__(
+            f"The Pulumi stack organization/{layer}/{environment} does not exist in the state backend. "
+            f"If the {layer} layer was never deployed, `groundctl up {environment} --layers {layer}` creates "
+            f"it; if it was, its state was lost: recover it with `groundctl recover {environment} {layer}`."
+        )
+
+
+class StackLost(Refused):
+    """The ledger records the layer, but its stack is gone: recover it, never start it again empty."""
+
+    def __init__(self, environment: str, layer: str, serial: int):
+        self.environment = environment
+        self.layer = layer
+        self.serial = serial
+        super().__init__(
+            f"The {layer} layer of '{environment}' has ledger records (up to serial {serial}) but its Pulumi "
+            f"stack organization/{layer}/{environment} is missing from the state backend: its state was "
+            f"lost or deleted. Nothing was changed; an empty stack would try to create every resource again. "
+            f"Run `groundctl recover {environment} {layer}` to restore it from the bucket's versions, then "
+            "run this command again."
         )
 
 

@@ -46,6 +46,7 @@ class Plan:
     environment: str
     changes: tuple[ResourceChange, ...]
     skipped_reason: str | None = None
+    not_deployed: bool = False  # the stack does not exist yet (skipped_reason says so): nothing was previewed
 
     @property
     def counts(self) -> dict[str, int]:
@@ -76,6 +77,7 @@ class Plan:
             "layer": self.layer,
             "environment": self.environment,
             "skipped_reason": self.skipped_reason,
+            "not_deployed": self.not_deployed,
             "counts": self.counts,
             "fingerprint": self.fingerprint,
             "changes": [
@@ -92,6 +94,7 @@ class Plan:
             layer=data["layer"],
             environment=data["environment"],
             skipped_reason=data.get("skipped_reason"),
+            not_deployed=bool(data.get("not_deployed")),
             changes=tuple(
                 ResourceChange(c["urn"], c["type"], c["operation"], tuple(c.get("diff_keys", ())), bool(c.get("protected")))
                 for c in data["changes"]
