@@ -48,8 +48,10 @@ def engine(tmp_path, monkeypatch):
     state = tmp_path / "state"
     state.mkdir()
     spec = load_spec("local")
-    return PulumiEngine(spec, endpoint_url="http://127.0.0.1:9", lineage_for=lambda layer: "lin-1",
-                        stacks_dir=tmp_path / "stacks", backend_override=f"file://{state}"), state
+    eng = PulumiEngine(spec, endpoint_url="http://127.0.0.1:9", lineage_for=lambda layer: "lin-1",
+                       stacks_dir=tmp_path / "stacks", backend_override=f"file://{state}")
+    eng.create_stack("network")  # as the orchestrator does on a layer's first up
+    return eng, state
 
 
 def test_preview_up_outputs_and_destroy(engine):
