@@ -279,11 +279,24 @@ class PulumiEngine:
     def _configure(self, layer: str, stack) -> None:
         from pulumi import automation as auto
 
+        from bootstrap.engine.stack_config import stale_keys
+
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
+        stale = stale_keys(layer, self._config_keys(stack), config)
+        if stale:
+            self._call(layer, "config", lambda: stack.remove_all_config(stale))
         self._call(layer, "config", lambda: stack.set_all_config(
             {k: auto.ConfigValue(value=v.value, secret=v.secret) for k, v in config.items()}))
         self._stacks[layer] = stack
+
+    def _config_keys(self, stack) -> list[str]:
+        """The keys in the stack's settings file (values not read, so nothing is decrypted)."""
+        try:
+            settings = stack.workspace.stack_settings(stack.name)
+        except FileNotFoundError:
+            return []
+        return list(settings.config or {})
 
     def _layer_config(self, layer: str) -> dict:
         try:
