@@ -286,9 +286,35 @@ class PulumiEngine:
         stale = stale_keys(layer, self._config_keys(stack), config)
         if stale:
             self._call(layer, "config", lambda: stack.remove_all_config(stale))
-        self._call(layer, "config", lambda: stack.set_all_config(
-            {k: auto.ConfigValue(value=v.value, secret=v.secret) for k, v in config.items()}))
+        plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
+        if plain:
+            self._call(layer, "config", lambda: stack.set_all_config(plain))
+        for key, value in config.items():
+            if value.secret:
+                self._set_secret(layer, stack, key, value.value)
         self._stacks[layer] = stack
+
+    def _set_secret(self, layer: str, stack, key: str, value: str) -> None:
+        """`pulumi config set --secret KEY` with the value on standard input, never on the command line
+        (where `ps` shows it): with no value argument the CLI reads stdin when it is not a terminal, and
+        `--raw` keeps the value exactly, trailing newline included."""
+        import subprocess
+
+        from pulumi.automation._cmd import CommandResult
+        from pulumi.automation.errors import create_command_error
+
+        def run():
+            workspace = stack.workspace
+            env = {**os.environ, **(workspace.env_vars or {}), "PULUMI_AUTOMATION_API": "true"}
+            if workspace.pulumi_home:
+                env["PULUMI_HOME"] = workspace.pulumi_home
+            argv = [self._command.command, "--non-interactive", "config", "set", "--secret", "--raw",
+                    "--stack", stack.name, "--", key]
+            done = subprocess.run(argv, input=value, capture_output=True, text=True, cwd=workspace.work_dir,
+                                  env=env, check=False)
+            if done.returncode != 0:
+                raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
+        self._call(layer, "config", run)
 
     def _config_keys(self, stack) -> list[str]:
         """The keys in the stack's settings file (values not read, so nothing is decrypted)."""
@@ -394,7 +420,10 @@ class PulumiEngine:
         if secret and value:
             self._secrets.add(value)
         stack = self._stack(layer)
-        self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value, secret=secret)))
+        if secret:
+            self._set_secret(layer, stack, key, value)
+        else:
+            self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value)))
 
     def _with_private_file(self, layer: str, operation: str, doc: dict, run: Callable[[str], Any]) -> Any:
         """Write `doc` to a file only this user can read, run, and remove it whatever happens."""
