@@ -76,6 +76,7 @@ def _s(value: object) -> str:
 
 def drift_row(plan: "Plan") -> dict:
     from bootstrap.apply.orchestrator import plan_summary
+    from bootstrap.engine.events import DELETED_MARK
     from bootstrap.planning.plan import NO_CHANGE_OPS
 
     if plan.not_deployed:
@@ -84,7 +85,7 @@ def drift_row(plan: "Plan") -> dict:
         state = "skipped"
     elif not plan.has_changes:
         state = "clean"
-    elif all(c.operation == "create" for c in plan.changes):
+    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
         state = "not deployed"  # nothing of it exists: that differs from its declaration too
     else:
         state = "drift"

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 from urllib.parse import quote
 
-from bootstrap.engine.errors import StackMissing, UnexpectedChanges, Where, map_error, missing_cli_error
+from bootstrap.engine.errors import (
+    StackMissing, UnexpectedChanges, Where, expected_no_changes, map_error, missing_cli_error,
+)
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
 from bootstrap.errors import BadInput, EngineError, GroundctlError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
@@ -359,7 +361,7 @@ class PulumiEngine:
                           expect_no_changes=expect_no_changes or None, color="never", diff=False)
         except Exception as exc:  # noqa: BLE001
             plan = plan_from_events(layer, self.environment, events)
-            if expect_no_changes and plan.has_changes:
+            if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
                 raise UnexpectedChanges(plan) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)

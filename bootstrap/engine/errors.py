@@ -47,7 +47,8 @@ class UnexpectedChanges(EngineError):
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
+        counts = (", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
+                  or "changes (Pulumi's own --expect-no-changes check failed)")
         super().__init__(
             f"Layer '{plan.layer}' of environment '{plan.environment}' was expected to show no changes "
             f"but its preview shows {counts}. The live resources and the state differ: review the plan "
@@ -86,6 +87,12 @@ class StackLost(Refused):
             f"Run `groundctl recover {environment} {layer}` to restore it from the bucket's versions, then "
             "run this command again."
         )
+
+
+def expected_no_changes(exc: BaseException) -> bool:
+    """Whether the CLI failed because its own --expect-no-changes fired (backenderr.NoChangesExpectedError:
+    "no changes were expected [for <op>] but changes were proposed")."""
+    return bool(re.search(r"no changes were expected( for \w+)? but changes were proposed", str(exc)))
 
 
 def missing_cli_error(detail: str = "") -> EngineError:
