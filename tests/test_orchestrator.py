@@ -161,7 +161,7 @@ def test_a_plan_made_before_a_layer_existed_approves_none_of_its_creates(world, 
     plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
               services=svc, **target_args)
     assert not engine.stacks and ("create_stack", "backend") not in engine.calls  # plan created nothing
-    written = json.loads((tmp_path / "plans" / "backend.json").read_text())
+    written = json.loads((tmp_path / "plans" / "plan-local-backend.json").read_text())
     assert written["not_deployed"] is True and written["changes"] == []
     outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
     assert isinstance(outcome.error, Refused) and "not deployed when `groundctl plan` ran" in outcome.error.message
