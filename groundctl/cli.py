@@ -48,6 +48,7 @@ def _register() -> None:
     from groundctl import recover, state_verify  # noqa: F401
     from groundctl import drill  # noqa: F401
     from groundctl import emulator_cmd, status, up  # noqa: F401
+    from groundctl import fleet  # noqa: F401
 
 
 _register()

@@ -1,0 +1,35 @@
+"""The drift record: what one `groundctl drift --record` found, kept beside the environment's other records.
+
+Stored at `.groundctl/drift/<env>/<check_id>.json`; the id starts with the UTC time, so the newest
+record is the last key of a listing and `fleet status` reads one object, not the whole history. Only
+the per-layer verdicts and counts are kept (no property values), and every message is redacted with
+the secret values the run knows of.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable, Iterable
+
+from bootstrap.records.layout import drift_key
+from bootstrap.records.runs import new_run_id, iso, redact
+
+DRIFTED = ("drift", "not deployed")
+
+
+def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], float] = time.time,
+                 check_id: str | None = None) -> dict:
+    """The record of one drift check over `rows` (`groundctl.status.drift_row` dicts). Pure given the clock."""
+    layers = [{"layer": r["layer"], "state": r["state"], "summary": r["summary"], "counts": r["counts"],
+               "skipped_reason": r.get("skipped_reason"), "changed": len(r.get("changes") or [])} for r in rows]
+    drifted = [r["layer"] for r in layers if r["state"] in DRIFTED]
+    return {"check_id": check_id or new_run_id(clock), "environment": environment, "at": iso(clock()),
+            "drift": bool(drifted), "drifted_layers": drifted, "layers": layers}
+
+
+def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
+    """Write the record into the state bucket; returns its key."""
+    key = drift_key(record["environment"], record["check_id"])
+    store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
+    return key
