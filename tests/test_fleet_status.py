@@ -53,7 +53,7 @@ def _rows(specs, sources) -> dict[str, dict]:
 def test_every_environment_shows_what_the_operator_needs(fleet):
     rows = _rows(*fleet)
     h = rows["healthy"]
-    assert h["drift"]["result"] == "clean" and h["drift"]["records"] == 30 and h["drift"]["age_seconds"] > 0
+    assert h["drift"]["result"] == "clean" and h["drift"]["check_id"].endswith("-00001d") and h["drift"]["age_seconds"] > 0
     assert h["drills"]["last"]["verdict"] == "passed" and h["drills"]["records"] == 10
     assert set(h["drills"]["trends"]) == {"rebuild-cluster", "state-loss"}
     assert h["drills"]["trends"]["rebuild-cluster"]["trend"] == "steady"
@@ -132,8 +132,9 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # 3 bucket settings + drift list/get + drill list + 5 per kind + lock get + 4 Pulumi lock lists + 4 ledger lists
-    assert large == 3 + 2 + 1 + 10 + 1 + 4 + 4
+    # 3 bucket settings + one-key drift listing and its GET + one listing of drills/ledger/locks + 3 drills per kind
+    assert large == 3 + 2 + 1 + 2 * 3
+    assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
 
 
 def test_drill_kind_is_read_from_the_id():
@@ -148,7 +149,7 @@ def test_drift_record_keeps_verdicts_not_values_and_masks_secrets(aws, bucket):
     rows = [{"layer": "network", "state": "drift", "summary": f"1 to update ({canary})", "counts": {"update": 1},
              "changes": [{"urn": "u", "type": "t", "operation": "update", "diff_keys": ["tags"]}]}]
     key = save_drift_record(store, drift_record("dev", rows, clock=lambda: 1_764_000_000.0), [canary])
-    assert key.startswith(".groundctl/drift/dev/20251124T")
+    assert key.startswith(f".groundctl/drift/dev/{9_999_999_999 - 1_764_000_000:010d}-20251124T")
     body = store.get(key).body.decode()
     assert canary not in body and "[redacted]" in body
     doc = json.loads(body)

@@ -1,7 +1,8 @@
 """The drift record: what one `groundctl drift --record` found, kept beside the environment's other records.
 
-Stored at `.groundctl/drift/<env>/<check_id>.json`; the id starts with the UTC time, so the newest
-record is the last key of a listing and `fleet status` reads one object, not the whole history. Only
+Stored at `.groundctl/drift/<env>/<newest-first>-<check_id>.json`: the name starts with the seconds left
+until 2286 (10 digits), so S3's ascending listing returns the newest record first and `fleet status`
+finds it with a one-key listing and one GET, however long the history grows. Only
 the per-layer verdicts and counts are kept (no property values), and every message is redacted with
 the secret values the run knows of.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from typing import Callable, Iterable
 
 from bootstrap.records.layout import drift_key
@@ -28,8 +30,17 @@ def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], floa
             "drift": bool(drifted), "drifted_layers": drifted, "layers": layers}
 
 
+_END_OF_TIME = 9_999_999_999  # 2286-11-20, in epoch seconds
+
+
+def record_name(check_id: str, at_ts: float) -> str:
+    """The record's file name: newest first in a listing, then the check id."""
+    return f"{_END_OF_TIME - int(at_ts):010d}-{check_id}"
+
+
 def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
     """Write the record into the state bucket; returns its key."""
-    key = drift_key(record["environment"], record["check_id"])
+    at = datetime.fromisoformat(record["at"].replace("Z", "+00:00")).timestamp()
+    key = drift_key(record["environment"], record_name(record["check_id"], at))
     store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
     return key

@@ -1,10 +1,11 @@
 """`fleet status`: every environment's records, read in parallel, summarized per environment.
 
-Per environment, a bounded number of S3 calls whatever its history's length: the drift and drill
-records are listed (their ids start with the UTC time, so a listing is in time order) and only the
-newest drift record and the last few drills of each kind are read; the ledger's heads are the last
-keys of their listings (no GET); the lock is one GET plus Pulumi's lock listings; the protection is
-three bucket-setting reads. `read_fleet` runs environments on a bounded thread pool and never lets one
+Per environment, a small number of S3 calls that does not grow with its drift or drill history:
+the newest drift record is the first key of a one-key listing (drift records are named newest
+first) and one GET; one listing from the end of the drift records through `locks/` names the drill
+records (ids start with the UTC time), every layer's ledger head (no GET) and whether the lock
+exists (one GET only then); only the last few drills of each kind are read; the protection is three
+bucket-setting reads. (That listing is one page up to 1,000 drill and ledger records.) `read_fleet` runs environments on a bounded thread pool and never lets one
 unreadable environment stop the others. Summaries (`summarize`) are pure.
 """
 
@@ -24,7 +25,7 @@ from bootstrap.records.locks import lock_status
 from recovery.drills.report import summarize_history
 from recovery.fleet.protection import judge, read_protection
 
-DRILLS_PER_KIND = 5
+DRILLS_PER_KIND = 3  # the RTO trend compares the latest drill of a kind with the ones before
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 
 
@@ -71,13 +72,28 @@ def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clo
         if not raw["protection"].get("exists", True):
             return raw
         store, env = src.store, spec.name
-        drift_keys = sorted(k for k, _s, _m in store.keys(layout.drift_prefix(env)) if k.endswith(".json"))
-        raw["drift_count"] = len(drift_keys)
-        raw["drift"] = _json(store, drift_keys[-1]) if drift_keys else None
-        if drift_keys and raw["drift"] is None:
-            raw["problems"].append(f"{drift_keys[-1]} is not a readable drift record")
+        # Drift records are named newest first: a one-key listing finds the latest.
+        newest = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
+        raw["drift"] = _json(store, newest) if newest else None
+        if newest and raw["drift"] is None:
+            raw["problems"].append(f"{newest} is not a readable drift record")
+        # One listing from the end of the drift records up to the lock: `drills/`, `ledger/` and `locks/`
+        # sort together between `drift/` and `quarantine/`, so the pages stop once past `locks/`.
+        drill_keys, heads, lock_listed = [], {}, False
+        base = f"{layout.GROUNDCTL}/"
+        for key, _s, modified in store.keys(base, start_after=layout.drift_prefix("~")):
+            rest = key[len(base):].split("/")
+            if rest[0] > "locks":
+                break
+            if rest[0] == "drills" and len(rest) == 3 and rest[1] == env and key.endswith(".json"):
+                drill_keys.append(key)
+            elif rest[0] == "ledger" and len(rest) == 4 and rest[2] == env and rest[1] in LAYER_NAMES \
+                    and _stem(key).isdigit() and int(_stem(key)) >= (heads.get(rest[1]) or {}).get("serial", -1):
+                heads[rest[1]] = {"serial": int(_stem(key)),
+                                  "at": modified.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
+            elif key == layout.lock_key(env):
+                lock_listed = True
         by_kind: dict[str, list[str]] = {}
-        drill_keys = sorted(k for k, _s, _m in store.keys(layout.drills_prefix(env)) if k.endswith(".json"))
         for key in drill_keys:
             kind = drill_kind(_stem(key))
             if kind:
@@ -92,14 +108,10 @@ def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clo
                 else:
                     drills.append(doc)
         raw["drills"] = drills
-        raw["lock"] = lock_status(store, env, clock=clock).to_dict()
-        heads = {}
-        for layer in LAYER_NAMES:
-            keys = [(k, m) for k, _s, m in store.keys(layout.ledger_prefix(layer, env)) if k.endswith(".json")]
-            if keys:
-                key, modified = max(keys)
-                heads[layer] = {"serial": int(_stem(key)) if _stem(key).isdigit() else None,
-                                "at": modified.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
+        free = {"environment": env, "held": False, "holder": None, "stale": False, "reason": "no groundctl lock is held",
+                "heartbeat_age_seconds": None, "unreadable": None, "pulumi_locks": []}
+        raw["lock"] = (lock_status(store, env, clock=clock, with_pulumi_locks=False).to_dict()
+                       if lock_listed else free)
         raw["ledger"] = heads
     except GroundctlError as exc:
         raw["error"] = exc.message
@@ -155,8 +167,7 @@ def summarize(raw: dict, spec, now: float) -> dict:
     d = raw.get("drift")
     row["drift"] = None if d is None else {
         "result": "drift" if d.get("drift") else "clean", "at": d.get("at"), "age_seconds": _age(d.get("at"), now),
-        "drifted_layers": d.get("drifted_layers") or [], "check_id": d.get("check_id"),
-        "records": raw.get("drift_count", 0)}
+        "drifted_layers": d.get("drifted_layers") or [], "check_id": d.get("check_id")}
     drills = raw.get("drills") or []
     if drills or "drills" in raw:
         history = summarize_history(drills, last_n=DRILLS_PER_KIND)
