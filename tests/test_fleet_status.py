@@ -149,7 +149,7 @@ def test_drift_record_keeps_verdicts_not_values_and_masks_secrets(aws, bucket):
     rows = [{"layer": "network", "state": "drift", "summary": f"1 to update ({canary})", "counts": {"update": 1},
              "changes": [{"urn": "u", "type": "t", "operation": "update", "diff_keys": ["tags"]}]}]
     key = save_drift_record(store, drift_record("dev", rows, clock=lambda: 1_764_000_000.0), [canary])
-    assert key.startswith(f".groundctl/drift/dev/{9_999_999_999 - 1_764_000_000:010d}-20251124T")
+    assert key.startswith(f".groundctl/drift/dev/{9_999_999_999_999 - 1_764_000_000_000:013d}-20251124T")
     body = store.get(key).body.decode()
     assert canary not in body and "[redacted]" in body
     doc = json.loads(body)
@@ -210,3 +210,39 @@ def test_cli_json_and_html(tmp_path, monkeypatch, capsys, aws, emulator_endpoint
     assert "embedded emulator" in rows["local"]["skipped"]
     page = (tmp_path / "out" / "fleet-status.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2 and "<script" not in page
+
+
+# -- what scheduled runs write is what status reads ------------------------------------------------------
+
+from tests.test_cli_up import cli  # noqa: E402,F401 - the in-process CLI with the in-memory engine
+
+
+def test_drift_record_written_by_a_scheduled_run_is_what_status_shows(cli, tmp_path):
+    assert cli("up", "SPEC", "--yes", "--json")[0] == 0
+    code, _, err = cli("drift", "SPEC", "--record", "--json")
+    assert code == 0 and "Drift record: .groundctl/drift/local/" in err
+    cli.engine.state["network"][0].inputs["name"] = "changed-by-hand"
+    assert cli("drift", "SPEC", "--record", "--json")[0] == 1
+    assert len(list(cli.store.keys(".groundctl/drift/local/"))) == 2
+
+    code, out, err = cli("fleet", "status", "--environments", str(tmp_path), "--json")
+    assert code == 0, err
+    row = json.loads(out)["environments"][0]
+    assert row["environment"] == "local"
+    assert row["drift"]["result"] == "drift" and row["drift"]["drifted_layers"] == ["network"]
+    assert set(row["ledger"]["layers"]) == {"backend", "network", "cluster"}
+    assert row["ledger"]["layers"]["network"]["serial"] == 1 and row["lock"]["held"] is False
+    assert row["drills"]["last"] is None
+
+
+def test_environments_sharing_a_bucket_see_only_their_own_records(aws, emulator_endpoint):
+    s3 = aws.client("s3")
+    bucket = _bucket()
+    seed_environment(s3, "one", bucket, Seed(drift_records=2, drill_records=2, drifted_last=True))
+    spec_one = parse_spec(spec_data("one", bucket, emulator_endpoint), "one")
+    spec_two = parse_spec(spec_data("two", bucket, emulator_endpoint), "two")
+    raws = read_fleet([Source(s, ObjectStore(s3, bucket), s3) for s in (spec_one, spec_two)])
+    rows = {r["environment"]: r for r in fleet_report(raws, {"one": spec_one, "two": spec_two}, now=0)["environments"]}
+    assert rows["one"]["drift"]["result"] == "drift" and rows["one"]["drills"]["records"] == 2
+    assert rows["two"]["drift"] is None and rows["two"]["drills"]["records"] == 0
+    assert rows["two"]["ledger"]["head_at"] is None and rows["one"]["ledger"]["head_at"] is not None

@@ -1,7 +1,7 @@
 """The drift record: what one `groundctl drift --record` found, kept beside the environment's other records.
 
-Stored at `.groundctl/drift/<env>/<newest-first>-<check_id>.json`: the name starts with the seconds left
-until 2286 (10 digits), so S3's ascending listing returns the newest record first and `fleet status`
+Stored at `.groundctl/drift/<env>/<newest-first>-<check_id>.json`: the name starts with the milliseconds
+left until 2286 (13 digits), so S3's ascending listing returns the newest record first and `fleet status`
 finds it with a one-key listing and one GET, however long the history grows. Only
 the per-layer verdicts and counts are kept (no property values), and every message is redacted with
 the secret values the run knows of.
@@ -30,12 +30,12 @@ def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], floa
             "drift": bool(drifted), "drifted_layers": drifted, "layers": layers}
 
 
-_END_OF_TIME = 9_999_999_999  # 2286-11-20, in epoch seconds
+_END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
 
 
 def record_name(check_id: str, at_ts: float) -> str:
-    """The record's file name: newest first in a listing, then the check id."""
-    return f"{_END_OF_TIME - int(at_ts):010d}-{check_id}"
+    """The record's file name: newest first in a listing (to the millisecond), then the check id."""
+    return f"{_END_OF_TIME_MS - round(at_ts * 1000):013d}-{check_id}"
 
 
 def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
