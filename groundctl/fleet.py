@@ -123,6 +123,10 @@ def status(
         page = html / "fleet-status.html"
         page.write_text(render(report))
         report["html"] = str(page)
+    for row in report["environments"]:
+        # The timelines are the page's drawing material (every phase of the latest drills): a JSON reader
+        # gets the verdicts and trends, and `groundctl drill history <env>` for the phases.
+        (row.get("drills") or {}).pop("timelines", None)
     if json_out:
         console.emit_json(report)
     else:
@@ -134,7 +138,9 @@ def status(
 def _age(seconds: Optional[float]) -> str:
     if seconds is None:
         return "—"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
 
 
 def _show(report: dict) -> None:

@@ -228,7 +228,8 @@ def attention(row: dict) -> list[str]:
         out.append("stale lock")
     prot = row.get("protection") or {}
     if prot.get("verdict") in ("fails", "at-risk"):
-        out.append(f"state bucket protection {prot['verdict']} against the RPO")
+        worst = next(f["what"] for f in prot["findings"] if f["level"] == prot["verdict"])
+        out.append(f"state bucket protection {prot['verdict']} against the RPO: {worst}")
     return out
 
 
