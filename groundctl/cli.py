@@ -42,12 +42,15 @@ def _register() -> None:
     # Command modules register themselves on `app` when imported.
     from groundctl import spec_cmd  # noqa: F401
     from groundctl import lock  # noqa: F401
-    from groundctl import state  # noqa: F401
+    from groundctl import state
+
+    app.add_typer(state.state_app, name="state")
     from groundctl import plan  # noqa: F401
     from groundctl import state_import  # noqa: F401
     from groundctl import recover, state_verify  # noqa: F401
     from groundctl import drill  # noqa: F401
     from groundctl import emulator_cmd, status, up  # noqa: F401
+    from groundctl import ci  # noqa: F401
     from groundctl import fleet  # noqa: F401
 
 

@@ -16,7 +16,6 @@ from rich.text import Text
 
 from bootstrap import console
 from bootstrap.aws.clients import error_code
-from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from bootstrap.errors import CloudError
 from bootstrap.layers import layer as layer_named
@@ -24,8 +23,9 @@ from recovery.integrity import verify_integrity
 from recovery.state import Finding, StateDoc, read_state_file
 from recovery.versions import CandidateEvaluator, CandidateSet, list_candidates
 
+# Added to the app by groundctl.cli; this module does not import the app, so the group's other command
+# modules (state_import, state_verify) can import it in any order.
 state_app = typer.Typer(help="Read, check and list Pulumi state.", no_args_is_help=True)
-app.add_typer(state_app, name="state")
 
 
 def printable(value: object) -> str:
