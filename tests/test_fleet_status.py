@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.records.drift import drift_record, save_drift_record
+from bootstrap.records.drift import drift_record, parse_name, record_name, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.fleet.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
 from recovery.fleet.status import Source, drill_kind, fleet_report, read_environment, read_fleet
@@ -132,9 +132,35 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # 3 bucket settings + one-key drift listing and its GET + one listing of drills/ledger/locks + 3 drills per kind
-    assert large == 3 + 2 + 1 + 2 * 3
+    # 3 bucket settings + one-key drift listing (its name holds the verdict) + one listing of drills/ledger/locks
+    # + the last 3 drills of each kind
+    assert large == 3 + 1 + 1 + 2 * 3
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
+
+
+def test_a_drift_record_name_carries_its_time_and_verdict():
+    record = drift_record("dev", [{"layer": "network", "state": "drift", "summary": "", "counts": {}},
+                                  {"layer": "cluster", "state": "not deployed", "summary": "", "counts": {}},
+                                  {"layer": "flux", "state": "clean", "summary": "", "counts": {}}],
+                          clock=lambda: 1_764_000_000.25, check_id="20251124T160000Z-abc123")
+    parsed = parse_name(record_name(record))
+    assert parsed == {"check_id": "20251124T160000Z-abc123", "at": record["at"], "drift": True,
+                      "drifted_layers": ["network", "cluster"]}
+    clean = drift_record("dev", [], clock=lambda: 1_764_000_001.0, check_id="x-1")
+    assert parse_name(record_name(clean))["drift"] is False
+    assert record_name(clean) < record_name(record)  # the newer one lists first
+    assert parse_name("20251124T160000Z-abc123") is None and parse_name("123-x--maybe") is None
+
+
+def test_a_drift_record_of_another_name_is_read_in_full(aws, bucket, emulator_endpoint):
+    s3 = aws.client("s3")
+    store = ObjectStore(s3, bucket)
+    record = drift_record("odd", [{"layer": "network", "state": "drift", "summary": "", "counts": {}}],
+                          clock=lambda: 1_764_000_000.0, check_id="c-1")
+    store.put(".groundctl/drift/odd/hand-written.json", json.dumps(record).encode())
+    spec = parse_spec(spec_data("odd", bucket, emulator_endpoint), "odd")
+    raw = read_environment(Source(spec, store, s3))
+    assert raw["drift"]["drifted_layers"] == ["network"] and raw["problems"] == []
 
 
 def test_drill_kind_is_read_from_the_id():
@@ -150,6 +176,7 @@ def test_drift_record_keeps_verdicts_not_values_and_masks_secrets(aws, bucket):
              "changes": [{"urn": "u", "type": "t", "operation": "update", "diff_keys": ["tags"]}]}]
     key = save_drift_record(store, drift_record("dev", rows, clock=lambda: 1_764_000_000.0), [canary])
     assert key.startswith(f".groundctl/drift/dev/{9_999_999_999_999 - 1_764_000_000_000:013d}-20251124T")
+    assert key.endswith("--drift-network.json")
     body = store.get(key).body.decode()
     assert canary not in body and "[redacted]" in body
     doc = json.loads(body)

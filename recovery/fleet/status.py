@@ -2,7 +2,7 @@
 
 Per environment, a small number of S3 calls that does not grow with its drift or drill history:
 the newest drift record is the first key of a one-key listing (drift records are named newest
-first) and one GET; one listing from the end of the drift records through `locks/` names the drill
+first, with their verdict, so no GET); one listing from the end of the drift records through `locks/` names the drill
 records (ids start with the UTC time), every layer's ledger head (no GET) and whether the lock
 exists (one GET only then); only the last few drills of each kind are read; the protection is three
 bucket-setting reads. (That listing is one page up to 1,000 drill and ledger records.) `read_fleet` runs environments on a bounded thread pool and never lets one
@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
+from bootstrap.records.drift import parse_name
 from bootstrap.records.locks import lock_status
 from recovery.drills.report import summarize_history
 from recovery.fleet.protection import judge, read_protection
@@ -72,9 +73,9 @@ def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clo
         if not raw["protection"].get("exists", True):
             return raw
         store, env = src.store, spec.name
-        # Drift records are named newest first: a one-key listing finds the latest.
+        # Drift records are named newest first, verdict last: a one-key listing tells the latest result.
         newest = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
-        raw["drift"] = _json(store, newest) if newest else None
+        raw["drift"] = (parse_name(_stem(newest)) or _json(store, newest)) if newest else None
         if newest and raw["drift"] is None:
             raw["problems"].append(f"{newest} is not a readable drift record")
         # One listing from the end of the drift records up to the lock: `drills/`, `ledger/` and `locks/`
