@@ -268,3 +268,32 @@ def test_the_dockerfile_is_pinned_and_runs_as_the_manifests_user():
     user = next(line.split()[1] for line in text.splitlines() if line.startswith("USER "))
     assert user == f"{fm.UID}:{fm.UID}"
     assert "WORKDIR /work" in text and fm.SPECS_DIR.startswith("/work/")
+
+
+# -- bad input: one paragraph, exit 2, never a traceback --------------------------------------------------
+
+from tests.test_cli_errors import assert_refused, groundctl  # noqa: E402
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["fleet", "manifests", "--image", IMAGE, "--environments", "/nonexistent/specs"], "is not a folder"),
+    (["fleet", "manifests", "--image", IMAGE, "--environments", str(FLEET), "--namespace", "Bad_NS"],
+     "is not a Kubernetes namespace name"),
+    (["fleet", "manifests", "--image", "groundctl", "--environments", str(FLEET)], "is not pinned"),
+    (["fleet", "status", "--environments", str(REPO / "tests" / "data")], "No environment spec"),
+])
+def test_bad_fleet_input_is_one_paragraph(monkeypatch, capsys, args, needle):
+    assert_refused(groundctl(monkeypatch, capsys, *args), 2, needle)
+
+
+def test_fleet_status_html_must_be_a_folder(monkeypatch, capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert_refused(groundctl(monkeypatch, capsys, "fleet", "status", "--environments", str(FLEET), "--html", str(blocker)),
+                   2, "is a file, not a directory")
+
+
+def test_an_invalid_spec_in_the_fleet_names_its_file(monkeypatch, capsys, tmp_path):
+    (tmp_path / "broken.yaml").write_text("name: broken\nproduction: maybe\n")
+    assert_refused(groundctl(monkeypatch, capsys, "fleet", "manifests", "--image", IMAGE, "--environments",
+                             str(tmp_path)), 2, "broken.yaml is not a valid environment spec")
