@@ -183,6 +183,10 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
         raise BadInput("Scheduled runs get their AWS credentials from IRSA, so each environment needs the role "
                        f"its jobs run with; missing: {'; '.join(missing)}. Add the role ARNs to the specs (or, for "
                        "a production environment, leave fleet.scheduled_drills_in_production false).")
+    for f in runnable:
+        if f.spec.aws.profile:
+            notes.append(f"{f.spec.name}: its spec names the AWS profile '{f.spec.aws.profile}', which does not exist in "
+                         "the pod: its jobs will fail until aws.profile is removed (IRSA provides the credentials)")
     out: list[dict] = [namespace(ns), specs_configmap(runnable, ns)]
     jobs: list[dict] = []
     for f in runnable:
