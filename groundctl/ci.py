@@ -271,16 +271,18 @@ def comment(
     """The sticky pull-request comment for one environment, cut to GitHub's 65,536-character limit."""
     from bootstrap.ci.comment import GITHUB_COMMENT_LIMIT, PlanInputs, plan_comment
     from bootstrap.ci.touched import ENV_NAME
+    from bootstrap.planning.render import live_combined_names
 
     if not ENV_NAME.match(environment):
         raise BadInput(f"'{environment}' is not an environment name (lowercase letters, digits, hyphens).")
     offline, live = plan_dir / "offline", plan_dir / "live"
+    live_json, live_md = live_combined_names(environment)
     inputs = PlanInputs(
         environment=environment,
         offline_doc=_read_json(offline / f"plan-{environment}.json", "an offline plan"),
         offline_md=_read_text(offline / f"plan-{environment}.md"),
-        live_doc=_read_json(live / "plan.json", "a live plan"),
-        live_md=_read_text(live / "plan.md"),
+        live_doc=_read_json(live / live_json, "a live plan"),
+        live_md=_read_text(live / live_md),
         live_note=live_note, artifact_name=artifact_name, artifact_url=artifact_url, commit=commit,
     )
     body = plan_comment(inputs)

@@ -76,17 +76,21 @@ def _s(value: object) -> str:
 
 def drift_row(plan: "Plan") -> dict:
     from bootstrap.apply.orchestrator import plan_summary
+    from bootstrap.engine.events import DELETED_MARK
+    from bootstrap.planning.plan import NO_CHANGE_OPS
 
-    if plan.skipped_reason:
+    if plan.not_deployed:
+        state = "not deployed"
+    elif plan.skipped_reason:
         state = "skipped"
     elif not plan.has_changes:
         state = "clean"
-    elif all(c.operation == "create" for c in plan.changes):
+    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
         state = "not deployed"  # nothing of it exists: that differs from its declaration too
     else:
         state = "drift"
     changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
-               for c in plan.changes if c.operation not in ("same", "read")]
+               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
     return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
             "skipped_reason": plan.skipped_reason, "changes": changed}
 

@@ -112,7 +112,7 @@ def _plan(layer: str, n: int, *, name_len: int = 120, deletes: int = 0) -> Plan:
 
 def _live(plans: list[Plan]) -> tuple[dict, str]:
     files = plan_files(plans)
-    return json.loads(files["plan.json"]), files["plan.md"]
+    return json.loads(files["plan-dev-live.json"]), files["plan-dev-live.md"]
 
 
 def test_a_plan_too_long_for_github_is_cut_at_a_layer_boundary_with_a_pointer():
@@ -296,9 +296,9 @@ def test_the_comment_command_reads_the_plan_jobs_folder_and_reports_the_cut(tmp_
     doc = json.loads(out)
     assert doc["cut"] is True and doc["characters"] == len(doc["body"]) <= doc["limit"] == GITHUB_COMMENT_LIMIT
     assert out_file.read_text() == doc["body"] and "did not run" in doc["body"]  # no offline plan in the folder
-    (live / "plan.json").write_text("{not json")
+    (live / "plan-dev-live.json").write_text("{not json")
     assert_refused(groundctl(monkeypatch, capsys, "ci", "comment", "dev", "--plan-dir", str(tmp_path / "plans" / "dev")),
-                   2, "plan.json is not JSON")
+                   2, "plan-dev-live.json is not JSON")
     assert_refused(groundctl(monkeypatch, capsys, "ci", "comment", "Dev;rm", "--plan-dir", str(tmp_path)), 2,
                    "is not an environment name")
 

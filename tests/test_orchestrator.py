@@ -80,7 +80,7 @@ def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(wor
     assert [p["name"] for p in stored["phases"]] == ["account", "backend", "lock", "engine", "unlock"]
     assert all(p["outcome"] == "ok" and p["ended_at"] for p in stored["phases"])
     net = next(lay for lay in stored["layers"] if lay["layer"] == "network")
-    assert [p["name"] for p in net["phases"]] == ["preview", "gate", "up", "ledger", "contract"]
+    assert [p["name"] for p in net["phases"]] == ["stack", "preview", "gate", "up", "ledger", "contract"]
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     for layer in ("backend", "network", "cluster"):
         records = read_ledger(store, layer, "local").records
@@ -135,6 +135,8 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
     engine, open_, clock = world
     svc = services(clock)
     target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
+    assert up(open_, clock, yes=True)[0].error is None  # a plan previews deployed stacks only
+    engine.desired["backend"].append(FakeResource("aws:s3/bucketV2:BucketV2", "logs", {"name": "logs"}))
     code = plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
                      services=svc, **target_args)
     assert code == 0 and {"plan-local-backend.json", "plan-local-network.json", "plan-local-live.json",
@@ -145,11 +147,25 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
     outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
     assert isinstance(outcome.error, Refused) and "stale" in outcome.error.message
     assert {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["backend"] == "applied"
-    assert stored["stopped_at"] == "network/gate" and ("up", "network") not in engine.calls
+    assert stored["stopped_at"] == "network/gate" and ("up", "network") not in ops(engine, "up")[3:]
     plan_live("local", out_dir=tmp_path / "fresh", json_out=False, endpoint_url=None, layers=None,
               services=svc, **target_args)
     outcome, _, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "fresh")
-    assert outcome.error is None and ("up", "network") in engine.calls
+    assert outcome.error is None and ops(engine, "up")[-1] == ("up", "network")
+
+
+def test_a_plan_made_before_a_layer_existed_approves_none_of_its_creates(world, tmp_path, local_spec):
+    engine, open_, clock = world
+    svc = services(clock)
+    target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
+    plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
+              services=svc, **target_args)
+    assert not engine.stacks and ("create_stack", "backend") not in engine.calls  # plan created nothing
+    written = json.loads((tmp_path / "plans" / "backend.json").read_text())
+    assert written["not_deployed"] is True and written["changes"] == []
+    outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
+    assert isinstance(outcome.error, Refused) and "not deployed when `groundctl plan` ran" in outcome.error.message
+    assert stored["stopped_at"] == "backend/gate" and not ops(engine, "up")
 
 
 def test_contract_failure_stops_at_that_layer(world, aws, local_spec):

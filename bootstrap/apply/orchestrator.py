@@ -22,12 +22,20 @@ from bootstrap.planning import render as plan_render
 from bootstrap.interrupts import shielded
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
-from bootstrap.planning.plan import Plan
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from bootstrap.records.runs import RunLog, RunRecord, error_outcome, git_commit, redact, start_run
-from bootstrap.apply.steps import LayerStep, Steps, build_preview, kubernetes_endpoint
+from bootstrap.apply.steps import (
+    LayerStep, Steps, StackAction, build_preview, kubernetes_endpoint, not_deployed_reason, stack_action,
+)
+from bootstrap.engine.errors import StackLost
 from bootstrap.target import Target, open_target, probe_tcp
 
 LINEAGE_CONFIG = "groundctl:lineage"
+
+
+def _ledger_serial(store, layer: str, environment: str) -> int:
+    from bootstrap.records.ledger import read_ledger
+    return read_ledger(store, layer, environment).highest_serial
 
 
 @dataclass
@@ -41,6 +49,8 @@ class Services:
     clock: Callable[[], float] = time.time
     probe: Callable[[str, int], Optional[str]] = probe_tcp
     git_commit: Callable[[], Optional[str]] = git_commit
+    # (store, layer, environment) -> the highest serial the layer's ledger holds, 0 for none
+    ledger_serial: Callable[..., int] = _ledger_serial
 
 
 def default_services(**overrides) -> Services:
@@ -81,7 +91,7 @@ class RunOutcome:
 def plan_summary(plan: Plan) -> str:
     if plan.skipped_reason:
         return f"skipped: {plan.skipped_reason}"
-    counts = {op: n for op, n in plan.counts.items() if op not in ("same", "read")}
+    counts = {op: n for op, n in plan.counts.items() if op not in NO_CHANGE_OPS}
     text = ", ".join(f"{n} to {op}" for op, n in counts.items()) or "no changes"
     return text + (f" ({len(plan.risky)} risky)" if plan.risky else "")
 
@@ -270,6 +280,12 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
+    with log.phase("stack", layer) as note:
+        if _stack(target, services, layer, "up") == "create":
+            engine.create_stack(layer)
+            note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
+        else:
+            note["detail"] = "exists"
     console.step(f"{layer}: preview")
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
         plan = engine.preview(layer, on_progress=tick)
@@ -310,6 +326,17 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
     return plan
 
 
+def _stack(target: Target, services: Services, layer: str, operation) -> StackAction:
+    """Whether the layer's stack is used, created or reported; StackLost (exit 3) when the ledger knows it
+    but the backend no longer has it."""
+    exists = target.engine.stack_exists(layer)
+    serial = 0 if exists else services.ledger_serial(target.store, layer, target.name)
+    action = stack_action(operation, exists, serial)
+    if action == "lost":
+        raise StackLost(target.name, layer, serial)
+    return action
+
+
 def _ledger(target: Target, services: Services, log: RunLog, layer: str, operation: str,
             lineage: Optional[str]) -> Optional[int]:
     # Recorded before the contract check: the state changed whether or not the contract holds, and
@@ -343,6 +370,11 @@ def _destroy_all(target: Target, steps: Steps, services: Services, log: RunLog, 
             log.set_layer(layer, achieved="skipped", message=step.skip_reason)
             continue
         log.set_layer(layer, achieved="pending")
+        with log.phase("stack", layer):
+            action = _stack(target, services, layer, "destroy")
+        if action == "not-deployed":
+            log.set_layer(layer, achieved="skipped", message=not_deployed_reason(target.name, layer))
+            continue
         console.step(f"{layer}: destroy")
         with log.phase("destroy", layer) as note, console.progress(f"{layer}: destroy") as tick:
             result = target.engine.destroy(layer, on_progress=tick)
@@ -383,6 +415,10 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
         reason = _skip_reason(target, step, services)
         if reason:
             plans.append(Plan(step.layer, target.name, (), skipped_reason=reason))
+            continue
+        if _stack(target, services, step.layer, step.operation) == "not-deployed":
+            plans.append(Plan(step.layer, target.name, (), skipped_reason=not_deployed_reason(target.name, step.layer),
+                              not_deployed=True))
             continue
         with console.progress(f"{step.layer}: {'refresh-preview' if step.operation == 'drift' else 'preview'}") as tick:
             plans.append(target.engine.preview(step.layer, refresh=step.operation == "drift", on_progress=tick))

@@ -76,8 +76,8 @@ class PlanInputs:
     environment: str
     offline_doc: Optional[dict] = None   # plan-<env>.json of `plan --offline`
     offline_md: Optional[str] = None     # plan-<env>.md
-    live_doc: Optional[dict] = None      # plan.json of the live `plan`
-    live_md: Optional[str] = None        # plan.md
+    live_doc: Optional[dict] = None      # plan-<env>-live.json of the live `plan`
+    live_md: Optional[str] = None        # plan-<env>-live.md
     live_note: str = ""                  # why there is no live plan, when there is none
     artifact_name: str = ""
     artifact_url: str = ""
@@ -182,6 +182,6 @@ def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     def cut_note(left_out: Sequence[Block]) -> str:
         names = ", ".join(b.label for b in left_out) or "the rest of this section"
         return (f"\n> {CUT_MARK} **Cut to fit GitHub's {limit:,}-character comment limit.** Left out: {names}. "
-                f"The full plan is in {_pointer(inputs)} (`plan.md`, `<layer>.md`, `plan-{env}.md`).\n")
+                f"The full plan is in {_pointer(inputs)} (`plan-{env}-live.md`, `plan-{env}-<layer>.md`, `plan-{env}.md`).\n")
 
     return fit(head, blocks, tail, cut_note, limit)

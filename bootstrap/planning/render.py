@@ -170,6 +170,12 @@ def live_plan_prefix(environment: str) -> str:
     return f"plan-{environment}-"
 
 
+def live_combined_names(environment: str) -> tuple[str, str]:
+    """The combined live plan's file names (JSON, Markdown) for an environment."""
+    prefix = live_plan_prefix(environment)
+    return f"{prefix}live.json", f"{prefix}live.md"
+
+
 def plan_files(plans: Sequence[Plan]) -> dict[str, str]:
     """File name → text for a plan directory: plan-<env>-<layer>.md/.json per layer, plan-<env>-live.md/.json
     combined."""
