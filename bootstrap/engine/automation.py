@@ -179,6 +179,21 @@ def program_python(environ: Mapping[str, str], *, executable: str = sys.executab
     return {"PULUMI_PYTHON_CMD": executable, "PYTHONPATH": os.pathsep.join(paths)}
 
 
+def missing_providers(import_plan: Mapping[str, Any], state_urns: set[str]) -> list[str]:
+    """Explicit provider URNs the document's resources use that the stack lacks and the document gives
+    no `providerInputs` for. Pure."""
+    table = dict(import_plan.get("nameTable") or {})
+    inputs = set(import_plan.get("providerInputs") or {})
+    wanted = []
+    for entry in import_plan.get("resources") or []:
+        ref = entry.get("provider")
+        urn = table.get(ref) if ref else None
+        if urn and "::pulumi:providers:" in urn and urn not in state_urns and ref not in inputs \
+                and urn not in wanted:
+            wanted.append(urn)
+    return wanted
+
+
 def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutputs:
     """Stack outputs, remembering which ones Pulumi holds as secrets."""
     items = dict(output_map or {})
@@ -402,19 +417,27 @@ class PulumiEngine:
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        if hasattr(stack, "import_resources"):
-            # The SDK writes the file itself, in a TemporaryDirectory it removes.
-            res = self._call(layer, "import", lambda: stack.import_resources(
-                resources=import_plan.get("resources", []), name_table=import_plan.get("nameTable"),
-                protect=False, generate_code=False, message="groundctl import"))
-            summary = res.summary
-        else:
-            self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
-                ["import", "--file", f, "--yes", "--protect=false", "--generate-code=false"]))
-            summary = self._call(layer, "import", stack.info)
+        missing = missing_providers(import_plan, self._state_urns(layer))
+        if missing:
+            # An explicit provider the file names but the stack lacks would be built by `pulumi import`
+            # from the file's providerInputs, or else from ambient settings (pkg/resource/deploy/import.go).
+            # Without inputs, the program creates it, with its own region, role and allowed account.
+            self._call(layer, "provider creation", lambda: stack.up(
+                target=missing, color="never", message="groundctl import: providers", suppress_outputs=True,
+                on_event=self._events(None, on_progress)))
+        # Not the SDK's import_resources: it writes only `resources` and `nameTable`, dropping
+        # `providerInputs`; the whole document goes in a private file that is removed afterwards.
+        self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
+            ["import", "--file", f, "--yes", "--skip-preview", "--protect=false", "--generate-code=false",
+             "--message", "groundctl import"]))
+        summary = self._call(layer, "import", stack.info)
         if on_progress:
             on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
         return self._result(layer, "import", summary)
+
+    def _state_urns(self, layer: str) -> set[str]:
+        deployment = self.export_state(layer).get("deployment") or {}
+        return {r.get("urn") for r in deployment.get("resources") or [] if isinstance(r, dict)}
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue
