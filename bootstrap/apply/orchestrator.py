@@ -291,8 +291,9 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
     # (and converges the imported resources) even when the preview shows no resource change.
     adopted = layer == "backend" and _adopt_backend(target, services, log)
     console.step(f"{layer}: preview")
+    saved = engine.supports_saved_plans()
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
-        plan = engine.preview(layer, on_progress=tick)
+        plan = engine.preview(layer, save_plan=saved, on_progress=tick)
         note["detail"] = plan_summary(plan)
     log.set_layer(layer, counts=plan.counts, fingerprint=plan.fingerprint)
     _render(plan)
@@ -311,9 +312,12 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         lineage = target.lineage_for(layer) or str(uuid.uuid4())
         target.lineages[layer] = lineage
         engine.set_config(layer, LINEAGE_CONFIG, lineage)
+        if not saved:
+            _same_as_approved(target, log, layer, plan)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
-            result = engine.up(layer, on_progress=tick)
-            note["detail"] = _counts_text(result.counts)
+            result = engine.up(layer, use_saved_plan=saved, on_progress=tick)
+            note["detail"] = _counts_text(result.counts) + (" (within the saved plan)" if saved else "")
+        log.set_layer(layer, applied_with="saved-plan" if saved else "re-preview")
         serial = _ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
         outputs = engine.outputs(layer)
@@ -329,6 +333,21 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
     log.set_layer(layer, achieved="applied" if apply else "unchanged", serial=serial,
                   message=plan_summary(plan))
     return plan
+
+
+def _same_as_approved(target: Target, log: RunLog, layer: str, approved: Plan) -> None:
+    """Without saved plans, preview again right before the apply (under the lock) and refuse when it
+    differs from the approved one: what is applied is what was approved."""
+    with log.phase("re-preview", layer) as note, console.progress(f"{layer}: re-preview") as tick:
+        fresh = target.engine.preview(layer, on_progress=tick)
+        note["detail"] = f"fingerprint {fresh.fingerprint[:12]}"
+    if fresh.fingerprint != approved.fingerprint:
+        raise Refused(
+            f"The {layer} layer was not applied: a preview right before the apply (fingerprint "
+            f"{fresh.fingerprint[:12]}: {plan_summary(fresh)}) differs from the approved one "
+            f"({approved.fingerprint[:12]}: {plan_summary(approved)}); something changed in between. Nothing in "
+            f"{layer} was changed; run `groundctl up {target.name}` again to review the new plan."
+        )
 
 
 def _adopt_backend(target: Target, services: Services, log: RunLog) -> bool:

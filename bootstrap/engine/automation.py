@@ -53,10 +53,20 @@ class Engine(Protocol):
         """Create the layer's empty stack; only for the first `up` of a layer the ledger never recorded."""
         ...
 
-    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan: ...
+    def supports_saved_plans(self) -> bool:
+        """Whether `preview(save_plan=True)` then `up(use_saved_plan=True)` ties the apply to the preview."""
+        ...
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
+        """`save_plan` keeps Pulumi's update plan of this preview for the next `up` of the layer."""
+        ...
+
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        """`use_saved_plan`: apply constrained by the plan the last `preview(save_plan=True)` saved; an
+        update that would exceed it fails instead of doing more than was approved."""
+        ...
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
 
@@ -79,6 +89,8 @@ class Engine(Protocol):
 # -- the product implementation over pulumi.automation --------------------------------------------
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
+# `preview --save-plan` and `up --plan` (update plans) appeared in CLI v3.24.0 (changelog/v3.24.0.md).
+SAVED_PLANS_SINCE = "3.24.0"
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -219,6 +231,7 @@ class PulumiEngine:
                                            backend_override=backend_override)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
         require_pulumi()
         self._command = self._pulumi_command()
 
@@ -367,13 +380,25 @@ class PulumiEngine:
 
     # -- Engine protocol --------------------------------------------------------------------------
 
+    def supports_saved_plans(self) -> bool:
+        version = getattr(self._command, "version", None)
+        return version is not None and version >= SAVED_PLANS_SINCE
+
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan:
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
         stack = self._stack(layer)
         events: list = []
+        self._drop_saved_plan(layer)
+        plan_file = None
+        if save_plan:
+            # The plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
+            folder = tempfile.mkdtemp(prefix="groundctl-plan-")
+            plan_file = os.path.join(folder, f"{layer}.plan.json")
+            self._saved_plans[layer] = folder
         try:
             stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
-                          expect_no_changes=expect_no_changes or None, color="never", diff=False)
+                          expect_no_changes=expect_no_changes or None, color="never", diff=False,
+                          plan=plan_file)
         except Exception as exc:  # noqa: BLE001
             plan = plan_from_events(layer, self.environment, events)
             if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
@@ -384,12 +409,29 @@ class PulumiEngine:
             raise UnexpectedChanges(plan)
         return plan
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        res = self._call(layer, "up", lambda: stack.up(
-            on_event=self._events(None, on_progress), color="never", message="groundctl up",
-            suppress_outputs=True))
+        plan_file = None
+        if use_saved_plan:
+            folder = self._saved_plans.get(layer)
+            plan_file = os.path.join(folder, f"{layer}.plan.json") if folder else None
+            if not plan_file or not os.path.isfile(plan_file):
+                raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
+                                  "(`groundctl up` does, under the lock) and approve that plan.")
+        try:
+            res = self._call(layer, "up", lambda: stack.up(
+                on_event=self._events(None, on_progress), color="never", message="groundctl up",
+                suppress_outputs=True, plan=plan_file))
+        finally:
+            if use_saved_plan:
+                self._drop_saved_plan(layer)
         return self._result(layer, "up", res.summary, outputs_from_automation(res.outputs))
+
+    def _drop_saved_plan(self, layer: str) -> None:
+        folder = self._saved_plans.pop(layer, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
