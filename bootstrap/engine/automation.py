@@ -6,6 +6,7 @@ one environment; every method takes the layer it acts on.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -395,6 +396,7 @@ class PulumiEngine:
             folder = tempfile.mkdtemp(prefix="groundctl-plan-")
             plan_file = os.path.join(folder, f"{layer}.plan.json")
             self._saved_plans[layer] = folder
+            atexit.register(shutil.rmtree, folder, True)  # a plan never applied is not left behind either
         try:
             stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
                           expect_no_changes=expect_no_changes or None, color="never", diff=False,
