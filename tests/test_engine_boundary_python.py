@@ -51,6 +51,7 @@ def test_a_program_importing_stacks_common_previews_when_path_has_a_broken_pytho
         pulumi.export("naming_file", naming.__file__)
     ''')
     engine = file_engine(tmp_path, monkeypatch)
+    engine.create_stack("network")
     plan = engine.preview("network")
     assert plan.counts.get("create") == 1  # the stack resource: the program ran and imported stacks.common
     # ...and it is this checkout's `stacks`, not one installed somewhere else.

@@ -125,6 +125,7 @@ def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
         elif name == "backend":
             console.step(f"Ensuring the state backend (bucket {target.spec.backend.bucket})")
             report = services.ensure_backend(target.spec, target.clients)
+            target.backend_report = report
             note["detail"] = _describe(report)
             if persist:
                 log.attach(target.store.put)
@@ -286,9 +287,13 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
             note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
         else:
             note["detail"] = "exists"
+    # An adoption writes state without running the program: the up that follows registers the outputs
+    # (and converges the imported resources) even when the preview shows no resource change.
+    adopted = layer == "backend" and _adopt_backend(target, services, log)
     console.step(f"{layer}: preview")
+    saved = engine.supports_saved_plans()
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
-        plan = engine.preview(layer, on_progress=tick)
+        plan = engine.preview(layer, save_plan=saved, on_progress=tick)
         note["detail"] = plan_summary(plan)
     log.set_layer(layer, counts=plan.counts, fingerprint=plan.fingerprint)
     _render(plan)
@@ -302,13 +307,17 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
             raise decision.refusal(layer)
         note["detail"] = decision.reason
     serial = None
-    if plan.has_changes:
+    apply = plan.has_changes or adopted
+    if apply:
         lineage = target.lineage_for(layer) or str(uuid.uuid4())
         target.lineages[layer] = lineage
         engine.set_config(layer, LINEAGE_CONFIG, lineage)
+        if not saved:
+            _same_as_approved(target, log, layer, plan)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
-            result = engine.up(layer, on_progress=tick)
-            note["detail"] = _counts_text(result.counts)
+            result = engine.up(layer, use_saved_plan=saved, on_progress=tick)
+            note["detail"] = _counts_text(result.counts) + (" (within the saved plan)" if saved else "")
+        log.set_layer(layer, applied_with="saved-plan" if saved else "re-preview")
         serial = _ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
         outputs = engine.outputs(layer)
@@ -321,9 +330,56 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
                 f"stops here. Fix stacks/{layer} to export them and re-run `groundctl up {target.name}`."
             )
         note["detail"] = f"{len(outputs.values)} outputs present"
-    log.set_layer(layer, achieved="applied" if plan.has_changes else "unchanged", serial=serial,
+    log.set_layer(layer, achieved="applied" if apply else "unchanged", serial=serial,
                   message=plan_summary(plan))
     return plan
+
+
+def _same_as_approved(target: Target, log: RunLog, layer: str, approved: Plan) -> None:
+    """Without saved plans, preview again right before the apply (under the lock) and refuse when it
+    differs from the approved one: what is applied is what was approved."""
+    with log.phase("re-preview", layer) as note, console.progress(f"{layer}: re-preview") as tick:
+        fresh = target.engine.preview(layer, on_progress=tick)
+        note["detail"] = f"fingerprint {fresh.fingerprint[:12]}"
+    if fresh.fingerprint != approved.fingerprint:
+        raise Refused(
+            f"The {layer} layer was not applied: a preview right before the apply (fingerprint "
+            f"{fresh.fingerprint[:12]}: {plan_summary(fresh)}) differs from the approved one "
+            f"({approved.fingerprint[:12]}: {plan_summary(approved)}); something changed in between. Nothing in "
+            f"{layer} was changed; run `groundctl up {target.name}` again to review the new plan."
+        )
+
+
+def _adopt_backend(target: Target, services: Services, log: RunLog) -> bool:
+    """Import the bucket and key the bootstrap made into a backend stack that holds no resources yet, so
+    the preview that follows plans no second key, alias or bucket. A stack with resources owns them already."""
+    from bootstrap.aws.backend_import import backend_import_document
+
+    report, engine = target.backend_report, target.engine
+    with log.phase("adopt", "backend") as note:
+        if report is None:
+            note["detail"] = "no bootstrap report in this run"
+            return False
+        if managed_resources(engine.export_state("backend")):
+            note["detail"] = "the stack already holds its resources"
+            return False
+        document = backend_import_document(target.name, report)
+        lineage = target.lineage_for("backend") or str(uuid.uuid4())
+        target.lineages["backend"] = lineage
+        engine.set_config("backend", LINEAGE_CONFIG, lineage)
+        with console.progress("backend: import") as tick:
+            result = engine.import_resources("backend", document, on_progress=tick)
+        note["detail"] = f"imported {len(document['resources'])} resources ({_counts_text(result.counts)})"
+    _ledger(target, services, log, "backend", "import", lineage)
+    return True
+
+
+def managed_resources(state: dict) -> list[str]:
+    """URNs of the resources a stack manages: neither the root stack nor a provider. Pure."""
+    deployment = state.get("deployment") or {}
+    return [r["urn"] for r in deployment.get("resources") or []
+            if isinstance(r, dict) and isinstance(r.get("urn"), str) and r.get("type") != "pulumi:pulumi:Stack"
+            and not str(r.get("type", "")).startswith("pulumi:providers:")]
 
 
 def _stack(target: Target, services: Services, layer: str, operation) -> StackAction:

@@ -6,6 +6,7 @@ one environment; every method takes the layer it acts on.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -53,10 +54,20 @@ class Engine(Protocol):
         """Create the layer's empty stack; only for the first `up` of a layer the ledger never recorded."""
         ...
 
-    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan: ...
+    def supports_saved_plans(self) -> bool:
+        """Whether `preview(save_plan=True)` then `up(use_saved_plan=True)` ties the apply to the preview."""
+        ...
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
+        """`save_plan` keeps Pulumi's update plan of this preview for the next `up` of the layer."""
+        ...
+
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        """`use_saved_plan`: apply constrained by the plan the last `preview(save_plan=True)` saved; an
+        update that would exceed it fails instead of doing more than was approved."""
+        ...
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
 
@@ -79,6 +90,8 @@ class Engine(Protocol):
 # -- the product implementation over pulumi.automation --------------------------------------------
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
+# `preview --save-plan` and `up --plan` (update plans) appeared in CLI v3.24.0 (changelog/v3.24.0.md).
+SAVED_PLANS_SINCE = "3.24.0"
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -179,6 +192,21 @@ def program_python(environ: Mapping[str, str], *, executable: str = sys.executab
     return {"PULUMI_PYTHON_CMD": executable, "PYTHONPATH": os.pathsep.join(paths)}
 
 
+def missing_providers(import_plan: Mapping[str, Any], state_urns: set[str]) -> list[str]:
+    """Explicit provider URNs the document's resources use that the stack lacks and the document gives
+    no `providerInputs` for. Pure."""
+    table = dict(import_plan.get("nameTable") or {})
+    inputs = set(import_plan.get("providerInputs") or {})
+    wanted = []
+    for entry in import_plan.get("resources") or []:
+        ref = entry.get("provider")
+        urn = table.get(ref) if ref else None
+        if urn and "::pulumi:providers:" in urn and urn not in state_urns and ref not in inputs \
+                and urn not in wanted:
+            wanted.append(urn)
+    return wanted
+
+
 def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutputs:
     """Stack outputs, remembering which ones Pulumi holds as secrets."""
     items = dict(output_map or {})
@@ -204,6 +232,7 @@ class PulumiEngine:
                                            backend_override=backend_override)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
         require_pulumi()
         self._command = self._pulumi_command()
 
@@ -352,13 +381,26 @@ class PulumiEngine:
 
     # -- Engine protocol --------------------------------------------------------------------------
 
+    def supports_saved_plans(self) -> bool:
+        version = getattr(self._command, "version", None)
+        return version is not None and version >= SAVED_PLANS_SINCE
+
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan:
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
         stack = self._stack(layer)
         events: list = []
+        self._drop_saved_plan(layer)
+        plan_file = None
+        if save_plan:
+            # The plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
+            folder = tempfile.mkdtemp(prefix="groundctl-plan-")
+            plan_file = os.path.join(folder, f"{layer}.plan.json")
+            self._saved_plans[layer] = folder
+            atexit.register(shutil.rmtree, folder, True)  # a plan never applied is not left behind either
         try:
             stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
-                          expect_no_changes=expect_no_changes or None, color="never", diff=False)
+                          expect_no_changes=expect_no_changes or None, color="never", diff=False,
+                          plan=plan_file)
         except Exception as exc:  # noqa: BLE001
             plan = plan_from_events(layer, self.environment, events)
             if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
@@ -369,12 +411,29 @@ class PulumiEngine:
             raise UnexpectedChanges(plan)
         return plan
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        res = self._call(layer, "up", lambda: stack.up(
-            on_event=self._events(None, on_progress), color="never", message="groundctl up",
-            suppress_outputs=True))
+        plan_file = None
+        if use_saved_plan:
+            folder = self._saved_plans.get(layer)
+            plan_file = os.path.join(folder, f"{layer}.plan.json") if folder else None
+            if not plan_file or not os.path.isfile(plan_file):
+                raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
+                                  "(`groundctl up` does, under the lock) and approve that plan.")
+        try:
+            res = self._call(layer, "up", lambda: stack.up(
+                on_event=self._events(None, on_progress), color="never", message="groundctl up",
+                suppress_outputs=True, plan=plan_file))
+        finally:
+            if use_saved_plan:
+                self._drop_saved_plan(layer)
         return self._result(layer, "up", res.summary, outputs_from_automation(res.outputs))
+
+    def _drop_saved_plan(self, layer: str) -> None:
+        folder = self._saved_plans.pop(layer, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
@@ -402,19 +461,27 @@ class PulumiEngine:
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        if hasattr(stack, "import_resources"):
-            # The SDK writes the file itself, in a TemporaryDirectory it removes.
-            res = self._call(layer, "import", lambda: stack.import_resources(
-                resources=import_plan.get("resources", []), name_table=import_plan.get("nameTable"),
-                protect=False, generate_code=False, message="groundctl import"))
-            summary = res.summary
-        else:
-            self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
-                ["import", "--file", f, "--yes", "--protect=false", "--generate-code=false"]))
-            summary = self._call(layer, "import", stack.info)
+        missing = missing_providers(import_plan, self._state_urns(layer))
+        if missing:
+            # An explicit provider the file names but the stack lacks would be built by `pulumi import`
+            # from the file's providerInputs, or else from ambient settings (pkg/resource/deploy/import.go).
+            # Without inputs, the program creates it, with its own region, role and allowed account.
+            self._call(layer, "provider creation", lambda: stack.up(
+                target=missing, color="never", message="groundctl import: providers", suppress_outputs=True,
+                on_event=self._events(None, on_progress)))
+        # Not the SDK's import_resources: it writes only `resources` and `nameTable`, dropping
+        # `providerInputs`; the whole document goes in a private file that is removed afterwards.
+        self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
+            ["import", "--file", f, "--yes", "--skip-preview", "--protect=false", "--generate-code=false",
+             "--message", "groundctl import"]))
+        summary = self._call(layer, "import", stack.info)
         if on_progress:
             on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
         return self._result(layer, "import", summary)
+
+    def _state_urns(self, layer: str) -> set[str]:
+        deployment = self.export_state(layer).get("deployment") or {}
+        return {r.get("urn") for r in deployment.get("resources") or [] if isinstance(r, dict)}
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue
