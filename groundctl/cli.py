@@ -51,6 +51,7 @@ def _register() -> None:
     from groundctl import drill  # noqa: F401
     from groundctl import emulator_cmd, status, up  # noqa: F401
     from groundctl import ci  # noqa: F401
+    from groundctl import fleet  # noqa: F401
 
 
 _register()

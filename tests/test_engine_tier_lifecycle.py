@@ -28,6 +28,7 @@ def _stored_text(tier) -> str:
                      for k in tier.keys(""))
 
 
+@pytest.mark.xfail(strict=True, reason="needs issue 8 item 3 (select only; no stack created by plan)")
 def test_plan_on_a_fresh_environment_creates_no_stack_and_no_config(tier, tmp_path):
     code, out, err = tier.cli("plan", "SPEC", "--layers", LAYERS, "--out", str(tmp_path / "plans"))
     assert code != 70, err
@@ -101,6 +102,7 @@ def test_the_failed_run_says_which_resource_failed_and_why(tier):
     assert "injected failure creating record public-2" in tier.notes["failed up"]
 
 
+@pytest.mark.xfail(strict=True, reason="needs issue 8 item 5 (refresh outcomes from resOutputsEvent)")
 def test_drift_made_outside_pulumi_is_reported_through_refresh(tier):
     vpc_key, gone_key = tier.record_key("network", "vpc"), tier.record_key("network", "public-1")
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
@@ -119,6 +121,7 @@ def test_drift_made_outside_pulumi_is_reported_through_refresh(tier):
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
 
 
+@pytest.mark.xfail(strict=True, reason="needs issue 8 item 4 (config keys removed)")
 def test_a_key_dropped_from_the_spec_is_gone_from_the_stack_config_after_the_next_run(tier):
     # As a run from a spec that still named an apply role would have left it.
     tier.engine().set_config("network", "groundctl:assumeRoleArn", "arn:aws:iam::123456789012:role/old-apply")
