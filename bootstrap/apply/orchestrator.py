@@ -281,23 +281,20 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
-<<<<<<< HEAD
-    # The program exports its lineage from config: set it before the preview, so that the plan approved
-    # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
-    lineage = target.lineage_for(layer) or str(uuid.uuid4())
-    target.lineages[layer] = lineage
-    engine.set_config(layer, LINEAGE_CONFIG, lineage)
-=======
     with log.phase("stack", layer) as note:
         if _stack(target, services, layer, "up") == "create":
             engine.create_stack(layer)
             note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
         else:
             note["detail"] = "exists"
+    # The program exports its lineage from config: set it before the preview, so that the plan approved
+    # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
+    lineage = target.lineage_for(layer) or str(uuid.uuid4())
+    target.lineages[layer] = lineage
+    engine.set_config(layer, LINEAGE_CONFIG, lineage)
     # An adoption writes state without running the program: the up that follows registers the outputs
     # (and converges the imported resources) even when the preview shows no resource change.
     adopted = layer == "backend" and _adopt_backend(target, services, log)
->>>>>>> main
     console.step(f"{layer}: preview")
     saved = engine.supports_saved_plans()
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
@@ -315,17 +312,10 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
             raise decision.refusal(layer)
         note["detail"] = decision.reason
     serial = None
-<<<<<<< HEAD
-    if plan.has_changes:
-=======
     apply = plan.has_changes or adopted
     if apply:
-        lineage = target.lineage_for(layer) or str(uuid.uuid4())
-        target.lineages[layer] = lineage
-        engine.set_config(layer, LINEAGE_CONFIG, lineage)
         if not saved:
             _same_as_approved(target, log, layer, plan)
->>>>>>> main
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
             result = engine.up(layer, use_saved_plan=saved, on_progress=tick)
             note["detail"] = _counts_text(result.counts) + (" (within the saved plan)" if saved else "")
