@@ -28,7 +28,6 @@ def _stored_text(tier) -> str:
                      for k in tier.keys(""))
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 8 item 3 (select only; no stack created by plan)")
 def test_plan_on_a_fresh_environment_creates_no_stack_and_no_config(tier, tmp_path):
     code, out, err = tier.cli("plan", "SPEC", "--layers", LAYERS, "--out", str(tmp_path / "plans"))
     assert code != 70, err
@@ -102,7 +101,6 @@ def test_the_failed_run_says_which_resource_failed_and_why(tier):
     assert "injected failure creating record public-2" in tier.notes["failed up"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 8 item 5 (refresh outcomes from resOutputsEvent)")
 def test_drift_made_outside_pulumi_is_reported_through_refresh(tier):
     vpc_key, gone_key = tier.record_key("network", "vpc"), tier.record_key("network", "public-1")
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
@@ -113,15 +111,18 @@ def test_drift_made_outside_pulumi_is_reported_through_refresh(tier):
     report = tier.cli_json("drift", "SPEC", "--layers", LAYERS, ok=(1,))
     rows = {r["layer"]: r for r in report["layers"]}
     assert report["drift"] is True and rows["network"]["state"] == "drift" and rows["cluster"]["state"] == "clean"
-    changed = {c["urn"].rsplit("::", 1)[1]: c["operation"] for c in rows["network"]["changes"]}
-    assert changed == {"vpc": "update", "public-1": "delete"}
+    changed = {c["urn"].rsplit("::", 1)[1]: (c["operation"], c["diff_keys"]) for c in rows["network"]["changes"]}
+    # The refresh found the record changed and the other gone; the program's own step follows (an update,
+    # and a create that would bring the deleted one back), marked with what the refresh saw.
+    assert changed["vpc"][0] == "update" and "body" in changed["vpc"][1]
+    assert changed["public-1"] == ("create", ["<deleted>"])
+    assert set(changed) == {"vpc", "public-1"}
 
     for key, body in ((vpc_key, vpc), (gone_key, gone)):  # put things back as Pulumi left them
         tier.s3.put_object(Bucket=tier.records_bucket, Key=key, Body=json.dumps(body, sort_keys=True).encode())
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 8 item 4 (config keys removed)")
 def test_a_key_dropped_from_the_spec_is_gone_from_the_stack_config_after_the_next_run(tier):
     # As a run from a spec that still named an apply role would have left it.
     tier.engine().set_config("network", "groundctl:assumeRoleArn", "arn:aws:iam::123456789012:role/old-apply")
