@@ -164,7 +164,7 @@ def test_pulumi_refresh_clearing_the_pending_creates_then_up_ends_clean(tier):
                           timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _pending(tier, "network") == []
-    record = tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")
+    record = tier.cli_json("up", "SPEC", "--layers", "network", "--yes")
     assert record["outcome"] == "succeeded"
     assert tier.record(tier.record_key("network", "private-2")) is not None
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
