@@ -19,7 +19,9 @@ from bootstrap.aws.clients import error_code
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from bootstrap.errors import CloudError
 from bootstrap.layers import layer as layer_named
+from bootstrap.records.ledger import read_ledger
 from recovery.integrity import verify_integrity
+from recovery.placement import place_candidates
 from recovery.state import Finding, StateDoc, read_state_file
 from recovery.versions import CandidateEvaluator, CandidateSet, list_candidates
 
@@ -117,11 +119,12 @@ def inspect(
 # -- versions --------------------------------------------------------------------------------------
 
 
-def versions_rows(cset: CandidateSet) -> list[dict]:
+def versions_rows(cset: CandidateSet, placements: Optional[dict] = None) -> list[dict]:
     """The rows of the candidate table, newest first, delete markers in their place (pure).
 
-    The serial column stays "-": placing candidates between ledger serials is `recovery.placement`'s
-    job, and it is not wired into this listing yet."""
+    `placements` ((key, version_id) -> recovery.placement.Placement) puts each evaluated candidate on the
+    ledger: its serial when the ledger records its content, else "-" with where it sits ("after 2")."""
+    placements = placements or {}
     rows: list[dict] = []
     for when, kind, item in cset.timeline():
         if kind == "delete-marker":
@@ -134,7 +137,10 @@ def versions_rows(cset: CandidateSet) -> list[dict]:
         row["time"] = row.pop("last_modified")
         row["verdict"] = row["verdict"] or "not evaluated"
         row["pending"] = row.pop("pending_operations")
-        row["serial"] = "-"
+        placed = placements.get((item.key, item.version_id))
+        row["serial"] = placed.serial if placed is not None and placed.serial is not None else "-"
+        row["placement"] = {"status": placed.status, "after_serial": placed.after_serial,
+                            "before_serial": placed.before_serial, "sentence": placed.sentence} if placed else None
         rows.append(row)
     return rows
 
@@ -177,10 +183,13 @@ def versions(
             evaluator = CandidateEvaluator(target.store, expected_stack=f"organization/{lay.project}/{target.name}")
             wanted = cset.candidates if limit is None else cset.candidates[:limit]
             cset = cset.with_evaluations(evaluator.newest_first(wanted))
+            records = read_ledger(target.store, lay.project, target.name).records
         except botocore.exceptions.ClientError as exc:
             raise CloudError(f"Listing the state of {lay.project}/{target.name} failed ({error_code(exc)}). Check "
                              "the credentials' S3 permissions on the state bucket and re-run.") from None
-    rows = versions_rows(cset)
+    # Only evaluated candidates have a sha256 to match; the others would be placed by time alone.
+    placed = place_candidates(records, [c for c in cset.candidates if getattr(c, "sha256", None)])
+    rows = versions_rows(cset, {(p.key, p.version_id): p for p in placed})
     if json_out:
         console.emit_json({"project": cset.project, "stack": cset.stack, "current_deleted": cset.current_deleted,
                            "downloads": evaluator.downloads, "candidates": rows})

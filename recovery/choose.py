@@ -409,7 +409,7 @@ def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) ->
     A candidate is recorded at a serial when its version id (exact, no download) or its sha256 (once
     evaluated) is in a record. An unledgered version of the stack object is placed after the newest
     recorded version below it in S3's own version order (exact, whatever the clock resolution); any
-    other copy after the newest record stored before it, by time.
+    other copy after the newest record stored strictly before it, by time.
     """
     ledgered = evidence.strength == "ledger"
     by_vid = {r.version_id: r for r in records if r.version_id} if ledgered else {}
@@ -457,7 +457,9 @@ def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) ->
         if rec is None and ledgered:
             pos = after.get(c.ident)
             if pos is None:
-                pos = max((s for t, s in times if t <= c.last_modified), default=0)
+                # Strictly before: S3 times have one-second resolution, and Pulumi copies the checkpoint to
+                # .bak (the older state) in the same second as it writes the version a record names.
+                pos = max((s for t, s in times if t < c.last_modified), default=0)
         out.append(Option(
             ident=c.ident, source=c.source, when=c.last_modified, verdict=ev.verdict if ev else None,
             lineage=ev.lineage if ev else None, sha256=ev.sha256 if ev else None,

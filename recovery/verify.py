@@ -18,8 +18,8 @@ def verify_report(store, project: str, stack: str) -> dict:
     warnings: list[str] = []
     report: dict = {"project": project, "stack": stack, "current": None}
 
-    def problem(code: str, message: str) -> None:
-        problems.append({"code": code, "message": message})
+    def problem(code: str, message: str, **extra) -> None:
+        problems.append({"code": code, "message": message, **extra})
 
     ledger = led.read_ledger(store, project, stack)
     chain = led.verify_chain(ledger.records)
@@ -52,8 +52,10 @@ def verify_report(store, project: str, stack: str) -> dict:
             for f in findings:
                 problem(f"integrity-{f.code}", f.message)
             if doc.pending_operations:
+                named = ", ".join(f"{p.type} {p.urn.rsplit('::', 1)[-1]}" for p in doc.pending_operations)
                 problem("pending-operations", f"{len(doc.pending_operations)} operations were pending when this state "
-                        "was written: an update was interrupted; `groundctl recover` imports what it created")
+                        f"was written ({named}): an update was interrupted; `groundctl recover` imports what it "
+                        "created", operations=[p.to_dict() for p in doc.pending_operations])
             if chain.lineage and doc.lineage and doc.lineage != chain.lineage:
                 problem("lineage-mismatch", f"the state has lineage {doc.lineage} over the ledger's {chain.lineage}")
             elif chain.lineage and not doc.lineage:

@@ -142,3 +142,20 @@ def test_copies_with_a_recorded_versions_etag_take_its_serial_without_a_download
     hist.key = "history-key"
     opts = ch.options_from([_Cand("v2", 2), _Cand("v1", 1), hist], recs, ch.evidence_from(recs))
     assert opts[2].serial == 1 and opts[2].verdict is None
+
+
+def test_a_bak_written_in_the_same_second_as_a_recorded_version_is_placed_before_it():
+    # Pulumi copies the checkpoint to .bak and then writes the new one, usually within one second, and
+    # S3's LastModified has one-second resolution: the .bak holds the older state (found on the real engine).
+    recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
+    bak = _Cand("b1", 2, "bak", evaluation=_Eval("s-mid"))
+    bak.key = "k.bak"
+    opts = ch.options_from([_Cand("v2", 2, evaluation=_Eval("s2")), bak], recs, ch.evidence_from(recs))
+    assert [(o.serial, o.after_serial) for o in opts] == [(2, None), (None, 1)]
+    assert ch.ordered(opts)[0].serial == 2
+
+
+class _Eval:
+    def __init__(self, sha):
+        self.sha256, self.verdict, self.lineage, self.resource_count = sha, "integral", L, 3
+        self.findings, self.pending_operations = (), ()

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -114,6 +115,25 @@ def test_versions_lists_candidates_with_verdicts(aws, bucket, spec_file, emulato
     r = groundctl("state", "versions", str(spec_file), "network", env={"GROUNDCTL_ENDPOINT_URL": emulator_endpoint,
                                                                        "COLUMNS": "200"})
     assert r.returncode == 0 and "unreadable" in r.stdout and "integral" in r.stdout
+
+
+def test_versions_puts_each_candidate_on_the_ledger(aws, bucket, spec_file, emulator_endpoint):
+    from bootstrap.records.ledger import append_record
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    key = layout.stack_key("network", "local")
+    first = build_state(base_resources("lin-9"), stack="organization/network/local")
+    store.put(key, first)
+    append_record(store, "network", "local", operation="up", run_id="r1", lineage="lin-9", settle_seconds=0)
+    mid = build_state(base_resources("lin-9")[:1], stack="organization/network/local")
+    time.sleep(1.1)  # S3 times have one-second resolution; a copy from the record's second is put before it
+    store.put(key, mid)  # written by a later, interrupted update, never recorded
+    r = groundctl("state", "versions", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["candidates"]
+    assert [(c["source"], c["serial"]) for c in rows] == [("current", "-"), ("version", 1)]
+    assert rows[0]["placement"]["status"] == "after-head" and rows[0]["placement"]["after_serial"] == 1
+    assert rows[1]["placement"]["status"] == "ledgered"
 
 
 def test_versions_of_an_embedded_environment_needs_a_running_emulator(spec_file):

@@ -186,3 +186,17 @@ def test_state_verify_command(store, aws, spec_file, emulator_endpoint):
     store.delete(sc.KEY)
     r = groundctl("state", "verify", str(spec_file), "network", "--endpoint-url", emulator_endpoint)
     assert r.returncode == 1 and "state-missing" in r.stdout
+
+
+def test_state_verify_names_each_pending_operation(store, aws, spec_file, emulator_endpoint):
+    from tests.test_cli_state_inspect import groundctl
+
+    engine = sc.history(store, ups=1)
+    urn = f"urn:pulumi:{sc.ENV}::{sc.LAYER}::aws:ec2/subnet:Subnet::subnet-new"
+    engine.pending[sc.LAYER] = [{"type": "creating", "resource": {"urn": urn, "type": "aws:ec2/subnet:Subnet",
+                                                                   "custom": True}}]
+    engine._write_checkpoint(sc.LAYER)
+    r = groundctl("state", "verify", str(spec_file), "network", "--json", "--endpoint-url", emulator_endpoint)
+    problem = next(p for p in json.loads(r.stdout)["problems"] if p["code"] == "pending-operations")
+    assert r.returncode == 1 and "(creating subnet-new)" in problem["message"]
+    assert [(o["type"], o["urn"]) for o in problem["operations"]] == [("creating", urn)]

@@ -248,3 +248,26 @@ def test_endpoint_resolution_rules():
         resolve_endpoint(prod, "http://127.0.0.1:5000", {})
     with pytest.raises(BadInput, match="not an endpoint URL"):
         resolve_endpoint(local, None, {ENDPOINT_ENV: "localhost:4599"})
+
+
+def test_the_lineage_is_configured_before_the_preview_that_is_approved(world):
+    # Pulumi refuses to apply a saved plan when config changed after the preview (found on the real engine).
+    engine, open_, clock = world
+    order = []
+    real_set, real_preview = engine.set_config, engine.preview
+
+    def set_config(layer, key, value, **kw):
+        order.append(("config", layer, key))
+        return real_set(layer, key, value, **kw)
+
+    def preview(layer, **kw):
+        order.append(("preview", layer, None))
+        return real_preview(layer, **kw)
+
+    engine.set_config, engine.preview = set_config, preview
+    outcome, _, _ = up(open_, clock, yes=True)
+    assert outcome.error is None
+    for layer in ("backend", "network", "cluster"):
+        preview_at = order.index(("preview", layer, None))
+        configs = [i for i, o in enumerate(order) if o == ("config", layer, "groundctl:lineage")]
+        assert configs and max(configs) < preview_at  # nothing changes the config between preview and up

@@ -287,6 +287,11 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
             note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
         else:
             note["detail"] = "exists"
+    # The program exports its lineage from config: set it before the preview, so that the plan approved
+    # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
+    lineage = target.lineage_for(layer) or str(uuid.uuid4())
+    target.lineages[layer] = lineage
+    engine.set_config(layer, LINEAGE_CONFIG, lineage)
     # An adoption writes state without running the program: the up that follows registers the outputs
     # (and converges the imported resources) even when the preview shows no resource change.
     adopted = layer == "backend" and _adopt_backend(target, services, log)
@@ -309,9 +314,6 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
     serial = None
     apply = plan.has_changes or adopted
     if apply:
-        lineage = target.lineage_for(layer) or str(uuid.uuid4())
-        target.lineages[layer] = lineage
-        engine.set_config(layer, LINEAGE_CONFIG, lineage)
         if not saved:
             _same_as_approved(target, log, layer, plan)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:

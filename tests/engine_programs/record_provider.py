@@ -1,0 +1,80 @@
+"""A Pulumi dynamic-provider resource whose real object is a JSON document in an S3 bucket.
+
+Used only by the engine tier's programs (tests/engine_programs/<layer>): it needs no provider plugin,
+only the Pulumi CLI and its Python host, and refresh reads the object back, so a change made to it
+outside Pulumi is drift the real engine reports. The dynamic provider is pickled by reference, so the
+engine tier puts this folder on PYTHONPATH for the program and for the provider process alike.
+
+Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail" or "sleep:<seconds>"),
+read when a record is created, so a test can fail or stall one create of a real update.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+FAULTS_ENV = "ENGINE_TIER_FAULTS"
+BUCKET_ENV = "ENGINE_TIER_RECORDS_BUCKET"
+
+
+def _s3(props: dict):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=props["endpoint"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def _fault(name: str) -> None:
+    action = json.loads(os.environ.get(FAULTS_ENV) or "{}").get(name)
+    if action == "fail":
+        raise RuntimeError(f"injected failure creating record {name}")
+    if action and action.startswith("sleep:"):
+        time.sleep(float(action.split(":", 1)[1]))
+
+
+def _put(props: dict) -> None:
+    _s3(props).put_object(Bucket=props["bucket"], Key=props["key"],
+                          Body=json.dumps(props["body"], sort_keys=True).encode())
+
+
+class RecordProvider(ResourceProvider):
+    def create(self, props):
+        _fault(props["name"])
+        _put(props)
+        return CreateResult(id_=props["key"], outs=props)
+
+    def read(self, id_, props):
+        s3 = _s3(props)
+        try:
+            body = json.loads(s3.get_object(Bucket=props["bucket"], Key=id_)["Body"].read())
+        except s3.exceptions.NoSuchKey:
+            return ReadResult(id_="", outs={})  # an empty id tells the engine the resource is gone
+        return ReadResult(id_=id_, outs={**props, "key": id_, "body": body})
+
+    def diff(self, id_, olds, news):
+        replaces = [k for k in ("bucket", "key") if olds.get(k) != news.get(k)]
+        changed = replaces + [k for k in ("body", "endpoint") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+
+    def update(self, id_, olds, news):
+        _put(news)
+        return UpdateResult(outs=news)
+
+    def delete(self, id_, props):
+        _s3(props).delete_object(Bucket=props["bucket"], Key=id_)
+
+
+class Record(Resource):
+    """One JSON object at s3://<bucket>/<key>; `body` is what the object holds."""
+
+    body: pulumi.Output[dict]
+
+    def __init__(self, name: str, key: str, body: dict, endpoint: str, opts=None):
+        props = {"name": name, "bucket": os.environ[BUCKET_ENV], "key": key, "endpoint": endpoint,
+                 "body": body}
+        super().__init__(RecordProvider(), name, props, opts)

@@ -1,0 +1,172 @@
+"""Engine tier: locks while a real update runs, and an update killed with SIGKILL during a create.
+
+A record's create can be made to stall (ENGINE_TIER_FAULTS) so the update is caught in the act: the
+run is a child process (tests/engine_programs/groundctl_main.py), watched and killed from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from bootstrap.engine.automation import backend_url
+from tests.conftest import requires_pulumi
+from tests.engine_programs.tier import LAYERS, tier, wait_for  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.engine, requires_pulumi]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                found.append(int(entry))
+    return found
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _tree(pid: int) -> list[int]:
+    out = []
+    for child in _children(pid):
+        out += [child, *_tree(child)]
+    return out
+
+
+def _pending(tier, layer: str) -> list:
+    try:
+        return tier.checkpoint(layer)["checkpoint"]["latest"].get("pending_operations") or []
+    except Exception:  # noqa: BLE001 - not written yet
+        return []
+
+
+def _both_locks(tier):
+    code, out, _ = tier.cli("lock", "status", "SPEC", "--json")  # exit 2 until the run made the bucket
+    status = json.loads(out) if code == 0 else {}
+    return status if status.get("holder") and status.get("pulumi_locks") else None
+
+
+def test_both_locks_show_while_an_update_runs_and_a_second_up_is_refused(tier):
+    run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json", faults={"vpc": "sleep:6"})
+    try:
+        status = wait_for("Pulumi's stack lock and groundctl's lock", lambda: _both_locks(tier))
+        holder = status["holder"]
+        assert holder["pid"] == run.pid and status["stale"] is False
+        plock = status["pulumi_locks"][0]
+        assert plock["layer"] == "network" and plock["key"].startswith(".pulumi/locks/organization/network/local/")
+        assert plock["pid"] in _tree(run.pid)  # the pulumi process that this run started
+
+        code, out, err = tier.cli("up", "SPEC", "--layers", "network", "--yes")
+        assert code == 3
+        assert f"pid {run.pid}" in err and holder["owner"] in err
+    finally:
+        out, err = run.communicate(timeout=180)
+    assert run.returncode == 0, err
+    assert json.loads(out)["outcome"] == "succeeded"
+    after = tier.cli_json("lock", "status", "SPEC")
+    assert after["holder"] is None and after["pulumi_locks"] == []
+
+
+def test_an_update_killed_during_a_create_leaves_pending_operations_that_groundctl_explains(tier, tmp_path):
+    tier.spec_path.write_text(tier.spec_path.read_text().replace("az_count: 2", "az_count: 3"))
+    run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json",
+                     faults={"private-2": "sleep:120", "public-2": "sleep:120"})
+    try:
+        wait_for("only the stalled creates pending in the checkpoint", lambda: {
+            p["resource"]["urn"].rsplit("::", 1)[1] for p in _pending(tier, "network")} == {"private-2", "public-2"},
+                 timeout=90)
+        pulumi = [p for p in _children(run.pid) if _name(p) == "pulumi"]
+        assert pulumi, "no pulumi process under the run"
+        for pid in pulumi + [p for q in pulumi for p in _tree(q)]:
+            os.kill(pid, signal.SIGKILL)  # the update and everything it started, as a lost machine would
+    finally:
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 4, err
+    assert json.loads(out)["stopped_at"] == "network/up"
+    pending = _pending(tier, "network")
+    assert {(p["type"], p["resource"]["urn"].rsplit("::", 1)[1]) for p in pending} == {
+        ("creating", "private-2"), ("creating", "public-2")}
+    status = tier.cli_json("lock", "status", "SPEC")
+    assert status["holder"] is None  # groundctl outlived the kill and released its own lock
+    assert [p["layer"] for p in status["pulumi_locks"]] == ["network"]  # Pulumi's is left behind
+
+    # groundctl explains: verify names the pending operations, the recovery's reconcile lists them.
+    code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
+    assert code == 1, err
+    verdict = json.loads(out)
+    pending_problem = next(p for p in verdict["problems"] if p["code"] == "pending-operations")
+    assert "creating private-2" in pending_problem["message"] and "creating public-2" in pending_problem["message"]
+    assert {o["urn"].rsplit("::", 1)[1] for o in pending_problem["operations"]} == {"private-2", "public-2"}
+    code, out, err = tier.cli("recover", "SPEC", "network", "--dry-run", "--json", "--out", str(tmp_path / "dry"))
+    assert code == 0, err
+    dry = {c["phase"]: c for c in json.loads(out)["phases"]}
+    pending_creates = dry["reconcile"]["details"]["pending_creates"]
+    assert sorted(p["urn"].rsplit("::", 1)[1] for p in pending_creates) == ["private-2", "public-2"]
+
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "product defect: Pulumi carries pending CREATE operations into every later snapshot "
+    "(pkg/backend/snapshot.go:763-771) until a refresh with --clear-pending-creates or "
+    "--import-pending-creates; neither the Engine nor `recover` offers one, so the verification "
+    "preview keeps showing the creates and the pending operations never leave the state"))
+def test_the_guided_recovery_after_the_kill_ends_clean(tier, tmp_path):
+    assert _pending(tier, "network"), "needs the killed update of the test before"
+    # runbooks/break-stale-lock.md §4: the killed update's Pulumi lock goes with `pulumi cancel`.
+    _pulumi_cancel(tier, "network")
+    assert tier.cli_json("lock", "status", "SPEC")["pulumi_locks"] == []
+    code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json", "--out", str(tmp_path / "rec"))
+    tier.notes["recovered"] = code
+    assert json.loads(out)["outcome"] == "complete", err
+    assert _pending(tier, "network") == []
+    record = tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")
+    assert record["outcome"] == "succeeded"
+    assert tier.record(tier.record_key("network", "private-2")) is not None
+    assert tier.cli_json("drift", "SPEC", "--layers", LAYERS)["drift"] is False
+    code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
+    assert code == 0, out + err
+
+
+def _pulumi_cancel(tier, layer: str) -> None:
+    """`pulumi cancel`, as break-stale-lock.md says, with the backend URL groundctl uses."""
+    env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
+    done = subprocess.run(["pulumi", "cancel", "--stack", tier.env_name, "--yes"], cwd=tier.stacks / layer, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pulumi_refresh_clearing_the_pending_creates_then_up_ends_clean(tier):
+    """The path that works today (runbooks/resume-interrupted-up.md): the killed creates made nothing
+    (their records are absent), so Pulumi's own refresh drops them, and the next `up` makes them."""
+    assert _pending(tier, "network"), "needs the killed update of the tests before"
+    assert tier.record(tier.record_key("network", "private-2")) is None
+    if tier.cli_json("lock", "status", "SPEC")["pulumi_locks"]:
+        _pulumi_cancel(tier, "network")
+    env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
+    done = subprocess.run(["pulumi", "refresh", "--stack", tier.env_name, "--clear-pending-creates", "--yes",
+                           "--skip-preview"], cwd=tier.stacks / "network", env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _pending(tier, "network") == []
+    record = tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")
+    assert record["outcome"] == "succeeded"
+    assert tier.record(tier.record_key("network", "private-2")) is not None
+    assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
+    code, out, err = tier.cli("state", "verify", "SPEC", "network", "--json")
+    assert code == 0, out + err
