@@ -22,7 +22,7 @@ from bootstrap.errors import CloudError
 from bootstrap.layers import layer as layer_named
 from recovery.integrity import verify_integrity
 from recovery.state import Finding, StateDoc, read_state_file
-from recovery.versions import CandidateEvaluator, CandidateSet, list_candidates
+from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, CandidateSet, list_candidates
 
 state_app = typer.Typer(help="Read, check and list Pulumi state.", no_args_is_help=True)
 app.add_typer(state_app, name="state")
@@ -176,7 +176,7 @@ def versions(
             cset = list_candidates(target.store, lay.project, target.name)
             evaluator = CandidateEvaluator(target.store, expected_stack=f"organization/{lay.project}/{target.name}")
             wanted = cset.candidates if limit is None else cset.candidates[:limit]
-            cset = cset.with_evaluations(evaluator.newest_first(wanted))
+            cset = cset.with_evaluations(evaluator.newest_first(wanted, prefetch=SCAN_PREFETCH))
         except botocore.exceptions.ClientError as exc:
             raise CloudError(f"Listing the state of {lay.project}/{target.name} failed ({error_code(exc)}). Check "
                              "the credentials' S3 permissions on the state bucket and re-run.") from None
