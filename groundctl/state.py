@@ -6,26 +6,21 @@ command modules add theirs to the same group by importing `state_app`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import botocore.exceptions
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from bootstrap import console
-from bootstrap.aws.clients import error_code
-from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
-from bootstrap.errors import CloudError
-from bootstrap.layers import layer as layer_named
-from recovery.integrity import verify_integrity
-from recovery.state import Finding, StateDoc, read_state_file
-from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, CandidateSet, list_candidates
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
-state_app = typer.Typer(help="Read, check and list Pulumi state.", no_args_is_help=True)
-app.add_typer(state_app, name="state")
+if TYPE_CHECKING:
+    from recovery.state import Finding, StateDoc
+    from recovery.versions import CandidateSet
+
+# The recovery modules (and botocore) are imported by the commands that run, not to print --help.
+
+state_app = typer.Typer(cls=Group, help="Read, check and list Pulumi state.", no_args_is_help=True)
 
 
 def printable(value: object) -> str:
@@ -65,6 +60,8 @@ def inspect_report(path: str, doc: StateDoc, findings: tuple[Finding, ...]) -> d
 
 
 def _render_inspect(report: dict) -> None:
+    from rich.table import Table
+
     head = (f"{printable(report['file'])}: Pulumi {report['kind']} (schema version {report['version']}"
             f"{', ' + report['compression'] if report['compression'] != 'none' else ''}), "
             f"{report['resources']} resources")
@@ -103,6 +100,9 @@ def inspect(
 
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
+    from recovery.integrity import verify_integrity
+    from recovery.state import read_state_file
+
     doc = read_state_file(file)
     findings = verify_integrity(doc, stack)
     report = inspect_report(file, doc, findings)
@@ -140,6 +140,9 @@ def versions_rows(cset: CandidateSet) -> list[dict]:
 
 
 def _render_versions(cset: CandidateSet, rows: list[dict]) -> None:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title=f"State candidates for {printable(cset.project)}/{printable(cset.stack)}, newest first",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   caption="* the newest version of its key", caption_justify="left")
@@ -170,6 +173,13 @@ def versions(
     limit: Optional[int] = typer.Option(None, "--limit", min=0, help="Evaluate only the newest N candidates (the rest are listed)."),
 ) -> None:
     """Every stored copy of a stack's state (versions, .bak, history, backups) with its verdict."""
+    import botocore.exceptions
+
+    from bootstrap.aws.clients import error_code
+    from bootstrap.errors import CloudError
+    from bootstrap.layers import layer as layer_named
+    from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, list_candidates
+
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:
         try:
@@ -186,3 +196,10 @@ def versions(
                            "downloads": evaluator.downloads, "candidates": rows})
     else:
         _render_versions(cset, rows)
+
+
+# Registered last, so that importing this module first (a test does) leaves `printable` and `state_app`
+# defined when groundctl.cli imports the modules that add their commands to the group.
+from groundctl.cli import app  # noqa: E402
+
+app.add_typer(state_app, name="state")
