@@ -14,9 +14,12 @@ emulator listing versions (moto copies every stored object on each ListObjectVer
 2. Every version evaluated (download, parse, integrity: what `groundctl state versions` does) against a
    bare scan (the same listing, then GET + json.loads of every version). Target: <= 1.5x.
 3. Growth: the intact-ledger flow at four sizes (smaller states, 100 resources, so that 2,000 versions
-   fit the emulator's memory): time, state GETs, ledger GETs, peak memory (tracemalloc, a second run).
-   Targets: time grows no faster than linearly (each step at most 1.25x the linear ratio, for the
-   shared machine's noise); state GETs the same at every size.
+   fit the emulator's memory): wall time, groundctl's own CPU time, state GETs, ledger GETs, peak memory
+   (tracemalloc, a second run). Targets: groundctl's time grows no faster than linearly (each step at
+   most 1.25x the linear ratio, for the shared machine's noise); state GETs the same at every size.
+   The verdict is on the client's CPU time because the wall time also holds the emulator's listing,
+   which is not linear: moto deep-copies every object of the bucket for each ListObjectVersions page
+   (S3 pages cost the same whatever the bucket holds). Both are printed.
 4. Start-up (bench/startup.py): `--help`, the slowest `<cmd> --help`, `spec check`. Targets 0.3/0.3/0.6 s.
 5. Peak memory (tracemalloc) of downloading and evaluating one 50 MB state from the emulator through
    the evaluator, over its size. Target: <= 4x.
@@ -202,11 +205,11 @@ def flow_to_choice(store: CountingStore, trace_memory: bool = False) -> dict:
     if trace_memory:
         tracemalloc.start()
     store.reset()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
 
     def on_condition(c):
         if c.phase == "choose":
-            marks.update(seconds=time.perf_counter() - start, state_gets=store.state_gets,
+            marks.update(seconds=time.perf_counter() - start, cpu=time.process_time() - cpu, state_gets=store.state_gets,
                          ledger_gets=store.ledger_gets, listing=store.listing_seconds, details=c.details,
                          reason=c.reason)
             if trace_memory:
@@ -273,7 +276,7 @@ def growth(sizes: list[int], resources: int) -> list[dict]:
             seed(store, n, resources)
             timed = flow_to_choice(store)
             traced = flow_to_choice(store, trace_memory=True)
-            rows.append({"versions": n, "seconds": timed["seconds"], "listing": timed["listing"],
+            rows.append({"versions": n, "seconds": timed["seconds"], "cpu": timed["cpu"], "listing": timed["listing"],
                          "state_gets": timed["state_gets"], "ledger_gets": timed["ledger_gets"],
                          "peak": traced["peak"], "reason": timed["reason"]})
             print(f"  growth: {n} versions done in {timed['seconds']:.2f} s", file=sys.stderr)
@@ -333,19 +336,24 @@ def main() -> int:
         raw_size, peak = memory(endpoint, memory_mb)
 
     rows = growth(sizes, args.growth_resources)
-    table = [f"    {'versions':>8} {'time s':>8} {'listing s':>9} {'state GETs':>10} {'ledger GETs':>11} "
-             f"{'peak MB':>8} {'s/version ms':>12}"]
+    table = [f"    {'versions':>8} {'wall s':>8} {'client cpu s':>12} {'listing s':>9} {'state GETs':>10} "
+             f"{'ledger GETs':>11} {'peak MB':>8}"]
     for r in rows:
-        table.append(f"    {r['versions']:>8} {r['seconds']:>8.2f} {r['listing']:>9.2f} {r['state_gets']:>10} "
-                     f"{r['ledger_gets']:>11} {r['peak'] / 1e6:>8.1f} {1000 * r['seconds'] / r['versions']:>12.2f}")
-    steps = [(a, b, (b["seconds"] / a["seconds"]) / (b["versions"] / a["versions"])) for a, b in zip(rows, rows[1:])]
-    linear = all(x <= GROWTH_SLACK for _a, _b, x in steps)
+        table.append(f"    {r['versions']:>8} {r['seconds']:>8.2f} {r['cpu']:>12.2f} {r['listing']:>9.2f} "
+                     f"{r['state_gets']:>10} {r['ledger_gets']:>11} {r['peak'] / 1e6:>8.1f}")
+
+    def worst_step(field: str) -> tuple[float, int, int]:
+        return max(((b[field] / a[field]) / (b["versions"] / a["versions"]), a["versions"], b["versions"])
+                   for a, b in zip(rows, rows[1:]))
+
+    cpu_step, wall_step = worst_step("cpu"), worst_step("seconds")
     flat = len({r["state_gets"] for r in rows}) == 1
-    worst = max(steps, key=lambda s: s[2])
-    lines.append((f"[3] growth ({args.growth_resources} resources per version): time grows "
-                  f"{worst[2]:.2f}x linear at worst ({worst[0]['versions']} -> {worst[1]['versions']}; target <= "
-                  f"{GROWTH_SLACK}x); state GETs {'flat' if flat else 'not flat'} at "
-                  f"{sorted({r['state_gets'] for r in rows})} (target: flat)\n" + "\n".join(table), linear and flat))
+    lines.append((f"[3] growth ({args.growth_resources} resources per version): groundctl's own time (client CPU) grows "
+                  f"{cpu_step[0]:.2f}x linear at worst ({cpu_step[1]} -> {cpu_step[2]}; target <= {GROWTH_SLACK}x); "
+                  f"state GETs {'flat' if flat else 'not flat'} at {sorted({r['state_gets'] for r in rows})} (target: "
+                  f"flat); wall time grows {wall_step[0]:.2f}x linear at worst ({wall_step[1]} -> {wall_step[2]}): "
+                  f"moto copies the whole bucket for every listing page, so its listings grow with versions x pages\n"
+                  + "\n".join(table), cpu_step[0] <= GROWTH_SLACK and flat))
 
     if not args.skip_startup:
         import startup
