@@ -238,9 +238,10 @@ class CandidateEvaluator:
                 self.bytes_downloaded += len(obj.body)
         return obj.body if obj is not None else None
 
-    def _run(self, c: Candidate, raw: Optional[bytes] = None, *, fetched: bool = False) -> Evaluation:
-        if not fetched:
-            raw = self._download(c)
+    def _run(self, c: Candidate) -> Evaluation:
+        return self._judge(c, self._download(c))
+
+    def _judge(self, c: Candidate, raw: Optional[bytes]) -> Evaluation:
         ev, doc = evaluate_bytes(raw, self.expected_stack, f"s3://{c.key}?versionId={c.version_id}")
         self._by_ident[c.ident] = ev
         if doc is not None:
@@ -322,7 +323,7 @@ class CandidateEvaluator:
                 elif future is not None:
                     raw, future = future.result(), None
                     schedule()  # keep the window full while this one is parsed
-                    ev = self._run(c, raw, fetched=True)
+                    ev = self._judge(c, raw)
                     raw = None  # hold no bytes while the caller looks at the verdict
                     yield replace(c, evaluation=ev)
                 else:
