@@ -8,6 +8,7 @@ name containing `[bold]` is shown as written.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -15,8 +16,19 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-_err = Console(stderr=True, highlight=False)
-_out = Console(highlight=False, soft_wrap=True)
+
+def _width(stream) -> int | None:
+    # Without a terminal (a CI log, a pipe) nothing is wrapped at 80 columns: a rule name or URN cut in two
+    # cannot be searched for. Tables take the width they need; COLUMNS, when set, still wins.
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty or os.environ.get("COLUMNS") else 4096
+
+
+_err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+_out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
 
 
 def info(text: str) -> None:

@@ -3,6 +3,7 @@ calls the domain and reports; `groundctl.main` turns what they raise into exit c
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -48,7 +49,7 @@ def _root(
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "spec": ("spec_cmd",), "lock": ("lock",), "state": ("state", "state_import", "state_verify"), "plan": ("plan",),
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
-    "drift": ("status",), "up": ("up",), "destroy": ("up",),
+    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",),
 }
 
 
@@ -68,7 +69,9 @@ def _register() -> None:
     from groundctl import _AS_PROGRAM
 
     for name in _modules_for(sys.argv[1:] if _AS_PROGRAM else []):
-        __import__(f"groundctl.{name}")
+        module = importlib.import_module(f"groundctl.{name}")
+        if name == "state":  # its group's other modules import it, so it does not import the app: added here
+            app.add_typer(module.state_app, name="state")
 
 
 _register()

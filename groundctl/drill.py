@@ -22,7 +22,7 @@ app.add_typer(drill_app, name="drill")
 
 _DRY = typer.Option(False, "--dry-run", help="Show the phases and plans; change nothing.")
 _YES = typer.Option(False, "--yes", help="Do not ask before the drill's destructive step.")
-_OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SVG report (default: drill-reports/<env>; "
+_OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SVG report (default: .groundctl/drills/<env>; "
                     "a dry run writes files only when given).")
 
 
@@ -78,13 +78,14 @@ def _drill(environment: str, endpoint_url: Optional[str], run, out: Optional[Pat
 def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool, dry_run: bool) -> None:
     from recovery.drills.report import write_report
 
-    out_dir = out if out is not None else (None if dry_run else Path("drill-reports") / report.environment)
+    out_dir = out if out is not None else (None if dry_run else Path(".groundctl") / "drills" / report.environment)
     files, key, notes = (), None, []
     try:
         files = write_report(report, out_dir=out_dir, secret_values=ctx.secrets).files
     except OSError as exc:
         notes.append(f"the report files could not be written under {out_dir} ({exc.strerror})")
-    if not dry_run:
+    pre = report.phase("preflight")
+    if not dry_run and pre is not None and pre.achieved:  # before that, the bucket may not exist
         try:
             key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
         except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
@@ -116,15 +117,29 @@ def _render(report: DrillReport) -> None:
     phases = table(f"drill {report.kind} {report.environment}" + (f" ({report.layer})" if report.layer else "")
                    + f" — {report.drill_id}", "phase", "status", "reason", "seconds", "message")
     for p in report.phases:
-        phases.add_row(p.name, p.status, p.reason, "" if p.seconds is None else f"{p.seconds:.1f}", p.message)
+        # The stopping phase's whole message is in the verdict line; the table keeps its first sentence.
+        message = _first_sentence(p.message) if p.name == v.failed_phase else p.message
+        phases.add_row(p.name, p.status, p.reason, "" if p.seconds is None else f"{p.seconds:.1f}", message)
     console.data(phases)
     for plan in report.plans:
         console.info(f"  plan {plan.get('phase')}: {plan.get('summary')}")
-    took = "—" if v.recovery_seconds is None else f"{v.recovery_seconds:.1f} s"
-    console.info(f"verdict: {v.outcome} ({v.reason}) — recovery {took} of RTO {v.rto_seconds:.0f} s. {v.message}")
+    if v.outcome == "dry-run":
+        console.info(f"verdict: dry run (the RTO is {v.rto_seconds:.0f} s). {v.message}")
+    else:
+        took = ("the recovery was not timed" if v.recovery_seconds is None else
+                f"the recovery took {v.recovery_seconds:.1f} s of the {v.rto_seconds:.0f} s RTO")
+        console.info(f"verdict: {v.outcome} ({v.reason}); {took}. {v.message}")
     if v.outcome not in ("passed", "dry-run"):
-        for item in what_to_look_at(report):
+        # The first item repeats the stopping phase's message, which the verdict line has just said.
+        items = what_to_look_at(report)[1:] if v.failed_phase else what_to_look_at(report)
+        for item in items:
             console.warn(item.replace("**", ""))
+
+
+def _first_sentence(text: str, limit: int = 90) -> str:
+    head = text.split(". ", 1)[0].rstrip(".")
+    head = head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+    return head + ("" if head == text.rstrip(".") else " (see the verdict)")
 
 
 @drill_app.command("rebuild-cluster")
@@ -156,7 +171,10 @@ def state_loss(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Delete a stack's current state (non-production only), recover it unattended, require a clean verification."""
+    from bootstrap.layers import layer as layer_named
     from recovery.drills.state_loss import StateLossOptions, run_state_loss
+
+    layer_named(layer)  # a typo is bad input before anything is opened, in a dry run as in a real one
 
     options = StateLossOptions(layer=layer, dry_run=dry_run, yes=yes)
     _drill(environment, endpoint_url, lambda ctx: run_state_loss(ctx, options), out, json_out, dry_run)

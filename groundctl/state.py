@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from recovery.versions import CandidateSet
 
 # The recovery modules (and botocore) are imported by the commands that run, not to print --help.
-
+# Added to the app by groundctl.cli; this module does not import the app, so the group's other command
+# modules (state_import, state_verify) can import it in any order.
 state_app = typer.Typer(cls=Group, help="Read, check and list Pulumi state.", no_args_is_help=True)
 
 
@@ -196,10 +197,3 @@ def versions(
                            "downloads": evaluator.downloads, "candidates": rows})
     else:
         _render_versions(cset, rows)
-
-
-# Registered last, so that importing this module first (a test does) leaves `printable` and `state_app`
-# defined when groundctl.cli imports the modules that add their commands to the group.
-from groundctl.cli import app  # noqa: E402
-
-app.add_typer(state_app, name="state")

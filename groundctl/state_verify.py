@@ -32,9 +32,11 @@ def verify(
         console.emit_json(report)
     else:
         cur = report["current"] or {}
-        console.data(f"{lay.project}/{name}: current {printable(cur.get('key', '(none)'))} version "
-                     f"{printable(cur.get('version_id', '-'))}, serial {cur.get('serial', '-')}, ledger head "
-                     f"{report['ledger']['head_serial']}, lineage {printable(report['ledger']['lineage'] or '-')}")
+        led = report["ledger"]
+        current = (f"current {printable(cur['key'])} version {printable(cur.get('version_id') or '-')}, serial "
+                   f"{cur.get('serial', '-')}" if cur else "no current state object")
+        head = f"ledger head serial {led['head_serial']}" if led["head_serial"] is not None else "no ledger record"
+        console.data(f"{lay.project}/{name}: {current}, {head}, lineage {printable(led['lineage'] or '-')}")
         if report["problems"]:
             table = Table("problem", "what it means", title=f"{len(report['problems'])} problem(s)", title_justify="left")
             for p in report["problems"]:

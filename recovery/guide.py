@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
-from bootstrap.errors import GroundctlError
+from bootstrap.errors import CloudError, GroundctlError, Refused
 from recovery import choose as ch
 from bootstrap.records import ledger as led
 from recovery import placement
@@ -49,11 +49,12 @@ class Condition:
     next_step: str = ""
     attempted: bool = True
     details: dict = field(default_factory=dict)
+    exit_code: Optional[int] = None  # set when an error stopped the phase: the exit code its class stands for
 
     def to_dict(self) -> dict:
         return {"phase": self.phase, "status": self.status, "attempted": self.attempted,
                 "achieved": self.status == "achieved", "reason": self.reason, "message": self.message,
-                "next_step": self.next_step, "details": self.details}
+                "next_step": self.next_step, "details": self.details, "exit_code": self.exit_code}
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ class Transcript:
 
     @property
     def exit_code(self) -> int:
+        """The README's contract; a stop caused by an error exits as that error's class does (no
+        credentials: 4, whether or not it was a dry run)."""
+        stop = next((c for c in self.conditions if c.status in ("refused", "failed")), None)
+        if stop is not None and stop.exit_code is not None:
+            return stop.exit_code
         return {"complete": 0, "nothing-to-do": 0, "dry-run": 0, "refused": 3, "declined": 3}.get(self.outcome, 1)
 
     def to_dict(self) -> dict:
@@ -436,14 +442,15 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
                 cond = Condition(phase, "not-attempted", "Declined", "The operator declined; nothing was written "
                                  "in this phase.", "re-run when ready", attempted=False)
             except GroundctlError as exc:
-                cond = Condition(phase, "failed", type(exc).__name__, exc.message,
-                                 "fix the cause and re-run: every step is safe to repeat")
+                cond = Condition(phase, "refused" if isinstance(exc, Refused) else "failed", type(exc).__name__,
+                                 exc.message, "fix the cause and re-run: every step is safe to repeat",
+                                 exit_code=exc.exit_code)
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 # Not retryable or out of retries; the code names the cause without any payload.
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
                 cond = Condition(phase, "failed", "CloudError", f"An AWS call failed in the {phase} phase ({code}).",
                                  "check credentials, permissions and the endpoint, then re-run: every step is "
-                                 "safe to repeat")
+                                 "safe to repeat", exit_code=CloudError.exit_code)
         conditions.append(cond)
         on_condition(cond)
         if outcome is None and cond.status in ("refused", "failed"):

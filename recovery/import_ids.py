@@ -245,6 +245,14 @@ _joined("aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
 
 # --- Types found in the shared state fixtures (other projects' programs) ------------------------
 _by_prop("aws:rds/subnetGroup:SubnetGroup", _SDK.format("rds/subnet_group") + ": subnet group `name`", "name")
+
+
+@_rule("aws:rds/instance:Instance",
+       _SDK.format("rds/instance") + ": the `identifier`, e.g. mydb-rds-instance (never the state id: since "
+       "terraform-provider-aws v5 / pulumi-aws v6 that is the `db-…` resource ID, "
+       "hashicorp/terraform-provider-aws#31232)")
+def _rds_instance(p: Mapping[str, Any], _i: str | None) -> str:
+    return _get(p, "identifier")  # type: ignore[return-value]
 _by_prop("aws:lambda/function:Function", _SDK.format("lambda_/function") + ": `function_name`", "name")
 _by_prop("aws:sns/topic:Topic", _SDK.format("sns/topic") + ": topic `arn`", "arn")
 _by_prop("aws:sns/topicSubscription:TopicSubscription",

@@ -1,19 +1,26 @@
 """Pulumi's own snapshot integrity rules, applied to a `StateDoc`, reporting every violation.
 
-The rules are those of Pulumi's `VerifyIntegrity` (pkg/resource/deploy/snapshot.go and
-pkg/resource/stack/snapshot/integrity.go), so that a state groundctl calls integral is one Pulumi
-will load, and one it refuses is one Pulumi would refuse:
+The rules are those of `Snapshot.VerifyIntegrity` (pkg/resource/deploy/snapshot.go), the check the DIY
+backend runs on every checkpoint it loads (pkg/backend/diy/state.go), so that a state groundctl calls
+integral is one Pulumi will load, and one it refuses is one Pulumi would refuse:
 
 - the manifest magic is sha256 of the CLI version string; both empty is accepted (old checkpoints);
 - every resource has a URN and a type; a resource that is not custom has no ID;
-- a provider resource is referenceable (its URN is a provider URN); a resource's provider reference
-  (`<urn>::<id>`) names a provider that appears earlier (not required while pending replacement);
-- parents, dependencies, property dependencies and deletedWith name resources that appear earlier;
-- a URN appears more than once only when all, or all but one, of its entries are `delete: true`.
+- a provider resource is referenceable (its URN is a provider URN) and is known by `(urn, id)`, an
+  empty id standing for the unknown-ID token (sdk/go/common/providers/reference.go, NewReference);
+  a resource's provider reference `<urn>::<id>` is split at its last `::` and taken literally
+  (ParseReference: `<urn>::` means id "", which no provider has) and must name a provider that
+  appears earlier (not required while pending replacement);
+- parents, dependencies, property dependencies, deletedWith and replaceWith name resources that
+  appear earlier; empty strings in the dependency lists are skipped (pkg/resource/state.go,
+  GetAllDependencies);
+- a URN appears more than once only when all, or all but one, of its entries are `delete: true`;
+- every snippet has a UUID, and no two snippets share one.
 
 Pulumi stops at the first violation; we report all of them, because an operator choosing between
-versions wants to see how damaged each one is. groundctl adds one rule of its own: a checkpoint names
-the stack it belongs to, and that must be the stack expected.
+versions wants to see how damaged each one is. groundctl's own, stricter rules are labelled
+`rule="groundctl"`: a checkpoint names the stack it belongs to, and that must be the stack expected;
+and (in `recovery.state`) a pending operation has a resource and an operation type.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from typing import Optional
 from recovery.state import Finding, Resource, StateDoc
 
 URN_PREFIX = "urn:pulumi:"
+# The id a provider without one is known by (sdk/go/common/providers/reference.go, UnknownID).
+UNKNOWN_ID = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 def new_magic(version: str) -> str:
@@ -81,20 +90,23 @@ def _label(r: Resource) -> str:
 
 
 def _reference_findings(r: Resource, seen: set[str], later: dict[str, int]) -> list[Finding]:
-    """Parent, dependencies, property dependencies and deletedWith must name earlier resources."""
+    """Parent, dependencies, property dependencies, deletedWith and replaceWith must name earlier
+    resources; an empty string names nothing and is skipped, as Pulumi's GetAllDependencies does."""
     if ((not r.parent or r.parent in seen) and (not r.deleted_with or r.deleted_with in seen)
-            and all(d in seen for d in r.dependencies)
-            and all(d in seen for _, deps in r.property_dependencies for d in deps)):
+            and all(not d or d in seen for d in r.dependencies)
+            and all(not d or d in seen for _, deps in r.property_dependencies for d in deps)
+            and all(not d or d in seen for d in r.replace_with)):
         return []  # the common case, decided without building messages
     out: list[Finding] = []
     refs: list[tuple[str, str, str]] = []
     if r.parent:
         refs.append(("parent", r.parent, "its parent"))
-    refs += [("dependency", d, "its dependency") for d in r.dependencies]
+    refs += [("dependency", d, "its dependency") for d in r.dependencies if d]
     refs += [("property-dependency", d, f"its dependency through property '{p}'")
-             for p, deps in r.property_dependencies for d in deps]
+             for p, deps in r.property_dependencies for d in deps if d]
     if r.deleted_with:
         refs.append(("deleted-with", r.deleted_with, "the resource it is deleted with"))
+    refs += [("replace-with", d, "a resource it is replaced with") for d in r.replace_with if d]
     for kind, target, what in refs:
         if target in seen:
             continue
@@ -126,6 +138,11 @@ def _provider_findings(r: Resource, providers: set[tuple[str, str]],
                         f"{problem}.", r.index)]
     if ref in providers or r.pending_replacement:
         return []
+    if not ref[1]:
+        return [Finding("dangling-provider", r.urn or None,
+                        f"{_label(r)} has provider reference '{r.provider}', whose ID is empty; Pulumi takes it "
+                        f"literally, and knows a provider without an ID as '{UNKNOWN_ID}', so it names no "
+                        "provider.", r.index)]
     if later_providers.get(ref, -1) > r.index:
         return [Finding("provider-after-use", r.urn or None,
                         f"{_label(r)} uses provider {r.provider}, which comes after it in the state; a "
@@ -151,7 +168,7 @@ def verify_integrity(doc: StateDoc, expected_stack: Optional[str] = None) -> tup
     for r in doc.resources:
         later[r.urn] = r.index
         if is_provider_type(r.type):
-            later_providers[(r.urn, r.id or "")] = r.index
+            later_providers[(r.urn, r.id or UNKNOWN_ID)] = r.index
 
     seen: set[str] = set()
     providers: set[tuple[str, str]] = set()
@@ -173,7 +190,7 @@ def verify_integrity(doc: StateDoc, expected_stack: Optional[str] = None) -> tup
                                         f"{_label(r)} is a provider, but {problem}, so nothing can refer to it.",
                                         r.index))
             else:
-                providers.add((r.urn, r.id or ""))
+                providers.add((r.urn, r.id or UNKNOWN_ID))
         findings += _provider_findings(r, providers, later_providers)
         findings += _reference_findings(r, seen, later)
         if r.urn:
@@ -188,11 +205,22 @@ def verify_integrity(doc: StateDoc, expected_stack: Optional[str] = None) -> tup
                 f"{urn} appears {len(states)} times and {len(states) - deletes} of them are not marked "
                 "`delete: true`; only one live entry per URN is allowed.", states[-1].index))
 
+    first: dict[str, int] = {}
+    for i, uuid in enumerate(doc.snippet_uuids):
+        if not uuid:
+            findings.append(Finding("missing-snippet-uuid", None, f"snippet {i} has no 'uuid'.", i))
+        elif uuid in first:
+            findings.append(Finding("duplicate-snippet-uuid", None,
+                                    f"snippets {first[uuid]} and {i} share the uuid '{uuid}'; each must be unique.", i))
+        else:
+            first[uuid] = i
+
     if expected_stack and doc.kind == "checkpoint" and not stack_matches(doc.stack, expected_stack):
         named = f"stack '{doc.stack}'" if doc.stack else "no stack"
         findings.append(Finding(
             "stack-mismatch", None,
-            f"the checkpoint names {named}, but this is the state of stack '{expected_stack}'.", None))
+            f"the checkpoint names {named}, but this is the state of stack '{expected_stack}' (groundctl's own "
+            "rule: Pulumi does not check it, and would load this state).", None, rule="groundctl"))
     return tuple(findings)
 
 

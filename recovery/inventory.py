@@ -11,6 +11,9 @@ Three sources, merged by (type, import ID):
    key's aliases, an access entry's policy associations. Children are named by `stacks.common.naming`,
    exactly as the programs name them.
 
+An access entry's ARN names its cluster and its principal (without the principal's IAM path), so it
+is classified from the ARN and its principal confirmed against the cluster's `ListAccessEntries`.
+
 Every call is a read and is retried through `retry_transient`. Deciding what a resource *is* (ARN →
 type token, import ID) is done by pure functions below; only `collect` does I/O.
 """
@@ -152,19 +155,42 @@ def classify_arn(arn: str) -> tuple[str, dict[str, Any]] | None:
             return T["nodegroup"], {"clusterName": segs[0], "nodeGroupName": segs[1]}
         if kind == "addon" and len(segs) >= 2:
             return T["addon"], {"clusterName": segs[0], "addonName": segs[1]}
-        if kind == "access-entry" and segs:
-            return T["entry"], {"clusterName": segs[0]}  # principal comes from a describe call
+        if kind == "access-entry":
+            return T["entry"], access_entry_props(parts[1], segs)
     return None
 
 
-def item_from_tagged(t: Tagged, layer: str | None = None, region: str | None = None) -> LiveItem | None:
+def access_entry_props(partition: str, segs: list[str]) -> dict[str, str]:
+    """An access entry's cluster and principal from the segments of its ARN after `access-entry/`:
+    `<cluster>/<role|user>/<account>/<principal name>/<uuid>` (the EKS access-entry ARN format of the
+    AWS Service Authorization Reference). The ARN drops the principal's IAM path, so the principal built
+    here is right for path-less principals; `collect` replaces it with the one EKS lists."""
+    if len(segs) != 5 or not all(segs[:4]) or segs[1] not in ("role", "user"):
+        return {"clusterName": segs[0]} if segs and segs[0] else {}
+    cluster, kind, account, name, _uuid = segs
+    return {"clusterName": cluster, "principalArn": f"arn:{partition}:iam::{account}:{kind}/{name}"}
+
+
+def same_principal(derived: str, listed: str) -> bool:
+    """Whether a principal EKS lists is the one an access-entry ARN names: same partition, account, kind
+    and name, whatever its IAM path (a role or user name is unique in its account, path or not)."""
+    d_head, _, d_res = derived.rpartition(":")
+    l_head, _, l_res = listed.rpartition(":")
+    d_kind, _, d_name = d_res.partition("/")
+    l_kind, _, l_path = l_res.partition("/")
+    return d_head == l_head and d_kind == l_kind and l_path.rsplit("/", 1)[-1] == d_name
+
+
+def item_from_tagged(t: Tagged, layer: str | None = None, region: str | None = None) -> LiveItem | str:
+    """The live item a tagged ARN is, or why it cannot be one (a sentence for the inventory's warnings)."""
     found = classify_arn(t.arn)
     if found is None:
-        return None
+        return f"{t.arn} carries this layer's tags but is not a type groundctl's programs create"
     typ, props = found
     ident = import_id(typ, props)
     if not ident.ok:
-        return None
+        return (f"{t.arn} is a {typ} carrying this layer's tags, but its ARN does not give its import ID: "
+                f"{ident.problem}")
     return LiveItem(typ, t.tags.get(naming.TAG_NAME) or None, ident.value, t.arn, None, layer,  # type: ignore[arg-type]
                     region)
 
@@ -321,20 +347,39 @@ def supplement(call: _Calls, environment: str, layer: str, wanted: set[str]) -> 
     return out
 
 
-def _access_entries(call: _Calls, items: list[LiveItem]) -> list[LiveItem]:
-    """Access entries need their principal ARN, which their own ARN does not carry."""
+def _listed_principals(call: _Calls, cluster: str) -> list[str]:
+    """Every principal with an access entry on `cluster` (none when the cluster is gone)."""
+    out: list[str] = []
+    token: dict[str, str] = {}
+    while True:
+        page = call("eks", "list_access_entries", absent=("ResourceNotFoundException",), clusterName=cluster,
+                    **token) or {}
+        out += page.get("accessEntries", [])
+        if not page.get("nextToken"):
+            return out
+        token = {"nextToken": page["nextToken"]}
+
+
+def _access_entries(call: _Calls, items: list[LiveItem]) -> tuple[list[LiveItem], list[str]]:
+    """Access entries with the principal ARN EKS holds: the entry's own ARN drops the principal's IAM
+    path, so the principal built from it is checked against the cluster's list (one listing per cluster)."""
     out: list[LiveItem] = []
+    warnings: list[str] = []
+    listed: dict[str, list[str]] = {}
     for item in items:
         if item.type != T["entry"]:
             out.append(item)
             continue
-        cluster = item.import_id.split(":", 1)[0]
-        for principal in (call("eks", "list_access_entries", clusterName=cluster) or {}).get("accessEntries", []):
-            entry = (call("eks", "describe_access_entry", clusterName=cluster, principalArn=principal) or {})
-            if entry.get("accessEntry", {}).get("accessEntryArn") == item.arn:
-                out.append(LiveItem(item.type, item.name, f"{cluster}:{principal}", item.arn, None, item.layer,
-                                    item.region))
-    return out
+        cluster, derived = item.import_id.split(":", 1)
+        if cluster not in listed:
+            listed[cluster] = _listed_principals(call, cluster)
+        principal = next((p for p in listed[cluster] if same_principal(derived, p)), None)
+        if principal is None:
+            warnings.append(f"{item.arn} carries this layer's tags, but cluster {cluster} lists no access entry "
+                            f"for {derived}: it was probably deleted after the tags were read")
+            continue
+        out.append(LiveItem(item.type, item.name, f"{cluster}:{principal}", item.arn, None, item.layer, item.region))
+    return out, warnings
 
 
 def children(call: _Calls, parents: list[LiveItem], wanted: set[str]) -> list[LiveItem]:
@@ -398,11 +443,12 @@ def collect(aws: AwsClients, environment: str, layer: str, *, types: Iterable[st
     items: list[LiveItem] = []
     for t in tagged:
         item = item_from_tagged(t, layer, aws.region)
-        if item is None:
-            warnings.append(f"{t.arn} carries this layer's tags but is not a type groundctl's programs create")
+        if isinstance(item, str):
+            warnings.append(item)
         else:
             items.append(item)
-    items = _access_entries(call, _dedupe(items))
+    items, entry_warnings = _access_entries(call, _dedupe(items))
+    warnings += entry_warnings
     if with_children:
         items += children(call, items, wanted)
     for i in items:

@@ -1,8 +1,9 @@
 """Reading Pulumi state: checkpoints and stack exports, plain, gzip or zstd, into a frozen `StateDoc`.
 
 Pulumi writes two shapes: the DIY backend's checkpoint (`{"version", "checkpoint": {"stack", "latest"}}`,
-version 1 naming the stack `target`) and `pulumi stack export` (`{"version", "deployment"}`). Both hold
-one deployment: a manifest, a secrets provider, resources and pending operations.
+the stack named in `stack` in every version, apitype.CheckpointV1-V3) and `pulumi stack export`
+(`{"version", "deployment"}`). Both hold one deployment: a manifest, a secrets provider, resources,
+pending operations and (newer CLIs) snippets.
 
 Whatever the bytes are, this module either returns a `StateDoc` or raises `NotAState`; it never lets a
 Python exception escape. A file that *is* a state but has a damaged resource entry (a field of the wrong
@@ -64,15 +65,19 @@ class NotAState(BadInput):
 
 @dataclass(frozen=True)
 class Finding:
-    """One integrity problem: a stable code, the URN concerned (if any), and a plain sentence."""
+    """One integrity problem: a stable code, the URN concerned (if any), and a plain sentence. `rule` says
+    whose rule it breaks: "pulumi" (Pulumi would refuse the state too) or "groundctl" (a check of
+    groundctl's own, stricter than Pulumi)."""
 
     code: str
     urn: Optional[str]
     message: str
     index: Optional[int] = None
+    rule: str = "pulumi"
 
     def to_dict(self) -> dict:
-        return {"code": self.code, "urn": self.urn, "message": self.message, "index": self.index}
+        return {"code": self.code, "urn": self.urn, "message": self.message, "index": self.index,
+                "rule": self.rule}
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Resource:
     dependencies: tuple[str, ...] = ()
     property_dependencies: tuple[tuple[str, tuple[str, ...]], ...] = ()
     deleted_with: str = ""
+    replace_with: tuple[str, ...] = ()
     delete: bool = False
     protect: bool = False
     pending_replacement: bool = False
@@ -138,6 +144,7 @@ class StateDoc:
     size: int
     compression: str               # "none" | "gzip" | "zstd"
     schema_findings: tuple[Finding, ...] = ()
+    snippet_uuids: tuple[str, ...] = ()  # one per snippet in the deployment, "" where it has none
 
     def counts_by_type(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -290,9 +297,10 @@ def _well_typed(raw: dict) -> bool:
         v = raw.get(k)
         if v is not None and v.__class__ is not bool:
             return False
-    deps = raw.get("dependencies")
-    if deps is not None and (deps.__class__ is not list or any(x.__class__ is not str for x in deps)):
-        return False
+    for k in ("dependencies", "replaceWith"):
+        deps = raw.get(k)
+        if deps is not None and (deps.__class__ is not list or any(x.__class__ is not str for x in deps)):
+            return False
     pdeps = raw.get("propertyDependencies")
     if pdeps is not None:
         if pdeps.__class__ is not dict:
@@ -313,7 +321,7 @@ def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> 
             index, g("urn") or "", g("type") or "", g("id"), g("custom") or False, g("parent") or "",
             g("provider") or "", tuple(g("dependencies") or ()),
             tuple((k, tuple(d or ())) for k, d in pdeps.items()) if pdeps else (),
-            g("deletedWith") or "", g("delete") or False, g("protect") or False,
+            g("deletedWith") or "", tuple(g("replaceWith") or ()), g("delete") or False, g("protect") or False,
             g("pendingReplacement") or False, g("outputs") or {},
         )
     if not isinstance(raw, dict):
@@ -331,23 +339,39 @@ def _resource(raw: Any, index: int, findings: list, where: str = "resource") -> 
         index=index, urn=f.str("urn"), type=f.str("type"), id=rid, custom=f.bool("custom"),
         parent=f.str("parent"), provider=f.str("provider"), dependencies=f.str_list("dependencies"),
         property_dependencies=f.prop_deps("propertyDependencies"), deleted_with=f.str("deletedWith"),
-        delete=f.bool("delete"), protect=f.bool("protect"), pending_replacement=f.bool("pendingReplacement"),
+        replace_with=f.str_list("replaceWith"), delete=f.bool("delete"), protect=f.bool("protect"),
+        pending_replacement=f.bool("pendingReplacement"),
         outputs=f.obj_("outputs"), malformed=frozenset(f.bad),
     )
 
 
+_OWN_RULE = "groundctl's own rule: Pulumi loads it, as it never checks pending operations"
+
+
 def _pending(raw: Any, index: int, findings: list) -> Optional[PendingOperation]:
+    # Pulumi decodes a null operation, resource or type as empty values and checks none of them
+    # (pkg/resource/stack/deployment.go, DeserializeOperation); any other wrong JSON type fails its decoder.
     if not isinstance(raw, dict):
-        findings.append(Finding("malformed-pending-operation", None,
-                                f"pending operation {index} is {_type_name(raw)}, not an object.", index))
+        findings.append(Finding(
+            "malformed-pending-operation", None,
+            f"pending operation {index} is {_type_name(raw)}, not an object"
+            + (f" ({_OWN_RULE})." if raw is None else "; Pulumi itself would refuse to load this file."),
+            index, rule="groundctl" if raw is None else "pulumi"))
         return None
-    op_type = raw.get("type") if isinstance(raw.get("type"), str) else ""
-    res = _resource(raw.get("resource"), index, findings, where="pending operation resource")
-    if not op_type:
-        findings.append(Finding("malformed-pending-operation", res.urn if res else None,
-                                f"pending operation {index} has no operation type.", index))
-    return PendingOperation(op_type or "unknown", res.urn if res else "", res.type if res else "",
-                            res.id if res else None)
+    res = None
+    if raw.get("resource") is None:
+        findings.append(Finding("malformed-pending-operation", None,
+                                f"pending operation {index} has no resource ({_OWN_RULE}).", index,
+                                rule="groundctl"))
+    else:
+        res = _resource(raw["resource"], index, findings, where="pending operation resource")
+    urn = res.urn if res else None
+    op_type = _Fields(raw, f"pending operation {index}", urn, index, findings).str("type")
+    if raw.get("type") in (None, ""):  # a wrong JSON type is a malformed field, reported above
+        findings.append(Finding("malformed-pending-operation", urn,
+                                f"pending operation {index} has no operation type ({_OWN_RULE}).", index,
+                                rule="groundctl"))
+    return PendingOperation(op_type or "unknown", urn or "", res.type if res else "", res.id if res else None)
 
 
 def _as_list(dep: dict, key: str, source: str) -> list:
@@ -359,11 +383,23 @@ def _as_list(dep: dict, key: str, source: str) -> list:
     return v
 
 
-def _deployment(dep: Any, source: str) -> tuple[list, list, Optional[Manifest], Optional[str], list]:
-    """resources, pending operations, manifest, secrets provider type, findings of one deployment."""
+def _snippet_uuid(raw: Any, index: int, findings: list) -> str:
+    """The `uuid` of one snippet (apitype.SnippetV1); "" when it has none, for the integrity rules to judge
+    (Go decodes a null snippet as an empty one)."""
+    if raw is None:
+        return ""
+    if not isinstance(raw, dict):
+        findings.append(Finding("malformed-field", None, f"snippet {index} is {_type_name(raw)}, not an object; "
+                                "Pulumi itself would refuse to load this file.", index))
+        return ""
+    return _Fields(raw, f"snippet {index}", None, index, findings).str("uuid")
+
+
+def _deployment(dep: Any, source: str) -> tuple[list, list, Optional[Manifest], Optional[str], list, list]:
+    """resources, pending operations, manifest, secrets provider type, findings, snippet UUIDs of one deployment."""
     findings: list[Finding] = []
     if dep is None:  # a checkpoint of a stack that never had an update
-        return [], [], None, None, findings
+        return [], [], None, None, findings, []
     if not isinstance(dep, dict):
         raise NotAState(source, f"its deployment is {_type_name(dep)}, not an object")
     manifest = None
@@ -381,7 +417,8 @@ def _deployment(dep: Any, source: str) -> tuple[list, list, Optional[Manifest], 
                  if (r := _resource(raw, i, findings)) is not None]
     pending = [p for i, raw in enumerate(_as_list(dep, "pending_operations", source))
                if (p := _pending(raw, i, findings)) is not None]
-    return resources, pending, manifest, secrets, findings
+    snippets = [_snippet_uuid(raw, i, findings) for i, raw in enumerate(_as_list(dep, "snippets", source))]
+    return resources, pending, manifest, secrets, findings, snippets
 
 
 def _version(obj: dict, source: str) -> int:
@@ -420,22 +457,24 @@ def parse_state(raw: bytes, source: str = "the state") -> StateDoc:
         cp = obj["checkpoint"] if obj["checkpoint"] is not None else {}
         if not isinstance(cp, dict):
             raise NotAState(source, f"its 'checkpoint' is {_type_name(cp)}, not an object")
-        key = "target" if version == 1 else "stack"
-        stack = _Fields(cp, "the checkpoint", None, None, stack_findings).str(key) or None
+        # Every checkpoint version names its stack in `stack` (sdk/go/common/apitype/core.go, CheckpointV1's
+        # `json:"stack"`); a pre-2018 `target` key is unknown to Pulumi, which reads no stack name from it.
+        stack = _Fields(cp, "the checkpoint", None, None, stack_findings).str("stack") or None
         dep = cp.get("latest")
-    elif "version" not in obj and ("latest" in obj or "target" in obj):
-        # Checkpoints from before Pulumi versioned them are a bare version-1 checkpoint.
+    elif "version" not in obj and ("latest" in obj or "stack" in obj):
+        # Checkpoints from before Pulumi versioned them are a bare version-1 checkpoint
+        # (pkg/resource/stack/checkpoint.go, `case 0`).
         kind, version = "checkpoint", 0
-        stack = _Fields(obj, "the checkpoint", None, None, stack_findings).str("target") or None
+        stack = _Fields(obj, "the checkpoint", None, None, stack_findings).str("stack") or None
         dep = obj.get("latest")
     else:
         raise NotAState(source, "it has neither a 'checkpoint' nor a 'deployment' section")
-    resources, pending, manifest, secrets, findings = _deployment(dep, source)
+    resources, pending, manifest, secrets, findings, snippets = _deployment(dep, source)
     res = tuple(resources)
     return StateDoc(
         kind=kind, version=version, stack=stack, resources=res, pending_operations=tuple(pending),
         secrets_provider=secrets, manifest=manifest, lineage=lineage_of(res), sha256=digest, size=len(raw),
-        compression=compression, schema_findings=tuple(stack_findings + findings),
+        compression=compression, schema_findings=tuple(stack_findings + findings), snippet_uuids=tuple(snippets),
     )
 
 

@@ -35,7 +35,7 @@ def verify_report(store, project: str, stack: str) -> dict:
     obj = led.current_state(store, project, stack)
     if obj is None:
         problem("state-missing", "the stack has no current state object (deleted or never written); run "
-                f"`groundctl recover <env> {project} --dry-run` to see what can be restored")
+                f"`groundctl recover {stack} {project} --dry-run` to see what can be restored")
     else:
         sha = hashlib.sha256(obj.body).hexdigest()
         cur = {"key": obj.key, "version_id": obj.version_id, "sha256": sha, "size": len(obj.body)}

@@ -1,9 +1,10 @@
 """The candidates for a stack's state: every copy Pulumi and S3 kept, listed cheaply, evaluated lazily.
 
 Listing costs a few LIST pages and no downloads: every S3 version (and delete marker) of
-`.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, Pulumi's `.bak` copies, history checkpoints and
-backups. Evaluating a candidate (download, parse, integrity) is the expensive part, so it is done by
-`CandidateEvaluator` on demand, newest first, and a caller stops as soon as it has what it needs:
+`.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, Pulumi's `.bak` copies, the `<stack>.json.<nanos>`
+copies kept under PULUMI_DIY_BACKEND_RETAIN_CHECKPOINTS, history checkpoints and backups. Evaluating
+a candidate (download, parse, integrity) is the expensive part, so it is done by `CandidateEvaluator`
+on demand, newest first, and a caller stops as soon as it has what it needs:
 
 - with an intact ledger, `match_ledger` places candidates by their S3 version id (recorded in each
   ledger record) before anything is downloaded; the chosen candidate then needs one download to
@@ -30,7 +31,7 @@ from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
 from recovery.integrity import verify_integrity
 from recovery.state import Finding, NotAState, StateDoc, parse_state
 
-SOURCES = ("current", "version", "bak", "history", "backup")
+SOURCES = ("current", "version", "bak", "history", "backup", "retained")
 _SOURCE_RANK = {s: i for i, s in enumerate(SOURCES)}
 _HISTORY_SUFFIXES = (".checkpoint.json", ".checkpoint.json.gz", ".checkpoint.json.zst")
 _NANOS = re.compile(r"(\d{16,20})")
@@ -147,6 +148,13 @@ def _nanos(key: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _retained(key: str, stack_keys: set[str]) -> bool:
+    """A copy kept under PULUMI_DIY_BACKEND_RETAIN_CHECKPOINTS: after each save Pulumi writes the same bytes
+    to `<stack file>.<UnixNano>` (pkg/backend/diy/state.go, `fmt.Sprintf("%v.%v", file, time.Now().UnixNano())`)."""
+    base, dot, nanos = key.rpartition(".")
+    return bool(dot) and nanos.isascii() and nanos.isdigit() and base in stack_keys
+
+
 def _candidate(v: ObjectVersion, source: str, position: int) -> Candidate:
     return Candidate(source, v.key, v.version_id, v.last_modified, v.size, v.etag, v.is_latest,
                      order=(v.last_modified, _nanos(v.key), -position, -_SOURCE_RANK[source]))
@@ -169,12 +177,14 @@ def list_candidates(store: ObjectStore, project: str, stack: str) -> CandidateSe
         positions[v.key] = pos + 1
         found.append(_candidate(v, src, pos))
 
-    # One listing covers the stack object and its .bak: both start with `<stack>.json`.
+    # One listing covers the stack object, its .bak and its retained copies: all start with `<stack>.json`.
     for v in store.versions(layout.stack_key(project, stack)):
         if v.key in stack_keys:
             take(v, lambda v: "current" if v.is_latest else "version")
         elif v.key in bak_keys:
             take(v, lambda v: "bak")
+        elif _retained(v.key, stack_keys):
+            take(v, lambda v: "retained")
     for v in store.versions(layout.history_prefix(project, stack)):
         if v.key.endswith(_HISTORY_SUFFIXES):  # `.history.json` files describe updates; they hold no state
             take(v, lambda v: "history")

@@ -12,6 +12,8 @@ import json
 import uuid
 
 import pytest
+
+from bootstrap.errors import BadInput
 from typer.testing import CliRunner
 
 from bootstrap.records import layout
@@ -246,16 +248,19 @@ def test_cli_dry_runs_of_both_drills_against_local_print_their_phases(monkeypatc
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
     runner = CliRunner()
     result = runner.invoke(app, ["drill", "rebuild-cluster", "local", "--dry-run", "--json"])
-    assert result.exit_code == 0, result.output
+    # A fresh emulator holds no environment: the dry run stops where the real drill would, with its code.
+    assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
+    assert doc["phases"][0]["status"] == "failed" and "does not exist" in doc["phases"][0]["message"]
     assert [p["name"] for p in doc["phases"]] == list(dp.REBUILD) and doc["verdict"]["outcome"] == "dry-run"
     assert doc["phases"][2]["reason"] == "NoKubernetesApi"  # no Kubernetes API on the emulator
     result = runner.invoke(app, ["drill", "state-loss", "local", "--layer", "network", "--dry-run"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output
     for name in dp.STATE_LOSS:
         assert name in result.stdout
     result = runner.invoke(app, ["drill", "state-loss", "local", "--layer", "nope", "--dry-run", "--json"])
-    assert json.loads(result.stdout)["phases"][0]["reason"] == "BadInput"
+    # Raised before anything is opened; the front door turns it into exit 2 (the exit-code matrix test runs it).
+    assert isinstance(result.exception, BadInput) and "'nope' is not a layer" in result.exception.message
 
 
 def test_cli_history_lists_stored_drills_with_the_trend(local_spec, aws, emulator_endpoint, monkeypatch):

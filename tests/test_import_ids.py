@@ -160,3 +160,19 @@ def test_kubernetes_types_are_ruled_but_helm_and_yaml_components_are_not():
     assert rule_for("kubernetes:apps/v1:Deployment").discovery == KUBERNETES
     assert rule_for("kubernetes:yaml/v2:ConfigGroup") is None
     assert rule_for("kubernetes:helm.sh/v4:Chart") is None
+
+
+def test_rds_instance_is_imported_by_its_identifier_not_its_resource_id():
+    # Since terraform-provider-aws v5 (pulumi-aws v6) an aws_db_instance's `id` is the RDS resource ID
+    # (`db-…`); `pulumi import` wants the `identifier` (pulumi_aws rds/instance.py, "## Import").
+    res = {"type": "aws:rds/instance:Instance", "id": "db-ABCDEFGHIJKLMNOPQRSTUVWXY2",
+           "inputs": {"identifier": "orders-db"},
+           "outputs": {"identifier": "orders-db", "resourceId": "db-ABCDEFGHIJKLMNOPQRSTUVWXY2"}}
+    got = import_id_from_state(res)
+    assert got.ok and got.verified and got.value == "orders-db"
+    # Older providers kept the identifier as the id; the identifier output gives the same answer.
+    old = {"type": "aws:rds/instance:Instance", "id": "orders-db", "outputs": {"identifier": "orders-db"}}
+    assert import_id_from_state(old).value == "orders-db"
+    # Never the resource ID: without the identifier, say which field is missing.
+    bare = import_id_from_state({"type": "aws:rds/instance:Instance", "id": "db-ABCDEFGHIJKLMNOPQRSTUVWXY2"})
+    assert not bare.ok and "`identifier`" in bare.problem

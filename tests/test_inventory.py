@@ -10,7 +10,7 @@ import pytest
 from bootstrap.layers import LAYER_NAMES
 from recovery.import_ids import KUBERNETES, rule_for
 from recovery.imports import classify, plan_for_survivors
-from recovery.inventory import CHILD_TYPES, child_name, classify_arn, collect, discovery
+from recovery.inventory import CHILD_TYPES, Tagged, child_name, classify_arn, collect, discovery, item_from_tagged
 from stacks.common import naming
 
 POLICY_DOC = json.dumps({"Version": "2012-10-17",
@@ -225,3 +225,110 @@ def test_every_declared_type_is_discoverable_and_children_are_named_as_the_progr
             parent = _mock_ref(r.inputs["bucket"])
         assert parent, f"{layer}: cannot tell the parent of {r.name}"
         assert child_name(r.type, parent, props) == r.name, f"{layer}: inventory would name {r.name} differently"
+
+
+# --- access entries: the ARN shapes EKS returns --------------------------------------------------
+# AWS Service Authorization Reference, Amazon EKS resource types: an access entry's ARN is
+# arn:${Partition}:eks:${Region}:${Account}:access-entry/${ClusterName}/${IamIdentityType}/
+# ${IamIdentityAccountID}/${IamIdentityName}/${UUID} — the principal's IAM path is not in it.
+
+ACCT = "111122223333"
+CLUSTER = "dev-eks"
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def entry_arn(kind: str, name: str, uuid_: str, partition: str = "aws", cluster: str = CLUSTER) -> str:
+    return f"arn:{partition}:eks:us-east-1:{ACCT}:access-entry/{cluster}/{kind}/{ACCT}/{name}/{uuid_}"
+
+
+@pytest.mark.parametrize("arn,expected", [
+    (entry_arn("role", "ops-admin", "54cae684-118a-2dd9-2a3d-01868c5231fa"),
+     {"clusterName": CLUSTER, "principalArn": f"arn:aws:iam::{ACCT}:role/ops-admin"}),
+    (entry_arn("user", "alice", "0ec7b0d5-8e37-73b4-0a4a-0c6b2e4f0f61"),
+     {"clusterName": CLUSTER, "principalArn": f"arn:aws:iam::{ACCT}:user/alice"}),
+    (entry_arn("role", "ops-admin", "54cae684-118a-2dd9-2a3d-01868c5231fa", partition="aws-cn"),
+     {"clusterName": CLUSTER, "principalArn": f"arn:aws-cn:iam::{ACCT}:role/ops-admin"}),
+])
+def test_an_access_entry_arn_gives_its_cluster_and_principal(arn, expected):
+    typ, props = classify_arn(arn)
+    assert typ == "aws:eks/accessEntry:AccessEntry" and props == expected
+    item = item_from_tagged(Tagged(arn, {naming.TAG_NAME: "admin-ops-admin"}), "cluster", "us-east-1")
+    assert item.import_id == f"{CLUSTER}:{expected['principalArn']}"  # the documented `cluster_name:principal_arn`
+
+
+def test_a_malformed_access_entry_arn_is_not_called_a_foreign_type():
+    why = item_from_tagged(Tagged(f"arn:aws:eks:us-east-1:{ACCT}:access-entry/{CLUSTER}/x", {}))
+    assert isinstance(why, str) and "aws:eks/accessEntry:AccessEntry" in why and "principalArn" in why
+    assert "not a type groundctl's programs create" not in why
+
+
+class _FakeEks:
+    """EKS as AWS answers it (the emulator has no access entries): entries by principal, in pages."""
+
+    def __init__(self, entries: dict[str, list[str]], page: int = 2):
+        self.entries, self.page, self.calls = entries, page, []
+
+    def list_access_entries(self, clusterName, nextToken=None):
+        self.calls.append("list_access_entries")
+        principals = sorted(self.entries)
+        start = int(nextToken or 0)
+        out = {"accessEntries": principals[start:start + self.page]}
+        if start + self.page < len(principals):
+            out["nextToken"] = str(start + self.page)
+        return out
+
+    def list_associated_access_policies(self, clusterName, principalArn):
+        self.calls.append("list_associated_access_policies")
+        return {"clusterName": clusterName, "principalArn": principalArn, "associatedAccessPolicies": [
+            {"policyArn": p, "accessScope": {"type": "cluster", "namespaces": []}} for p in self.entries[principalArn]]}
+
+
+class _FakeTagging:
+    def __init__(self, mappings):
+        self.mappings = mappings
+
+    def get_resources(self, **_):
+        return {"ResourceTagMappingList": self.mappings, "PaginationToken": ""}
+
+
+class _FakeAws:
+    region = "us-east-1"
+
+    def __init__(self, **clients):
+        self.clients = clients
+
+    def client(self, service, region=None):
+        return self.clients[service]
+
+
+def test_access_entries_and_their_policy_associations_are_inventoried():
+    env = "dev"
+    path_role = f"arn:aws:iam::{ACCT}:role/admins/break-glass"   # a role with an IAM path
+    plain_role = f"arn:aws:iam::{ACCT}:role/ops-admin"
+    user = f"arn:aws:iam::{ACCT}:user/alice"
+    other = f"arn:aws:iam::{ACCT}:role/not-ours"                   # listed, but not tagged for this layer
+    eks = _FakeEks({path_role: [ADMIN_POLICY], plain_role: [ADMIN_POLICY], user: [], other: [ADMIN_POLICY]})
+    tagged = [(entry_arn("role", "break-glass", "11111111-1111-1111-1111-111111111111"), "admin-break-glass"),
+              (entry_arn("role", "ops-admin", "22222222-2222-2222-2222-222222222222"), "admin-ops-admin"),
+              (entry_arn("user", "alice", "33333333-3333-3333-3333-333333333333"), "admin-alice"),
+              (entry_arn("role", "gone", "44444444-4444-4444-4444-444444444444"), "admin-gone")]
+    aws = _FakeAws(eks=eks, resourcegroupstaggingapi=_FakeTagging(
+        [{"ResourceARN": arn, "Tags": tags(env, "cluster", name)} for arn, name in tagged]))
+    wanted = {"aws:eks/accessEntry:AccessEntry", "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"}
+
+    inv = collect(aws, env, "cluster", types=wanted, with_supplements=False)
+
+    got = {(i.type.rsplit(":", 1)[-1], i.name, i.import_id, i.parent_name) for i in inv.items}
+    assert got == {
+        ("AccessEntry", "admin-break-glass", f"{CLUSTER}:{path_role}", None),
+        ("AccessEntry", "admin-ops-admin", f"{CLUSTER}:{plain_role}", None),
+        ("AccessEntry", "admin-alice", f"{CLUSTER}:{user}", None),
+        ("AccessPolicyAssociation", "admin-break-glass-AmazonEKSClusterAdminPolicy",
+         f"{CLUSTER}#{path_role}#{ADMIN_POLICY}", "admin-break-glass"),
+        ("AccessPolicyAssociation", "admin-ops-admin-AmazonEKSClusterAdminPolicy",
+         f"{CLUSTER}#{plain_role}#{ADMIN_POLICY}", "admin-ops-admin"),
+    }
+    assert len(inv.warnings) == 1 and "role/gone" in inv.warnings[0] and "deleted" in inv.warnings[0]
+    assert not any("not a type groundctl's programs create" in w for w in inv.warnings)
+    # One listing per cluster (two pages of two), not a describe per principal per entry.
+    assert inv.calls["eks:list_access_entries"] == 2

@@ -137,8 +137,10 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
     target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
     code = plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
                      services=svc, **target_args)
-    assert code == 0 and {"backend.json", "network.json", "plan.json", "plan.md"} <= {
-        p.name for p in (tmp_path / "plans").iterdir()}
+    assert code == 0 and {"plan-local-backend.json", "plan-local-network.json", "plan-local-live.json",
+                          "plan-local-live.md"} <= {p.name for p in (tmp_path / "plans").iterdir()}
+    # Another environment's files in the same directory are not read for this one (this one is not JSON).
+    (tmp_path / "plans" / "plan-dev-network.json").write_text("not a plan")
     engine.desired["network"].append(FakeResource("aws:ec2/subnet:Subnet", "private-b", {"name": "private-b"}))
     outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
     assert isinstance(outcome.error, Refused) and "stale" in outcome.error.message

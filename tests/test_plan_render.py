@@ -78,7 +78,7 @@ def test_huge_plans_are_cut_short_in_markdown_but_complete_in_json():
 
 
 def test_json_reads_back_as_the_same_plan():
-    data = json.loads(plan_files([BACKEND, NETWORK])["network.json"])
+    data = json.loads(plan_files([BACKEND, NETWORK])["plan-dev-network.json"])
     assert Plan.from_dict(data) == NETWORK and data["fingerprint"] == NETWORK.fingerprint
     assert "**" not in data["summary"]
     combined = combined_json([BACKEND, NETWORK, FLUX])
@@ -87,8 +87,9 @@ def test_json_reads_back_as_the_same_plan():
 
 
 def test_plan_files_names():
-    assert sorted(plan_files([BACKEND, FLUX])) == ["backend.json", "backend.md", "flux.json", "flux.md",
-                                                    "plan.json", "plan.md"]
+    # Per environment, like the offline plan-<env>.*: several environments share one plan directory.
+    assert sorted(plan_files([BACKEND, FLUX])) == ["plan-dev-backend.json", "plan-dev-backend.md", "plan-dev-flux.json",
+                                                    "plan-dev-flux.md", "plan-dev-live.json", "plan-dev-live.md"]
 
 
 def test_no_secret_from_the_engine_reaches_any_rendered_file():
@@ -100,5 +101,5 @@ def test_no_secret_from_the_engine_reaches_any_rendered_file():
                                       inputs={"stringData": {"identity": CANARY}}, outputs={"data": CANARY}))
     plan = plan_from_events("flux", "dev", [ev.EngineEvent(1, 0, resource_pre_event=ev.ResourcePreEvent(md))])
     files = plan_files([plan])
-    assert "stringData" in files["flux.md"]
+    assert "stringData" in files["plan-dev-flux.md"]
     assert all(CANARY not in text for text in files.values())

@@ -45,7 +45,7 @@ def base_resources(lineage: str | None = None) -> list[dict]:
 
 
 def build_state(resources=None, *, version=3, stack=STACK, cli="v3.140.0", magic=None, pending=None,
-                export=False) -> bytes:
+                export=False, snippets=None) -> bytes:
     dep = {
         "manifest": {"time": "2026-12-01T00:00:00Z", "magic": new_magic(cli) if magic is None else magic,
                      "version": cli},
@@ -54,6 +54,8 @@ def build_state(resources=None, *, version=3, stack=STACK, cli="v3.140.0", magic
     }
     if pending is not None:
         dep["pending_operations"] = pending
+    if snippets is not None:
+        dep["snippets"] = snippets
     if export:
         return json.dumps({"version": version, "deployment": dep}).encode()
     return json.dumps({"version": version, "checkpoint": {"stack": stack, "latest": dep}}).encode()
@@ -163,6 +165,8 @@ def test_provider_resource_with_a_non_provider_urn_is_not_referenceable():
     ("propertyDependencies", {"x": [urn("aws:ec2/subnet:Subnet", "a")]}, "property-dependency-after-use",
      "dangling-property-dependency"),
     ("deletedWith", urn("aws:ec2/subnet:Subnet", "a"), "deleted-with-after-use", "dangling-deleted-with"),
+    # pkg/resource/deploy/snapshot.go, VerifyIntegrity, case ResourceReplaceWith
+    ("replaceWith", [urn("aws:ec2/subnet:Subnet", "a")], "replace-with-after-use", "dangling-replace-with"),
 ])
 def test_references_must_point_backwards(field, value, later_code, missing_code):
     rs = base_resources()
@@ -227,3 +231,95 @@ def test_every_finding_has_a_code_a_urn_field_and_a_sentence():
     assert finding.code == "dangling-parent"
     assert finding.urn == urn("aws:ec2/vpc:Vpc", "vpc")
     assert finding.message.endswith(".") and "missing" in finding.message
+
+
+# -- where Pulumi's rules are easy to get subtly wrong (pkg/resource/deploy/snapshot.go VerifyIntegrity) ----
+
+
+@pytest.mark.parametrize("field,value", [
+    ("dependencies", [""]),
+    ("dependencies", ["", urn("aws:ec2/vpc:Vpc", "vpc")]),
+    ("propertyDependencies", {"vpcId": [""]}),
+    ("replaceWith", [""]),
+])
+def test_empty_strings_in_dependency_lists_are_skipped(field, value):
+    # pkg/resource/state.go GetAllDependencies drops "" from dependencies, property dependencies and
+    # replaceWith before VerifyIntegrity looks them up.
+    rs = base_resources()
+    rs[3][field] = value
+    assert codes(build_state(rs)) == []
+
+
+def _provider_with_id(provider_id: str | None) -> list[dict]:
+    rs = base_resources()
+    if provider_id is None:
+        del rs[1]["id"]
+    else:
+        rs[1]["id"] = provider_id
+    return rs
+
+
+@pytest.mark.parametrize("provider_id", [None, ""])
+def test_a_provider_without_an_id_is_known_by_the_unknown_id(provider_id):
+    # sdk/go/common/providers/reference.go: NewReference files a provider with an empty id under UnknownID,
+    # and ParseReference takes `<urn>::` literally (id ""), so the two never meet.
+    rs = _provider_with_id(provider_id)
+    for r in rs[2:]:
+        r["provider"] = f"{PROV}::{PROV_ID}"
+    assert codes(build_state(rs)) == []  # refused by groundctl before: it filed the provider under ""
+    rs[2]["provider"] = f"{PROV}::"
+    found = verify_integrity(parse_state(build_state(rs)))
+    assert [f.code for f in found] == ["dangling-provider"]  # accepted by groundctl before
+    assert found[0].urn == urn("aws:ec2/vpc:Vpc", "vpc") and "empty" in found[0].message
+    rs[2]["pendingReplacement"] = True  # Pulumi skips the lookup while the resource awaits replacement
+    assert codes(build_state(rs)) == []
+
+
+def test_an_empty_reference_id_names_no_provider_even_when_it_has_one():
+    rs = _provider_with_id("real-id")
+    rs[2]["provider"], rs[3]["provider"] = f"{PROV}::real-id", f"{PROV}::"
+    assert codes(build_state(rs)) == ["dangling-provider"]
+
+
+@pytest.mark.parametrize("snippets,expected", [
+    ([{"uuid": "a", "name": "x", "type": "t", "code": ""}, {"uuid": "b"}], []),
+    ([{"uuid": "a"}, {"name": "no-uuid"}], ["missing-snippet-uuid"]),
+    ([{"uuid": ""}], ["missing-snippet-uuid"]),
+    ([{"uuid": "a"}, {"uuid": "b"}, {"uuid": "a"}], ["duplicate-snippet-uuid"]),
+    ([{"uuid": 7}], ["malformed-field", "missing-snippet-uuid"]),
+    ([None], ["missing-snippet-uuid"]),
+    (["text"], ["malformed-field", "missing-snippet-uuid"]),
+])
+def test_snippet_uuids_are_present_and_unique(snippets, expected):
+    # pkg/resource/deploy/snapshot.go VerifyIntegrity, the snippet loop at its end.
+    found = verify_integrity(parse_state(build_state(snippets=snippets)))
+    assert [f.code for f in found] == expected
+    if expected == ["duplicate-snippet-uuid"]:
+        assert found[0].index == 2 and "0 and 2" in found[0].message
+
+
+def test_groundctl_s_own_rule_is_labelled_as_such():
+    rs = base_resources()
+    rs[2]["parent"] = urn("x:y:Z", "missing")
+    found = verify_integrity(parse_state(build_state(rs, stack="organization/network/prod")), STACK)
+    assert {f.code: f.rule for f in found} == {"dangling-parent": "pulumi", "stack-mismatch": "groundctl"}
+    mismatch = next(f for f in found if f.code == "stack-mismatch")
+    assert "groundctl's own rule" in mismatch.message and mismatch.to_dict()["rule"] == "groundctl"
+
+
+@pytest.mark.parametrize("pending,expected", [
+    # Pulumi decodes null as empty and never checks pending operations (pkg/resource/stack/deployment.go,
+    # DeserializeOperation): groundctl's own rule.
+    ([None], [("malformed-pending-operation", "groundctl")]),
+    ([{"type": "creating"}], [("malformed-pending-operation", "groundctl")]),
+    ([{"resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-pending-operation", "groundctl")]),
+    ([{"type": "", "resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-pending-operation", "groundctl")]),
+    # A wrong JSON type fails Pulumi's decoder: Pulumi's rule.
+    ([7], [("malformed-pending-operation", "pulumi")]),
+    ([{"type": 7, "resource": res("aws:s3/bucket:Bucket", "b")}], [("malformed-field", "pulumi")]),
+    ([{"type": "creating", "resource": res("aws:s3/bucket:Bucket", "b")}], []),
+])
+def test_pending_operation_checks_say_whose_rule_they_are(pending, expected):
+    found = verify_integrity(parse_state(build_state(pending=pending)))
+    assert [(f.code, f.rule) for f in found] == expected
+    assert all(("groundctl's own rule" in f.message) == (f.rule == "groundctl") for f in found)

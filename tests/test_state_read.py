@@ -22,7 +22,9 @@ EXPECTED = {
     "aws-subnet-group.json": ("export", 3, 6, "passphrase", None),
     "checkpoint-v3.json": ("checkpoint", 3, 30, "b64", None),
     "checkpoint-secrets.json": ("checkpoint", 3, 30, "b64", None),
-    "checkpoint-v1.json": ("checkpoint", 1, 30, None, "foo"),
+    # Pulumi's own 2017 testdata names its stack in `target`, a key CheckpointV1 does not have: Pulumi
+    # reads no stack name from it, and neither does groundctl.
+    "checkpoint-v1.json": ("checkpoint", 1, 30, None, None),
 }
 
 
@@ -100,11 +102,20 @@ def test_old_shapes_load():
     # No deployment yet; a checkpoint written before Pulumi versioned them; an empty manifest.
     empty = parse_state(json.dumps({"version": 3, "checkpoint": {"stack": "dev", "latest": None}}).encode())
     assert empty.resources == () and empty.manifest is None
-    legacy = parse_state(json.dumps({"target": "dev", "latest": {"resources": []}}).encode())
+    legacy = parse_state(json.dumps({"stack": "dev", "latest": {"resources": []}}).encode())
     assert (legacy.kind, legacy.version, legacy.stack) == ("checkpoint", 0, "dev")
     bare = parse_state(json.dumps({"version": 3, "checkpoint": {"stack": "dev", "latest": {
         "manifest": {}, "resources": None}}}).encode())
     assert bare.manifest.magic == "" and bare.resources == ()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_every_checkpoint_version_names_its_stack_in_stack(version):
+    # sdk/go/common/apitype/core.go: CheckpointV1, V2 and V3 all carry `Stack ... json:"stack"`.
+    raw = json.dumps({"version": version, "checkpoint": {"stack": "organization/network/dev", "latest": None}})
+    assert parse_state(raw.encode()).stack == "organization/network/dev"
+    ignored = json.dumps({"version": version, "checkpoint": {"target": "dev", "latest": None}})
+    assert parse_state(ignored.encode()).stack is None  # Pulumi has no `target` field
 
 
 @pytest.mark.parametrize("raw,why", [

@@ -195,3 +195,22 @@ def test_checkpoints_written_by_the_in_memory_engine(store):
     assert [(c.verdict, c.lineage) for c in judged] == [("integral", "lin-engine")] * len(judged)
     assert ev.downloads == len({c.sha256 for c in judged}) < len(judged)  # identical copies shared
     assert json.dumps([c.to_dict() for c in judged])
+
+
+def test_checkpoints_retained_by_pulumi_are_candidates(store):
+    # PULUMI_DIY_BACKEND_RETAIN_CHECKPOINTS: after each save Pulumi writes the same bytes to
+    # `<stack file>.<UnixNano>` (pkg/backend/diy/state.go), next to the stack file, for plain and compressed.
+    store.put(KEY, state(3))
+    store.put(f"{KEY}.1764633600000000001", state(1))
+    store.put(f"{layout.stack_key(PROJECT, STACK, '.json.gz')}.1764633600000000002", gzip.compress(state(2)))
+    store.put(f"{KEY}.bak", state(2))
+    store.put(f"{KEY}.notnanos", state(9))                                  # not Pulumi's: not a candidate
+    store.put(f"{layout.stack_key(PROJECT, STACK + 'x')}.1764633600000000003", state(9))  # another stack
+
+    cset = list_candidates(store, PROJECT, STACK)
+    retained = [c for c in cset.candidates if c.source == "retained"]
+    assert [c.key for c in retained] == [f"{KEY}.gz.1764633600000000002", f"{KEY}.1764633600000000001"]
+    assert {c.source for c in cset.candidates} == {"current", "bak", "retained"}
+    assert store.gets == []
+    ev = CandidateEvaluator(store, EXPECTED)
+    assert [ev.evaluate(c).verdict for c in retained] == ["integral", "integral"]

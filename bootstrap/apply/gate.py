@@ -160,8 +160,9 @@ def approved_from_documents(documents: Mapping[str, object], environment: str) -
             try:
                 plan = Plan.from_dict(item)
             except (KeyError, TypeError, ValueError) as exc:
-                raise BadInput(f"{source} is not a plan file written by `groundctl plan` ({exc!r} missing "
-                               "or malformed). Re-create it with `groundctl plan <env> --out DIR`.") from None
+                what = f"its field '{exc.args[0]}' is missing" if isinstance(exc, KeyError) else "a field is malformed"
+                raise BadInput(f"{source} is not a plan file written by `groundctl plan` ({what}). Re-create it with "
+                               f"`groundctl plan {environment} --out DIR`.") from None
             stated = item.get("fingerprint")
             if stated and stated != plan.fingerprint:
                 raise BadInput(

@@ -358,7 +358,7 @@ def _approved_plans(plan_dir: Path, environment: str) -> dict:
     if not plan_dir.is_dir():
         raise BadInput(f"--plan-dir {plan_dir} is not a directory. Give the --out directory of `groundctl plan`.")
     documents = {}
-    for path in sorted(plan_dir.glob("*.json")):
+    for path in sorted(plan_dir.glob(f"{plan_render.live_plan_prefix(environment)}*.json")):
         try:
             documents[str(path)] = json.loads(path.read_text())
         except (OSError, ValueError) as exc:

@@ -3,16 +3,31 @@
 botocore's own retries are turned off so that exactly one policy (this one) decides what is retried:
 bounded attempts, exponential backoff with full jitter. A call that is not idempotent must not be
 wrapped in `retry_transient` blindly; its caller decides how to resume (see `ObjectStore.put_if_absent`).
+
+Waiting is bounded three ways, so a command against an endpoint that accepts connections and never
+answers (or drips a byte at a time) fails with one paragraph within a minute: socket timeouts sized
+for the calls groundctl makes; a deadline per call across all its attempts (enforced in the main
+thread even while a response trickles in, which no socket timeout catches); and a budget for the
+whole process, after which an endpoint that has not answered is not waited on again.
 """
 
 from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-import botocore.exceptions
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, Optional
+from urllib.parse import urlsplit
 
-from bootstrap.errors import CloudError
+import botocore.exceptions
+import botocore.parsers
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+
+from bootstrap.errors import BadInput, CloudError
 
 T = TypeVar("T")
 
@@ -24,6 +39,51 @@ TRANSIENT_CODES = frozenset({
 })
 
 MAX_ATTEMPTS = 8
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+# One call, all its attempts: long enough to stream a large state, short enough to fail within a minute.
+# An operator on a slow link raises it with GROUNDCTL_CLOUD_DEADLINE (seconds).
+DEADLINE_ENV = "GROUNDCTL_CLOUD_DEADLINE"
+CALL_DEADLINE = 40.0
+# What the whole process may spend on calls that end unanswered, beyond one call's deadline.
+BUDGET_SLACK = 5.0
+
+
+class _Deadline(BaseException):
+    # A BaseException, so no `except Exception` between here and the socket swallows it.
+    pass
+
+
+def call_deadline() -> float:
+    raw = os.environ.get(DEADLINE_ENV)
+    if raw is None:
+        return CALL_DEADLINE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 3600:
+        raise BadInput(f"{DEADLINE_ENV}={raw[:40]!r} is not a number of seconds between 1 and 3600. Unset it to wait "
+                       f"the default {CALL_DEADLINE:.0f} s per AWS call, or give e.g. {DEADLINE_ENV}=120.")
+    return value
+
+
+class _Budget:
+    """Time spent in attempts that ended unanswered (timeouts, refused connections, deadlines)."""
+
+    def __init__(self):
+        self.spent = 0.0
+        self._mutex = threading.Lock()
+
+    def charge(self, seconds: float) -> None:
+        with self._mutex:
+            self.spent += seconds
+
+    def left(self, deadline: float) -> float:
+        return max(0.0, deadline + BUDGET_SLACK - self.spent)
+
+
+BUDGET = _Budget()
 
 
 def error_code(exc: BaseException) -> str:
@@ -43,31 +103,146 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+# Errors whose cause is the caller's credentials, not the network: each gets its own cause and fix.
+CREDENTIAL_FAILURES = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.ProfileNotFound, botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError,
+    botocore.exceptions.CredentialRetrievalError,
+)
+CREDENTIAL_CODES = frozenset({
+    "ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired", "InvalidClientTokenId",
+    "UnrecognizedClientException", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+})
+_LOGIN = ("Log in again (`aws sso login --profile <name>`), or export fresh AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY "
+          "and AWS_SESSION_TOKEN, then re-run.")
+
+
+def credentials_error(what: str, exc: BaseException) -> CloudError:
+    """What is wrong with the credentials, named, and how to fix it; never the credentials themselves."""
+    if isinstance(exc, botocore.exceptions.ProfileNotFound):
+        profile = str(getattr(exc, "kwargs", {}).get("profile", ""))[:64]
+        why = (f"the AWS profile '{profile}' is not in your AWS config. Check AWS_PROFILE or the spec's aws.profile "
+               "against `aws configure list-profiles`, or unset AWS_PROFILE to use the default credentials; then re-run.")
+    elif isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
+        why = ("no AWS credentials were found. Set AWS_PROFILE (or the spec's aws.profile) to a profile you are logged "
+               "in to, or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then re-run.")
+    elif error_code(exc) in ("ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired") \
+            or isinstance(exc, (botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError)):
+        why = "your AWS session has expired. " + _LOGIN
+    elif isinstance(exc, botocore.exceptions.CredentialRetrievalError):
+        why = "the credential process or role in your AWS profile did not return credentials. " + _LOGIN
+    else:
+        why = (f"AWS did not accept the credentials ({error_code(exc)}): they are wrong, revoked or for another "
+               "partition. " + _LOGIN)
+    return CloudError(f"Could not {what}: {why}")
+
+
+def _unanswered(exc: BaseException) -> bool:
+    return isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.ReadTimeoutError,
+                            botocore.exceptions.ConnectTimeoutError, _Deadline))
+
+
+@contextmanager
+def _hard_deadline(seconds: float) -> Iterator[None]:
+    """Raise _Deadline in the main thread after `seconds`, even inside a blocking read."""
+    if (threading.current_thread() is not threading.main_thread() or seconds <= 0
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        # Signals only reach the main thread; and an alarm someone else set (a test runner's timeout) wins.
+        yield
+        return
+
+    def fire(signum, frame):
+        raise _Deadline()
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def endpoint_name(url: Optional[str]) -> str:
+    """How a message names where a call went: AWS itself, or the emulator an endpoint override points at
+    (groundctl allows an override only for non-production environments, which is what an emulator serves)."""
+    if not url:
+        return "the AWS endpoint"
+    host = urlsplit(url).netloc or url
+    return "AWS" if host.endswith(("amazonaws.com", "amazonaws.com.cn")) else f"the emulator at {host}"
+
+
+def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
+    where = endpoint_name(url)
+    if where.startswith("the emulator"):
+        fix = "Is the emulator still running (`groundctl emulator start`)? Check --endpoint-url or GROUNDCTL_ENDPOINT_URL"
+    elif where == "AWS":
+        fix = "Check this machine's network path to AWS (a proxy, a VPN, AWS_ENDPOINT_URL)"
+    else:
+        fix = "Check the network path and the endpoint (--endpoint-url, AWS_ENDPOINT_URL, a proxy)"
+    return CloudError(f"Could not {what}: {where} {why}. Nothing was changed by this call. {fix}, then re-run.")
+
+
 def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseException], bool] | None = None,
                     attempts: int = MAX_ATTEMPTS) -> T:
-    """Run an idempotent call, retrying throttling and transient failures (and `extra` ones)."""
+    """Run an idempotent call, retrying throttling and transient failures (and `extra` ones).
+
+    All attempts together end within the call deadline (less when the process budget is nearly spent).
+    """
     pred = (lambda e: is_transient(e) or extra(e)) if extra else is_transient
+    deadline = call_deadline()
+    if BUDGET.left(deadline) <= 0:
+        raise _unreachable(what, "left earlier calls of this run unanswered until its time budget "
+                                 f"({deadline + BUDGET_SLACK:.0f} s) was spent, so it was not tried again")
+    limit = min(deadline, BUDGET.left(deadline))
+    ends = time.monotonic() + limit
+    seen: dict = {}  # the endpoint a failed attempt names, for the message
+
+    def attempt_once() -> T:
+        started = time.monotonic()
+        try:
+            with _hard_deadline(ends - started):
+                return fn()
+        except BaseException as exc:
+            seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
+            if _unanswered(exc):
+                BUDGET.charge(time.monotonic() - started)
+            raise
+
     try:
         for attempt in Retrying(
             retry=retry_if_exception(pred),
-            stop=stop_after_attempt(attempts),
+            stop=stop_after_attempt(attempts) | stop_after_delay(limit),
             wait=wait_random_exponential(multiplier=0.05, max=2.0),
             reraise=True,
         ):
             with attempt:
-                return fn()
+                return attempt_once()
+    except _Deadline:
+        raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection but "
+                                 "its response never completed)", seen.get("url")) from None
+    except botocore.parsers.ResponseParserError:
+        raise _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
+                                 "it is not AWS or the emulator, or something in between rewrote the answer",
+                           seen.get("url")) from None
     except botocore.exceptions.ClientError as exc:
+        if error_code(exc) in CREDENTIAL_CODES:
+            raise credentials_error(what, exc) from None
         if pred(exc):
             raise CloudError(
                 f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
                 "throttling or an outage, not a problem with your input; wait a minute and re-run."
             ) from None
         raise
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError):
+        raise _unreachable(what, f"did not answer within {limit:.0f} s", seen.get("url")) from None
+    except CREDENTIAL_FAILURES as exc:
+        raise credentials_error(what, exc) from None
+    except botocore.exceptions.EndpointConnectionError as exc:
+        raise _unreachable(what, "could not be reached (the connection was refused, or the name does not resolve)",
+                           seen.get("url")) from None
     except botocore.exceptions.BotoCoreError as exc:
-        raise CloudError(
-            f"Could not reach AWS to {what} ({type(exc).__name__}). Check the network and the "
-            "endpoint, then re-run."
-        ) from None
+        raise _unreachable(what, "could not be reached (the request failed before any answer)", seen.get("url")) from None
     raise AssertionError("unreachable")
 
 
@@ -76,8 +251,8 @@ def _client_config():
 
     return botocore.config.Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=5,
-        read_timeout=60,
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=min(READ_TIMEOUT, call_deadline()),
         s3={"addressing_style": "path"},
     )
 
@@ -91,7 +266,10 @@ class AwsClients:
         self.endpoint_url = endpoint_url
         import boto3  # here, not at import: `groundctl --help` must not pay for it
 
-        self._session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
+        try:
+            self._session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise credentials_error("open an AWS session", exc) from None
         self._cache: dict[tuple[str, str], object] = {}
 
     @classmethod

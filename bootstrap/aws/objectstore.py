@@ -15,6 +15,7 @@ from typing import Iterator, Optional
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
+from bootstrap.errors import CloudError
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,19 @@ def _server_time(resp: dict) -> Optional[datetime]:
         return None
 
 
+def _s3_shaped(resp: dict, field: str, what: str) -> dict:
+    # S3 always sends these (an ETag with every object, IsTruncated with every listing). A 200 without
+    # them is an endpoint that is not S3; reading it as "nothing there" would report a live environment
+    # as never applied, or an empty lock as a held one.
+    if field not in resp:
+        raise CloudError(
+            f"Could not {what}: the endpoint answered 200 but not as S3 does (no {field} in the response). It is "
+            "not S3 or the emulator, or a proxy in between rewrote the answer. Check --endpoint-url (or "
+            "AWS_ENDPOINT_URL) and the network path, then re-run."
+        )
+    return resp
+
+
 class ObjectStore:
     """One bucket, addressed by key. `client` is a boto3 S3 client."""
 
@@ -66,6 +80,7 @@ class ObjectStore:
                 if error_code(exc) in ("NoSuchKey", "404", "NoSuchVersion", "MethodNotAllowed"):
                     return None
                 raise
+            _s3_shaped(resp, "ETag", f"read s3://{self.bucket}/{key}")
             return StoredObject(key, resp["Body"].read(), resp.get("VersionId"), resp.get("ETag", ""),
                                 resp.get("LastModified"), _server_time(resp))
 
@@ -73,11 +88,12 @@ class ObjectStore:
 
     def put(self, key: str, body: bytes, content_type: str = "application/json") -> str | None:
         """Unconditional write (a new version in a versioned bucket); returns the version id."""
+        what = f"write s3://{self.bucket}/{key}"
         resp = retry_transient(
             lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type),
-            what=f"write s3://{self.bucket}/{key}",
+            what=what,
         )
-        return resp.get("VersionId")
+        return _s3_shaped(resp, "ETag", what).get("VersionId")
 
     def put_if_absent(self, key: str, body: bytes) -> bool:
         """Create `key` only if it does not exist (If-None-Match: *). True when this call created it."""
@@ -100,8 +116,8 @@ class ObjectStore:
         """
         def call():
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
-                                       ContentType="application/json", **condition)
+                _s3_shaped(self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
+                                                  ContentType="application/json", **condition), "ETag", what)
                 return True
             except botocore.exceptions.ClientError as exc:
                 if error_code(exc) in refused:
@@ -141,7 +157,9 @@ class ObjectStore:
             kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
             if token:
                 kwargs["ContinuationToken"] = token
-            resp = retry_transient(lambda: self.client.list_objects_v2(**kwargs), what=f"list s3://{self.bucket}/{prefix}")
+            what = f"list s3://{self.bucket}/{prefix}"
+            resp = _s3_shaped(retry_transient(lambda: self.client.list_objects_v2(**kwargs), what=what),
+                              "IsTruncated", what)
             for item in resp.get("Contents", []):
                 yield item["Key"], item["Size"], item["LastModified"]
             if not resp.get("IsTruncated"):
@@ -157,8 +175,9 @@ class ObjectStore:
                 kwargs["KeyMarker"] = key_marker
             if version_marker:
                 kwargs["VersionIdMarker"] = version_marker
-            resp = retry_transient(lambda: self.client.list_object_versions(**kwargs),
-                                   what=f"list versions under s3://{self.bucket}/{prefix}")
+            what = f"list versions under s3://{self.bucket}/{prefix}"
+            resp = _s3_shaped(retry_transient(lambda: self.client.list_object_versions(**kwargs), what=what),
+                              "IsTruncated", what)
             for v in resp.get("Versions", []):
                 yield ObjectVersion(v["Key"], v["VersionId"], v["LastModified"], v.get("Size", 0),
                                     v.get("ETag", ""), v.get("IsLatest", False))

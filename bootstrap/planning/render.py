@@ -164,12 +164,26 @@ def combined_json(plans: Sequence[Plan]) -> dict:
     }
 
 
+def live_plan_prefix(environment: str) -> str:
+    # Named per environment, so the plans of several environments (and the offline plan-<env>.*) share a
+    # directory without overwriting each other, and `up --plan-dir` reads only its environment's files.
+    return f"plan-{environment}-"
+
+
+def live_combined_names(environment: str) -> tuple[str, str]:
+    """The combined live plan's file names (JSON, Markdown) for an environment."""
+    prefix = live_plan_prefix(environment)
+    return f"{prefix}live.json", f"{prefix}live.md"
+
+
 def plan_files(plans: Sequence[Plan]) -> dict[str, str]:
-    """File name → text for a plan directory: <layer>.md/.json per layer, plan.md/plan.json combined."""
+    """File name → text for a plan directory: plan-<env>-<layer>.md/.json per layer, plan-<env>-live.md/.json
+    combined."""
     files: dict[str, str] = {}
+    prefix = live_plan_prefix(plans[0].environment) if plans else "plan-"
     for p in plans:
-        files[f"{p.layer}.md"] = render_markdown(p)
-        files[f"{p.layer}.json"] = json.dumps(plan_json(p), indent=2, sort_keys=True) + "\n"
-    files["plan.md"] = render_markdown_combined(plans)
-    files["plan.json"] = json.dumps(combined_json(plans), indent=2, sort_keys=True) + "\n"
+        files[f"{prefix}{p.layer}.md"] = render_markdown(p)
+        files[f"{prefix}{p.layer}.json"] = json.dumps(plan_json(p), indent=2, sort_keys=True) + "\n"
+    files[f"{prefix}live.md"] = render_markdown_combined(plans)
+    files[f"{prefix}live.json"] = json.dumps(combined_json(plans), indent=2, sort_keys=True) + "\n"
     return files

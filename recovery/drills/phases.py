@@ -78,6 +78,7 @@ class PhaseResult:
     started_at: Optional[float] = None      # seconds, from the drill's injected clock
     ended_at: Optional[float] = None
     details: dict = field(default_factory=dict)
+    exit_code: Optional[int] = None  # set when an error stopped the phase: the exit code its class stands for
 
     @property
     def achieved(self) -> bool:
@@ -93,7 +94,7 @@ class PhaseResult:
         return {"name": self.name, "status": self.status, "attempted": self.attempted, "achieved": self.achieved,
                 "reason": self.reason, "message": self.message, "next_step": self.next_step,
                 "started_at": self.started_at, "ended_at": self.ended_at, "seconds": self.seconds,
-                "details": self.details}
+                "details": self.details, "exit_code": self.exit_code}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PhaseResult":

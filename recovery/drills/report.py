@@ -66,6 +66,11 @@ class DrillReport:
 
     @property
     def exit_code(self) -> int:
+        """The README's contract. A dry run exits with the code the real drill would have where it stops;
+        a phase stopped by an error exits as that error's class does (no credentials: 4)."""
+        stop = self.phase(self.verdict.failed_phase) if self.verdict.failed_phase else None
+        if stop is not None and stop.status in (REFUSED, FAILED):
+            return stop.exit_code if stop.exit_code is not None else (3 if stop.status == REFUSED else 1)
         return {"passed": 0, "dry-run": 0, "refused": 3}.get(self.verdict.outcome, 1)
 
     def phase(self, name: str) -> Optional[PhaseResult]:

@@ -58,10 +58,11 @@ class Failed(GroundctlError):
 
     exit_code = 1
 
-    def __init__(self, reason: str, message: str, details: Optional[dict] = None):
+    def __init__(self, reason: str, message: str, details: Optional[dict] = None, exit_code: int = 1):
         super().__init__(message)
         self.reason = reason
         self.details = details or {}
+        self.exit_code = exit_code  # a phase stopped by an unreachable cloud fails as that does (4)
 
 
 class Refusal(Refused):
@@ -132,7 +133,8 @@ def _result_from_error(plan: PhasePlan, exc: GroundctlError, environment: str, l
     refused = isinstance(exc, Refused)
     reason = getattr(exc, "reason", None) or type(exc).__name__
     return PhaseResult(plan.name, dp.REFUSED if refused else dp.FAILED, reason, exc.message, True,
-                       dp.next_step(plan.name, environment, layer), details=getattr(exc, "details", {}) or {})
+                       dp.next_step(plan.name, environment, layer), details=getattr(exc, "details", {}) or {},
+                       exit_code=exc.exit_code)
 
 
 def run_phases(ctx: DrillContext, plans: tuple[PhasePlan, ...], methods: dict[str, Callable[[], tuple]], *,

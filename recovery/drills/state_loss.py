@@ -115,7 +115,7 @@ class _StateLoss:
             stop = next((c for c in t.conditions if c.status in ("refused", "failed")), None)
             why = f"{stop.phase}: {stop.reason}: {stop.message}" if stop else t.outcome
             raise Failed("RecoveryIncomplete", f"The guided recovery ended '{t.outcome}' ({why}).",
-                         details | {"transcript": t.to_dict()})
+                         details | {"transcript": t.to_dict()}, exit_code=t.exit_code)
         return "Recovered", f"The guided recovery completed ({len(timings)} phases).", details
 
     def verify(self) -> tuple:

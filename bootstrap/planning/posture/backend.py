@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from bootstrap.planning.posture.model import Context, Outcome, Rule, each, mock_ref, number, ok
+from bootstrap.planning.posture.model import Context, Outcome, Rule, each, mock_ref, number, ok, said
 
 if TYPE_CHECKING:
     from bootstrap.planning.mockrun import DeclaredResource
@@ -42,7 +42,7 @@ def _per_bucket(kind: str, judge: Callable[[Context, "DeclaredResource"], Outcom
 
 def _versioning(ctx: Context, r: "DeclaredResource") -> Outcome:
     status = (r.inputs.get("versioningConfiguration") or {}).get("status")
-    return ok(status == "Enabled", r.name, "versioning Enabled", f"versioning is {status!r}, not 'Enabled'")
+    return ok(status == "Enabled", r.name, "versioning Enabled", f"versioning is {said(status)}, not 'Enabled'")
 
 
 def _encryption(ctx: Context, r: "DeclaredResource") -> Outcome:
@@ -53,7 +53,7 @@ def _encryption(ctx: Context, r: "DeclaredResource") -> Outcome:
     for rule in rules:
         default = rule.get("applyServerSideEncryptionByDefault") or {}
         if default.get("sseAlgorithm") != "aws:kms":
-            problems.append(f"algorithm {default.get('sseAlgorithm')!r} is not aws:kms")
+            problems.append(f"algorithm {said(default.get('sseAlgorithm'))} is not aws:kms")
         key = default.get("kmsMasterKeyId")
         if not key or str(key).startswith(("alias/aws/", "arn:aws:kms:*:*:alias/aws/")):
             problems.append("no customer-managed KMS key")
@@ -70,7 +70,7 @@ def _public_block(ctx: Context, r: "DeclaredResource") -> Outcome:
 
 def _ownership(ctx: Context, r: "DeclaredResource") -> Outcome:
     value = (r.inputs.get("rule") or {}).get("objectOwnership")
-    return ok(value == "BucketOwnerEnforced", r.name, "BucketOwnerEnforced", f"object ownership is {value!r}")
+    return ok(value == "BucketOwnerEnforced", r.name, "BucketOwnerEnforced", f"object ownership is {said(value)}")
 
 
 def _denies_plain_http(statement: dict) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from bootstrap.planning.posture.model import SECRET, Context, Outcome, Rule, ok
+from bootstrap.planning.posture.model import SECRET, Context, Outcome, Rule, ok, said
 
 CONFIG_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
 GIT_REPOSITORY = "kubernetes:source.toolkit.fluxcd.io/v1:GitRepository"
@@ -20,7 +20,7 @@ def _flux_version(ctx: Context) -> Iterable[Outcome]:
         source = str(cf.inputs.get("file") or cf.inputs.get("files") or "")
         pinned = source == fx.manifest_path if fx.manifest_path else f"/download/{fx.version}/" in source
         yield ok(pinned and exported == fx.version, cf.name, f"controllers at {fx.version} from {source}",
-                 f"controllers from {source!r} (exported version {exported!r}); the spec pins {fx.version}")
+                 f"controllers from {said(source)} (exported version {said(exported)}); the spec pins {fx.version}")
 
 
 def _git_ref(ctx: Context) -> Iterable[Outcome]:
@@ -31,8 +31,8 @@ def _git_ref(ctx: Context) -> Iterable[Outcome]:
         got = spec.get("ref")
         same = got == want and spec.get("url") == ctx.spec.flux.repository_url
         branch_in_prod = ctx.spec.production and "branch" in (got or {})
-        yield ok(same and not branch_in_prod, repo.name, f"{ctx.spec.flux.repository_url} at {want}",
-                 f"source {spec.get('url')!r} at {got!r}; the spec says {want}"
+        yield ok(same and not branch_in_prod, repo.name, f"{ctx.spec.flux.repository_url} at {said(want)}",
+                 f"source {said(spec.get('url'))} at {said(got)}; the spec says {said(want)}"
                  + (" and production needs a tag or commit" if branch_in_prod else ""))
 
 
@@ -47,7 +47,7 @@ def _kustomization(ctx: Context) -> Iterable[Outcome]:
         spec = k.inputs.get("spec") or {}
         good = spec.get("prune") is True and _strip(spec.get("path")) == want
         yield ok(good, k.name, f"prune on at {want}",
-                 f"prune {spec.get('prune')!r} at {spec.get('path')!r}; want prune true at {want}")
+                 f"prune {said(spec.get('prune'))} at {said(spec.get('path'))}; want prune true at {want}")
 
 
 def _everything_plain(ctx: Context) -> Iterable[tuple[str, str]]:

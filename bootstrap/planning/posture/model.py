@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping
 
@@ -13,6 +14,17 @@ if TYPE_CHECKING:
 Status = Literal["pass", "fail", "not-applicable"]
 
 SECRET = "[secret]"  # the mock runtime's marker for a secret value (bootstrap.planning.mockrun.SECRET)
+
+
+def said(value: object) -> str:
+    """A declared value as a finding quotes it: never a Python repr (None, True, {'tag': ...})."""
+    if value is None or value == "":
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return f"'{value}'"
 
 
 @dataclass(frozen=True)

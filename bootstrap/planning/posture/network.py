@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from bootstrap.planning.posture.model import Context, Outcome, Rule, mock_ref, ok
+from bootstrap.planning.posture.model import Context, Outcome, Rule, mock_ref, ok, said
 
 if TYPE_CHECKING:
     from bootstrap.planning.mockrun import DeclaredResource
@@ -57,7 +57,7 @@ def _flow_logs(ctx: Context) -> Iterable[Outcome]:
         if log.inputs.get("vpcId") not in vpcs:
             problems.append("not attached to the layer's VPC")
         if log.inputs.get("trafficType") != "ALL":
-            problems.append(f"traffic type {log.inputs.get('trafficType')!r}, not ALL")
+            problems.append(f"traffic type {said(log.inputs.get('trafficType'))}, not ALL")
         yield ok(not problems, log.name, "captures ALL traffic of the VPC", "; ".join(problems))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from bootstrap.planning.posture.model import Context, Outcome, Rule, ok
+from bootstrap.planning.posture.model import Context, Outcome, Rule, ok, said
 from stacks.common.naming import TAG_ENV, TAG_LAYER, TAG_NAME
 
 
@@ -17,7 +17,7 @@ def _tags(ctx: Context) -> Iterable[Outcome]:
                 continue
             tags = effective_tags(run, r)
             want = {TAG_ENV: ctx.spec.name, TAG_LAYER: layer, TAG_NAME: r.name}
-            wrong = [f"{k}={tags.get(k)!r}" for k, v in want.items() if tags.get(k) != v]
+            wrong = [f"{k}={said(tags.get(k))}" for k, v in want.items() if tags.get(k) != v]
             yield ok(not wrong, f"{layer}/{r.name}", "groundctl tags present", f"wrong or missing: {', '.join(wrong)}")
 
 

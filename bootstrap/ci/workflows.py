@@ -1,0 +1,105 @@
+"""The GitHub Actions workflow set `groundctl ci init` writes: the templates beside this module, filled in.
+
+Every action is pinned by the full commit SHA of a release (the tag is kept as a comment for the reader
+and for update bots); a tag can be moved, a commit cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Mapping
+
+WORKFLOW_DIR = ".github/workflows"
+PR_WORKFLOW = "groundctl-pr.yml"
+APPLY_WORKFLOW = "groundctl-apply.yml"
+DRIFT_WORKFLOW = "groundctl-drift.yml"
+WORKFLOWS = (PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW)
+DRIFT_TITLE = "groundctl: drift in {environment}"
+
+
+@dataclass(frozen=True)
+class Action:
+    repository: str
+    commit: str
+    release: str
+
+    def uses(self) -> str:
+        return f"{self.repository}@{self.commit}  # {self.release}"
+
+
+# Each commit is what the release tag pointed to when it was pinned.
+ACTIONS: dict[str, Action] = {
+    "checkout": Action("actions/checkout", "3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "setup_python": Action("actions/setup-python", "5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "upload_artifact": Action("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "download_artifact": Action("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "configure_aws_credentials": Action("aws-actions/configure-aws-credentials",
+                                        "e6de054238d6b7531b4efff3b6587d9aade6a06c", "v6.2.3"),
+    "pulumi_actions": Action("pulumi/actions", "8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
+}
+
+_CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
+_BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
+
+
+@dataclass(frozen=True)
+class WorkflowOptions:
+    install: str            # what `pip install` gets: a requirement or a path
+    python_version: str
+    pulumi_version: str
+    default_branch: str
+    drift_cron: str
+    groundctl_version: str
+
+
+def problems(options: WorkflowOptions) -> list[str]:
+    """What is wrong with the options, each as 'what (how to fix)'; empty when they render a valid set."""
+    found = []
+    if not options.install.strip() or any(c in options.install for c in "\n\r\"'$`\\"):
+        found.append(f"--install {options.install!r} must be one pip requirement or path, without quotes, "
+                     "'$', backslashes or line breaks (e.g. groundctl==0.1.0, or . for this repository)")
+    if not re.match(r"^3\.\d{1,2}$", options.python_version):
+        found.append(f"--python-version {options.python_version!r} is not a Python 3 minor version such as 3.11")
+    if not re.match(r"^\d+\.\d+\.\d+$", options.pulumi_version):
+        found.append(f"--pulumi-version {options.pulumi_version!r} is not a Pulumi CLI release such as 3.150.0")
+    if not _BRANCH.match(options.default_branch) or ".." in options.default_branch:
+        found.append(f"--default-branch {options.default_branch!r} is not a branch name")
+    fields = options.drift_cron.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        found.append(f"--drift-schedule {options.drift_cron!r} is not a five-field cron schedule such as '17 6 * * *'")
+    return found
+
+
+def _template(name: str) -> str:
+    return files("bootstrap.ci").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """Replace each <<name>>; a name without a value is a bug in the template, never left in the output."""
+    def one(match: re.Match) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"template placeholder <<{key}>> has no value")
+        return values[key]
+
+    return re.sub(r"<<(\w+)>>", one, template)
+
+
+def render(options: WorkflowOptions) -> dict[str, str]:
+    """Repository path → file text for the whole workflow set. Deterministic: no dates, no host facts."""
+    values = {name: action.uses() for name, action in ACTIONS.items()}
+    values.update(
+        version=options.groundctl_version,
+        # JSON strings are valid YAML double-quoted scalars.
+        install=json.dumps(options.install),
+        python_version=options.python_version,
+        pulumi_version=options.pulumi_version,
+        default_branch=options.default_branch,
+        drift_cron=options.drift_cron,
+        drift_title=DRIFT_TITLE.format(environment="${ENVIRONMENT}"),
+        pr_workflow=PR_WORKFLOW,
+    )
+    return {f"{WORKFLOW_DIR}/{name}": fill(_template(name), values) for name in WORKFLOWS}

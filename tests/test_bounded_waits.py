@@ -1,0 +1,178 @@
+"""Bounded waits (issue 13 item 3): an endpoint that accepts connections and never answers, one that
+drips its answer a byte at a time, and one that answers `200` with an empty body. Every command ends
+with exit 4 and one paragraph, within a minute; `status` never calls such an environment "never applied".
+
+Real processes (`python -m groundctl`) against small hostile servers on loopback, started here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import botocore.exceptions
+import pytest
+
+from bootstrap.aws import clients
+from bootstrap.errors import BadInput, CloudError
+from tests.conftest import REPO
+
+
+class _Hostile:
+    """A TCP server on loopback whose every connection is handled by `serve(conn)`; stopped on exit."""
+
+    def __init__(self, serve):
+        self._serve = serve
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self._conns.append(conn)
+            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+
+    def _run(self, conn):
+        try:
+            self._serve(conn, self._stop)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for conn in self._conns:
+            conn.close()
+        self._sock.close()
+
+
+def _silent(conn, stop):
+    stop.wait(120)  # accepts, reads nothing, answers nothing
+
+
+def _drip(conn, stop):
+    conn.recv(65536)
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nX-Slow: " + b"a" * 10_000
+    for byte in answer:  # one byte a second: no socket read ever waits long enough to time out
+        if stop.wait(1.0):
+            return
+        conn.sendall(bytes([byte]))
+
+
+def _empty_200(conn, stop):
+    while not stop.is_set():
+        if not conn.recv(65536):
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+
+def _run(args: list[str], env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", clients.DEADLINE_ENV)}
+    env.update(PULUMI_CONFIG_PASSPHRASE="bounded-waits", **(env_extra or {}))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=120)
+    return proc, time.monotonic() - started
+
+
+def _one_paragraph(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+COMMANDS = [
+    ["lock", "status", "local"],
+    ["status", "local"],
+    ["plan", "local"],
+    ["drift", "local"],
+    ["up", "local", "--yes"],
+    ["destroy", "local", "--yes"],
+    ["state", "versions", "local", "network"],
+]
+
+
+@pytest.mark.timeout(120)
+def test_lock_status_against_a_silent_endpoint_ends_within_a_minute_at_the_default_deadline():
+    with _Hostile(_silent) as server:
+        proc, took = _run(["lock", "status", "local", "--endpoint-url", server.url])
+    assert proc.returncode == 4, proc.stderr
+    assert took < 60, took
+    line = _one_paragraph(proc)
+    assert "did not" in line and "--endpoint-url" in line, line
+
+
+def _every_command(url: str, env_extra: dict | None = None):
+    # Side by side: each command is its own process, so the wall time stays that of the slowest.
+    with ThreadPoolExecutor(len(COMMANDS)) as pool:
+        runs = pool.map(lambda c: _run([*c, "--endpoint-url", url], env_extra), COMMANDS)
+        return list(zip(COMMANDS, runs))
+
+
+@pytest.mark.timeout(300)
+def test_a_dripping_endpoint_trips_the_call_deadline_in_every_command():
+    # A byte a second never trips a read timeout; only the deadline over the whole call ends it.
+    with _Hostile(_drip) as server:
+        results = _every_command(server.url, {clients.DEADLINE_ENV: "3"})
+    for command, (proc, took) in results:
+        assert proc.returncode == 4, (command, proc.returncode, proc.stderr)
+        assert took < 3 + clients.BUDGET_SLACK + 20, (command, took)  # one deadline, the slack, start-up
+        assert "did not finish answering within 3 s" in _one_paragraph(proc), command
+
+
+@pytest.mark.timeout(300)
+def test_an_empty_200_is_a_broken_endpoint_not_an_empty_environment_in_every_command():
+    with _Hostile(_empty_200) as server:
+        results = _every_command(server.url)
+    for command, (proc, _) in results:
+        assert proc.returncode == 4, (command, proc.returncode, proc.stdout, proc.stderr)
+        line = _one_paragraph(proc)
+        assert "not as S3 does" in line or "not an AWS response" in line, (command, line)
+        assert "never applied" not in proc.stdout, command
+
+
+def test_a_call_left_unanswered_spends_the_process_budget(monkeypatch):
+    monkeypatch.setenv(clients.DEADLINE_ENV, "1")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+    calls = []
+
+    def unanswered():
+        calls.append(time.monotonic())
+        time.sleep(0.3)
+        raise botocore.exceptions.ReadTimeoutError(endpoint_url="http://127.0.0.1:9")
+
+    with pytest.raises(CloudError) as first:
+        clients.retry_transient(unanswered, what="read a thing")
+    assert "did not answer within 1 s" in first.value.message
+    tried = len(calls)
+    assert 1 < tried <= 4  # retried, but only inside the one-second deadline
+    clients.BUDGET.charge(clients.BUDGET_SLACK)  # later calls, also unanswered, used up the slack
+    with pytest.raises(CloudError) as later:
+        clients.retry_transient(unanswered, what="read another thing")
+    assert len(calls) == tried  # not tried again: the endpoint had its chance
+    assert "was not tried again" in later.value.message
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "100000"])
+def test_a_bad_deadline_setting_is_bad_input(monkeypatch, value):
+    monkeypatch.setenv(clients.DEADLINE_ENV, value)
+    with pytest.raises(BadInput) as err:
+        clients.call_deadline()
+    assert clients.DEADLINE_ENV in err.value.message and "between 1 and 3600" in err.value.message

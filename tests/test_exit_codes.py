@@ -1,0 +1,97 @@
+"""The exit-code contract (issue 10 §4), kept by every command: 0 ok, 1 a check failed, 2 bad input,
+3 refused, 4 the cloud or engine could not be used. A dry run exits with the code the real run would
+have where it stops. Real processes (`python -m groundctl`), so the front door's mapping is what is tested.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.conftest import REPO
+
+# Every command that reaches the cloud, with `{env}` for the environment.
+COMMANDS = [
+    "plan {env}", "status {env}", "drift {env}", "up {env} --yes", "destroy {env} --yes",
+    "lock status {env}", "lock break {env}", "state versions {env} network", "state verify {env} network",
+    "recover {env} network --dry-run", "recover {env} network --yes",
+    "drill state-loss {env} --layer network --dry-run", "drill state-loss {env} --layer network --yes",
+    "drill rebuild-cluster {env} --dry-run", "drill rebuild-cluster {env} --yes", "drill history {env}",
+]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra: dict) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GROUNDCTL_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
+    env.update(PULUMI_CONFIG_PASSPHRASE="exit-codes", AWS_CONFIG_FILE=os.devnull,
+               AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true",
+               GROUNDCTL_CLOUD_DEADLINE="5", **extra)
+    return env
+
+
+def _run(args: list[str], extra: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=REPO,
+                          env=_env(extra), timeout=120)
+
+
+def _matrix(cases: list[tuple[list[str], dict]]) -> list[subprocess.CompletedProcess]:
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda case: _run(*case), cases))
+
+
+FAILURE_CLASSES = {
+    # class: (environment, extra arguments, extra environment, expected code, words the message must hold)
+    "no-credentials": ("dev", [], {}, 4, "no AWS credentials were found"),
+    "unknown-environment": ("no-such-env", [], {}, 2, "no-such-env"),
+    "unreachable-endpoint": ("local", ["--endpoint-url", f"http://127.0.0.1:{_closed_port()}"], {}, 4,
+                             "could not be reached"),
+}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("failure", sorted(FAILURE_CLASSES))
+def test_every_command_exits_with_the_code_of_its_failure_class(failure):
+    environment, args, extra, code, words = FAILURE_CLASSES[failure]
+    cases = [(command.format(env=environment).split() + args, extra) for command in COMMANDS]
+    wrong = []
+    for (argv, _), proc in zip(cases, _matrix(cases)):
+        if proc.returncode != code or "Traceback" in proc.stderr or words not in proc.stdout + proc.stderr:
+            wrong.append(f"{' '.join(argv)} → {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}")
+    assert not wrong, "\n".join(wrong)
+
+
+SPECIFIC = [
+    # A typo'd layer is bad input in a dry run as in a real one.
+    ("drill state-loss local --layer netwrk --dry-run", 2, "'netwrk' is not a layer"),
+    ("drill state-loss local --layer netwrk --yes", 2, "'netwrk' is not a layer"),
+    ("recover local netwrk --dry-run", 2, "'netwrk' is not a layer"),
+    # A dry run that the real run would refuse exits as refused.
+    ("drill rebuild-cluster prod --dry-run", 3, "--i-mean-production"),
+    ("drill state-loss prod --layer network --dry-run", 3, "prod"),
+    # Checks that need no cloud.
+    ("spec check no-such-env", 2, "no-such-env"),
+    ("plan no-such-env --offline", 2, "no-such-env"),
+    ("state inspect /nonexistent/state.json", 2, "/nonexistent/state.json"),
+    ("up local --layers ,", 2, "--layers"),
+]
+
+
+@pytest.mark.timeout(600)
+def test_dry_runs_and_bad_input_keep_the_contract():
+    cases = [(command.split(), {}) for command, _, _ in SPECIFIC]
+    wrong = []
+    for (command, code, words), proc in zip(SPECIFIC, _matrix(cases)):
+        if proc.returncode != code or "Traceback" in proc.stderr or words not in proc.stdout + proc.stderr:
+            wrong.append(f"{command} → {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}")
+    assert not wrong, "\n".join(wrong)
