@@ -54,3 +54,10 @@ def test_each_command_answers_its_help_on_its_own(command):
     assert f"groundctl {command}" in out
     others = {m for c, mods in COMMAND_MODULES.items() for m in mods if c != command} - set(COMMAND_MODULES[command])
     assert not {f"groundctl.{m}" for m in others} & names
+
+
+def test_spec_check_loads_the_spec_models_and_nothing_of_aws_or_pulumi():
+    names, _out = _imported("spec", "check", "local")
+    assert "bootstrap.spec" in names
+    assert not [n for n in names if n.split(".")[0] in ("botocore", "boto3", "pulumi", "moto", "recovery")
+                or n.startswith(("bootstrap.aws", "bootstrap.engine"))]
