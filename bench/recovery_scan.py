@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bootstrap.records import layout  # noqa: E402
-from bootstrap.aws.clients import AwsClients  # noqa: E402
+from bootstrap.aws.clients import DEADLINE_ENV, AwsClients  # noqa: E402
 from bootstrap.aws.objectstore import ObjectStore  # noqa: E402
 from bootstrap.records import ledger as led  # noqa: E402
 from recovery.choose import Flags  # noqa: E402
@@ -306,6 +306,9 @@ def main() -> int:
     ap.add_argument("--memory-mb", type=int, help="size of the state for [5] (default 50, quick 10)")
     ap.add_argument("--skip-startup", action="store_true", help="leave out [4] (run bench/startup.py on its own)")
     args = ap.parse_args()
+    # moto copies the whole bucket for each listing page: on a busy machine one page of 500 large versions
+    # can take longer than the 40 s an AWS call is given by default, which would end the run, not time it.
+    os.environ.setdefault(DEADLINE_ENV, "600")
     versions = args.versions or (30 if args.quick else 500)
     sizes = [int(x) for x in (args.growth or ("10,30,60,180" if args.quick else "50,150,500,2000")).split(",")]
     memory_mb = args.memory_mb or (10 if args.quick else 50)
