@@ -217,9 +217,12 @@ def flow_to_choice(store: CountingStore, trace_memory: bool = False) -> dict:
 
     svc = GuideServices(store=store, engine=lambda: None, inventory=_NoInventory(),
                         lock_factory=None, confirm=lambda q: False)
-    run_guide(GuideOptions(ENV, LAYER, dry_run=True, flags=Flags()), svc, on_condition)
+    t = run_guide(GuideOptions(ENV, LAYER, dry_run=True, flags=Flags()), svc, on_condition)
     if trace_memory:
         tracemalloc.stop()
+    if "seconds" not in marks:  # a phase before Choose failed: say which, a figure would be meaningless
+        stop = next(c for c in t.conditions if c.status in ("failed", "refused"))
+        raise SystemExit(f"the recovery flow stopped in {stop.phase}: {stop.reason}: {stop.message}")
     return marks
 
 
