@@ -5,8 +5,9 @@
 
 The emulator (moto server) runs in a child process, as `groundctl emulator start` does, so the figures
 are groundctl's client side: its CPU time, memory and threads are not mixed with the server's. The
-emulator's own costs stay in the wall times; the listing line of [1] shows how much of it is the
-emulator listing versions (moto copies every stored object on each ListObjectVersions page).
+emulator's own costs stay in the wall times; [1] also shows how long the emulator takes for the version
+listings alone (moto copies every stored object on each ListObjectVersions page). The child prunes
+moto's record of every object it ever made, which otherwise keeps each of those copies for good.
 
 1. Intact ledger: the guided flow (Assess, Candidates, Lineage/serial, Choose) as a dry run on a stack
    whose newest version is a truncated write; wall time and full state downloads until the choice is
@@ -84,9 +85,21 @@ class CountingStore(ObjectStore):
         return iter(found)
 
 
+# moto keeps every object it ever creates in `FakeKey.instances_tracked`, including the copy of each
+# stored version it makes for every ListObjectVersions page: without pruning, each listing of 500 large
+# versions keeps another 1.1 GB, and a full run would take the shared machine's memory. The pruning drops
+# only entries nothing else refers to (the tracker's list, the loop and getrefcount hold three references).
 _EMULATOR = """
-import sys
+import sys, threading, time
+from moto.s3.models import FakeKey
 from bootstrap.aws.emulator import Emulator
+
+def prune():
+    while True:
+        time.sleep(0.25)
+        FakeKey.instances_tracked[:] = [k for k in FakeKey.instances_tracked if sys.getrefcount(k) > 3]
+
+threading.Thread(target=prune, daemon=True).start()
 emu = Emulator()
 print(emu.start(), flush=True)
 sys.stdin.read()
