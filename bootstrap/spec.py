@@ -296,6 +296,27 @@ class RecoverySpec(_Model):
     rpo_minutes: Annotated[int, Field(ge=0, le=10080)]
 
 
+_CRON = re.compile(r"^(\S+\s+){4}\S+$")
+
+
+class FleetSpec(_Model):
+    """How `groundctl fleet manifests` schedules this environment (cron, UTC). Unset schedules are spread
+    by the environment's name so a fleet's jobs do not all start in the same minute."""
+    drift_schedule: Optional[str] = None
+    rebuild_drill_schedule: Optional[str] = None
+    state_loss_drill_schedule: Optional[str] = None
+    state_loss_layer: Literal["backend", "network", "cluster", "flux"] = "network"
+    # Drills destroy and recreate; a production environment runs them on a schedule only when it says so.
+    scheduled_drills_in_production: bool = False
+
+    @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
+    @classmethod
+    def _cron(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _CRON.match(v.strip()):
+            raise ValueError(f"'{v}' is not a five-field cron schedule such as '17 * * * *'")
+        return v
+
+
 class EnvironmentSpec(_Model):
     name: str
     production: bool = False
@@ -305,6 +326,7 @@ class EnvironmentSpec(_Model):
     cluster: ClusterSpec
     flux: FluxSpec
     recovery: RecoverySpec
+    fleet: FleetSpec = FleetSpec()
 
     @field_validator("name")
     @classmethod

@@ -102,6 +102,7 @@ class Target:
     engine_check: EngineCheck
     lineages: dict[str, str] = field(default_factory=dict)
     extra_secrets: set[str] = field(default_factory=set)
+    backend_report: Optional[object] = None  # what ensure_backend found or made in this run (a BackendReport)
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     _engine: Optional[Engine] = None
 

@@ -49,7 +49,7 @@ def _root(
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "spec": ("spec_cmd",), "lock": ("lock",), "state": ("state", "state_import", "state_verify"), "plan": ("plan",),
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
-    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",),
+    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",), "fleet": ("fleet",),
 }
 
 

@@ -76,17 +76,21 @@ def _s(value: object) -> str:
 
 def drift_row(plan: "Plan") -> dict:
     from bootstrap.apply.orchestrator import plan_summary
+    from bootstrap.engine.events import DELETED_MARK
+    from bootstrap.planning.plan import NO_CHANGE_OPS
 
-    if plan.skipped_reason:
+    if plan.not_deployed:
+        state = "not deployed"
+    elif plan.skipped_reason:
         state = "skipped"
     elif not plan.has_changes:
         state = "clean"
-    elif all(c.operation == "create" for c in plan.changes):
+    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
         state = "not deployed"  # nothing of it exists: that differs from its declaration too
     else:
         state = "drift"
     changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
-               for c in plan.changes if c.operation not in ("same", "read")]
+               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
     return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
             "skipped_reason": plan.skipped_reason, "changes": changed}
 
@@ -97,16 +101,22 @@ def drift(
     layers: Optional[list[str]] = typer.Option(None, "--layers", help="Only these layers."),
     json_out: bool = json_opt("the drift report"),
     endpoint_url: Optional[str] = ENDPOINT_OPT,
+    record: bool = typer.Option(False, "--record", help="Also keep the result in the state bucket under "
+                                ".groundctl/drift/<env>/ (what scheduled runs do; `groundctl fleet status` reads it)."),
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
     from bootstrap.apply.orchestrator import default_services, preview_all
     from bootstrap.apply.steps import build_preview
+    from bootstrap.records.drift import drift_record, save_drift_record
     from bootstrap.target import open_target
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
         plans = preview_all(target, steps, default_services())
-    rows = [drift_row(p) for p in plans]
+        rows = [drift_row(p) for p in plans]
+        if record:
+            key = save_drift_record(target.store, drift_record(target.name, rows), target.secret_values())
+            console.info(f"Drift record: {key} in the state bucket")
     drifted = [r["layer"] for r in rows if r["state"] in ("drift", "not deployed")]
     if json_out:
         console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows})

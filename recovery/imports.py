@@ -5,7 +5,10 @@ The file format is Pulumi's own (pkg/cmd/pulumi/operations/import.go, `importFil
 "component"?, "logicalName"?}]}`. `parent` and `provider` are *names*: either another entry's `name`
 or a `nameTable` key. A provider must be a `nameTable` URN that already exists in the target stack
 (explicit providers are not imported); leaving `provider` out makes Pulumi use (and create) the
-default provider of `version`. A child of the root stack needs no `parent`. Component parents are
+default provider of `version`. An explicit provider missing from the target stack is created by the
+import from `providerInputs` (name → its serialized inputs, secrets as ciphertext), which every plan here
+writes from the state's own provider inputs; without them Pulumi would build it from ambient settings
+(wrong region, no assumed role, no allowed account: pkg/resource/deploy/import.go). A child of the root stack needs no `parent`. Component parents are
 recreated as `component: true` entries (no id), so children get their original URNs back.
 `name` must be unique in the file (it is how entries refer to each other); when two resources share
 a logical name, the later one gets a distinct `name` and keeps its URN name in `logicalName`.
@@ -103,9 +106,13 @@ class ImportPlan:
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
     urn_changes: Mapping[str, str] = field(default_factory=dict)  # old URN → URN the import will give
+    provider_inputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # nameTable key → inputs
 
     def to_pulumi_json(self) -> dict[str, Any]:
-        return {"nameTable": dict(self.name_table), "resources": [e.to_json() for e in self.resources]}
+        out: dict[str, Any] = {"nameTable": dict(self.name_table), "resources": [e.to_json() for e in self.resources]}
+        if self.provider_inputs:
+            out["providerInputs"] = {k: dict(v) for k, v in self.provider_inputs.items()}
+        return out
 
     @property
     def custom_count(self) -> int:
@@ -158,6 +165,17 @@ def _provider_version(provider: Mapping[str, Any] | None) -> str | None:
         if isinstance(bag, Mapping) and isinstance(bag.get("version"), str) and bag["version"]:
             return bag["version"]
     return None
+
+
+def _provider_inputs(name_table: Mapping[str, str], by_urn: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+    """The state's inputs of every explicit provider the plan names, by its nameTable key."""
+    out: dict[str, dict] = {}
+    for key, urn in name_table.items():
+        parts = urn_parts(urn)
+        prov = by_urn.get(urn)
+        if parts and parts[2].startswith(PROVIDER_PREFIX) and prov is not None and isinstance(prov.get("inputs"), Mapping):
+            out[key] = dict(prov["inputs"])
+    return out
 
 
 def plan_from_state(resources: Sequence[Mapping[str, Any]]) -> ImportPlan:
@@ -247,16 +265,18 @@ def plan_from_state(resources: Sequence[Mapping[str, Any]]) -> ImportPlan:
     for res in live:
         visit(res)
 
-    explicit = sorted(urn for urn in name_table.values() if urn_parts(urn) and
+    provider_inputs = _provider_inputs(name_table, by_urn)
+    explicit = sorted((key, urn) for key, urn in name_table.items() if urn_parts(urn) and
                       urn_parts(urn)[2].startswith(PROVIDER_PREFIX))  # type: ignore[index]
-    for urn in explicit:
-        notes.append(f"explicit provider {urn} is referenced, not imported: create it in the target stack "
-                     f"first (`pulumi up --target '{urn}'`), then run the import")
+    for key, urn in explicit:
+        if key not in provider_inputs:
+            notes.append(f"explicit provider {urn} has no inputs in this state: create it in the target stack "
+                         f"first (`pulumi up --target '{urn}'`), then run the import")
     changes = {old: new for old, new in new_urn.items() if old != new}
     if changes:
         notes.append(f"{len(changes)} resource(s) will get a different URN than in this state (the state "
                      "predates Pulumi's parent-type URN encoding, or a parent was not recreated)")
-    return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes), changes)
+    return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes), changes, provider_inputs)
 
 
 # --- State versus live -----------------------------------------------------------------------------
@@ -405,4 +425,6 @@ def plan_for_survivors(survivors: Sequence[LiveItem], state_resources: Sequence[
                                    source_urn=item.arn))
     if any(rule_for(e.type) is None for e in entries):
         notes.append("some survivor types have no documented import ID rule")
-    return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes))
+    by_urn = {r["urn"]: r for r in _live_resources(state_resources)}
+    return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes),
+                      provider_inputs=_provider_inputs(name_table, by_urn))

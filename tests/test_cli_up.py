@@ -65,7 +65,8 @@ def test_up_yes_then_status_and_drift(cli):
     assert code == 0
     status = json.loads(out)
     rows = {r["layer"]: r for r in status["layers"]}
-    assert [rows[n]["serial"] for n in ("backend", "network", "cluster")] == [1, 1, 1]
+    # The backend's first up adopts the bootstrap's bucket and key (serial 1, import), then applies (2).
+    assert [rows[n]["serial"] for n in ("backend", "network", "cluster")] == [2, 1, 1]
     assert rows["flux"]["operation"] is None and rows["network"]["operation"] == "up"
     assert rows["network"]["resources"] == 4 and len(rows["network"]["lineage"]) == 36
     assert status["lock"]["held"] is False
@@ -83,8 +84,9 @@ def test_up_yes_then_status_and_drift(cli):
 def test_up_without_a_terminal_is_refused_with_the_flag_to_pass(cli):
     code, out, err = cli("up", "SPEC")
     assert code == 3
-    assert "--yes" in err and "backend layer was not applied" in err
-    assert "refused" in out and ("up", "backend") not in cli.engine.calls
+    # The backend's adoption has nothing to review; the network's creates are refused without --yes.
+    assert "--yes" in err and "network layer was not applied" in err
+    assert "refused" in out and ("up", "network") not in cli.engine.calls
 
 
 def test_destroy_flags_and_exit_codes(cli):

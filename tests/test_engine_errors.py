@@ -136,6 +136,11 @@ def test_unexpected_changes_carry_the_plan():
 class BrokenStack:
     name = "dev"
 
+    class workspace:  # noqa: N801 - plays the SDK's LocalWorkspace attributes the engine reads
+        env_vars: dict = {}
+        pulumi_home = None
+        work_dir = "."
+
     def set_config(self, key, value):
         raise command_error(f"error: could not set {key}: value {value.value} rejected by the secrets provider")
 
@@ -148,6 +153,12 @@ def engine(monkeypatch):
     spec = load_spec("local")
     eng = PulumiEngine(spec, endpoint_url="http://127.0.0.1:1")
     eng._stacks["flux"] = BrokenStack()
+    eng._command = type("Cmd", (), {"command": "pulumi"})()
+
+    def broken_cli(argv, *, input=None, **kwargs):  # a secret (on stdin) echoed back by a failing CLI
+        import subprocess
+        return subprocess.CompletedProcess(argv, 255, "", f"error: could not set {argv[-1]}: value {input} rejected")
+    monkeypatch.setattr("subprocess.run", broken_cli)
     return eng
 
 

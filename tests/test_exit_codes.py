@@ -36,7 +36,7 @@ def _env(extra: dict) -> dict:
            if k not in ("GROUNDCTL_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
     env.update(PULUMI_CONFIG_PASSPHRASE="exit-codes", AWS_CONFIG_FILE=os.devnull,
                AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true",
-               GROUNDCTL_CLOUD_DEADLINE="5", **extra)
+               GROUNDCTL_CLOUD_DEADLINE="2", **extra)
     return env
 
 

@@ -28,7 +28,9 @@ def resources_of(name: str) -> list[dict]:
 def assert_valid_pulumi_import_file(plan: ImportPlan) -> None:
     """The checks `pulumi import --file` makes (pkg/cmd/pulumi/operations/import.go, parseImportFile)."""
     data = plan.to_pulumi_json()
-    assert set(data) == {"nameTable", "resources"}
+    assert set(data) <= {"nameTable", "resources", "providerInputs"}
+    for key in data.get("providerInputs", {}):
+        assert urn_parts(data["nameTable"][key])[2].startswith("pulumi:providers:"), key
     names = [r["name"] for r in data["resources"]]
     assert len(names) == len(set(names)), "every name must be unique, or parent references are ambiguous"
     assert not set(names) & set(data["nameTable"])

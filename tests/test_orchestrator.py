@@ -80,11 +80,14 @@ def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(wor
     assert [p["name"] for p in stored["phases"]] == ["account", "backend", "lock", "engine", "unlock"]
     assert all(p["outcome"] == "ok" and p["ended_at"] for p in stored["phases"])
     net = next(lay for lay in stored["layers"] if lay["layer"] == "network")
-    assert [p["name"] for p in net["phases"]] == ["preview", "gate", "up", "ledger", "contract"]
+    assert [p["name"] for p in net["phases"]] == ["stack", "preview", "gate", "up", "ledger", "contract"]
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     for layer in ("backend", "network", "cluster"):
         records = read_ledger(store, layer, "local").records
-        assert [r.serial for r in records] == [1] and records[0].operation == "up"
+        # The backend first adopts what the bootstrap made (import), then applies.
+        want = ["import", "up"] if layer == "backend" else ["up"]
+        assert [r.operation for r in records] == want and [r.serial for r in records] == list(range(1, len(want) + 1))
+        assert len({r.lineage for r in records}) == 1
         # The lineage minted for the first record is what the program was told to export.
         assert engine.config[layer]["groundctl:lineage"][0] == records[0].lineage
         assert engine.outputs(layer).values[LINEAGE_OUTPUT] == records[0].lineage
@@ -106,13 +109,13 @@ def test_flux_probe_decides_on_a_real_cluster_endpoint(world):
 
 def test_interactive_gate_yes_applies_and_no_refuses(world):
     engine, open_, clock = world
-    outcome, stored, svc = up(open_, clock, layers=["backend"], answers=[False])
+    outcome, stored, svc = up(open_, clock, layers=["network"], answers=[False])
     assert isinstance(outcome.error, Refused) and outcome.exit_code == 3
-    assert "--yes" in outcome.error.message and svc.asked[0].startswith("Apply backend to local")
-    assert ("up", "backend") not in engine.calls
-    assert stored["outcome"] == "refused" and stored["stopped_at"] == "backend/gate"
-    outcome, stored, svc = up(open_, clock, layers=["backend"], answers=[True])
-    assert outcome.error is None and ("up", "backend") in engine.calls and len(svc.asked) == 1
+    assert "--yes" in outcome.error.message and svc.asked[0].startswith("Apply network to local")
+    assert ("up", "network") not in engine.calls
+    assert stored["outcome"] == "refused" and stored["stopped_at"] == "network/gate"
+    outcome, stored, svc = up(open_, clock, layers=["network"], answers=[True])
+    assert outcome.error is None and ("up", "network") in engine.calls and len(svc.asked) == 1
 
 
 def test_destructive_changes_need_allow_destroy_and_protected_never(world):
@@ -135,6 +138,8 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
     engine, open_, clock = world
     svc = services(clock)
     target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
+    assert up(open_, clock, yes=True)[0].error is None  # a plan previews deployed stacks only
+    engine.desired["backend"].append(FakeResource("aws:s3/bucketV2:BucketV2", "logs", {"name": "logs"}))
     code = plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
                      services=svc, **target_args)
     assert code == 0 and {"plan-local-backend.json", "plan-local-network.json", "plan-local-live.json",
@@ -145,11 +150,27 @@ def test_stale_plan_is_refused_and_fresh_plan_applies(world, tmp_path, local_spe
     outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
     assert isinstance(outcome.error, Refused) and "stale" in outcome.error.message
     assert {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["backend"] == "applied"
-    assert stored["stopped_at"] == "network/gate" and ("up", "network") not in engine.calls
+    assert stored["stopped_at"] == "network/gate" and ("up", "network") not in ops(engine, "up")[3:]
     plan_live("local", out_dir=tmp_path / "fresh", json_out=False, endpoint_url=None, layers=None,
               services=svc, **target_args)
     outcome, _, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "fresh")
-    assert outcome.error is None and ("up", "network") in engine.calls
+    assert outcome.error is None and ops(engine, "up")[-1] == ("up", "network")
+
+
+def test_a_plan_made_before_a_layer_existed_approves_none_of_its_creates(world, tmp_path, local_spec):
+    engine, open_, clock = world
+    svc = services(clock)
+    target_args = dict(spec=local_spec, environ={}, engine_factory=lambda ctx: engine, engine_check=lambda: None)
+    plan_live("local", out_dir=tmp_path / "plans", json_out=True, endpoint_url=None, layers=None,
+              services=svc, **target_args)
+    assert not engine.stacks and ("create_stack", "backend") not in engine.calls  # plan created nothing
+    written = json.loads((tmp_path / "plans" / "plan-local-backend.json").read_text())
+    assert written["not_deployed"] is True and written["changes"] == []
+    outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
+    assert isinstance(outcome.error, Refused) and "not deployed when `groundctl plan` ran" in outcome.error.message
+    # The backend's first up only adopts what the bootstrap made (no resource change to review); the
+    # network's creates were never reviewed.
+    assert stored["stopped_at"] == "network/gate" and ops(engine, "up") == [("up", "backend")]
 
 
 def test_contract_failure_stops_at_that_layer(world, aws, local_spec):
@@ -184,7 +205,7 @@ def test_destroy_reverse_order_backend_excluded_and_ledgered(world, aws, local_s
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     network = read_ledger(store, "network", "local").records
     assert [(r.serial, r.operation) for r in network] == [(1, "up"), (2, "destroy")]
-    assert [r.operation for r in read_ledger(store, "backend", "local").records] == ["up"]
+    assert [r.operation for r in read_ledger(store, "backend", "local").records] == ["import", "up"]
     with open_() as target:  # the protected backend is never deleted, even when included
         steps = build_destroy(target.spec, ["backend"], emulated=True, include_backend=True, i_mean_production=False)
         outcome = run(target, steps, services(clock), UpOptions(yes=True))

@@ -52,7 +52,7 @@ def test_failed_run_resumes_and_ledger_serials_continue(env):
     achieved = {lay["layer"]: lay["achieved"] for lay in record["layers"]}
     assert achieved == {"backend": "applied", "network": "applied", "cluster": "failed", "flux": "not-reached"}
     assert record["stopped_at"] == "cluster/up" and record["outcome"] == "failed"
-    assert (_serials(store, "backend"), _serials(store, "network"), _serials(store, "cluster")) == ([1], [1], [])
+    assert (_serials(store, "backend"), _serials(store, "network"), _serials(store, "cluster")) == ([1, 2], [1], [])
     assert lock_status(store, "local").holder is None  # released despite the failure
 
     engine.calls.clear()
@@ -64,7 +64,7 @@ def test_failed_run_resumes_and_ledger_serials_continue(env):
     record = json.loads(store.get(run_key("local", second.record.run_id)).body)
     achieved = {lay["layer"]: lay["achieved"] for lay in record["layers"]}
     assert achieved == {"backend": "unchanged", "network": "unchanged", "cluster": "applied", "flux": "skipped"}
-    assert (_serials(store, "backend"), _serials(store, "network"), _serials(store, "cluster")) == ([1], [1], [1])
+    assert (_serials(store, "backend"), _serials(store, "network"), _serials(store, "cluster")) == ([1, 2], [1], [1])
 
     engine.desired["network"].append(FakeResource("aws:ec2/subnet:Subnet", "private-b", {"name": "private-b"}))
     assert up().error is None

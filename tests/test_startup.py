@@ -29,6 +29,11 @@ def _imported(*args: str) -> tuple[set[str], str]:
 def test_every_command_has_its_modules_listed():
     registered = set(typer.main.get_command(app).commands)
     assert registered == set(COMMAND_MODULES)
+    # A new command module that is not in the table would never be imported when run as the program.
+    listed = {m for mods in COMMAND_MODULES.values() for m in mods}
+    registering = {p.stem for p in (ROOT / "groundctl").glob("*.py")
+                   if re.search(r"@(app|state_app)\.command\(|app\.add_typer\(", p.read_text()) and p.stem != "cli"}
+    assert registering <= listed, registering - listed
 
 
 def test_a_command_line_imports_only_its_command_and_the_rest_gets_everything():

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from bootstrap.errors import BadInput, Refused
-from bootstrap.planning.plan import DESTRUCTIVE_OPS, Plan
+from bootstrap.planning.plan import DESTRUCTIVE_OPS, NO_CHANGE_OPS, Plan
 
 Outcome = Literal["approved", "ask", "refused", "skip"]
 
@@ -95,7 +95,7 @@ def _answered(decision: GateDecision, answered_yes: bool, yes_hint: str) -> Gate
 
 
 def question(plan: Plan) -> str:
-    counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in ("same", "read"))
+    counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
     risky = plan.risky
     note = f" ({len(risky)} risky: {risky[0][1]})" if risky else ""
     return f"Apply {plan.layer} to {plan.environment}: {counts}{note}?"
@@ -145,6 +145,7 @@ class ApprovedPlan:
     environment: str
     fingerprint: str
     source: str
+    not_deployed: bool = False  # the layer had no stack when it was planned: nothing was previewed
 
 
 def approved_from_documents(documents: Mapping[str, object], environment: str) -> dict[str, ApprovedPlan]:
@@ -177,7 +178,8 @@ def approved_from_documents(documents: Mapping[str, object], environment: str) -
                     f"{previous.source} and {source} hold different plans for {plan.layer}; keep only the "
                     "plan that was reviewed."
                 )
-            found[plan.layer] = ApprovedPlan(plan.layer, plan.environment, plan.fingerprint, source)
+            found[plan.layer] = ApprovedPlan(plan.layer, plan.environment, plan.fingerprint, source,
+                                             plan.not_deployed)
     return found
 
 
@@ -208,6 +210,14 @@ def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str
             f"fresh preview has changes; run `groundctl plan {fresh.environment} --out {plan_dir}`, review "
             "it, and re-run",
         )
+    if entry.not_deployed and fresh.has_changes:
+        return GateDecision(
+            "refused",
+            f"the plan in {entry.source} could not preview the {fresh.layer} layer: it was not deployed when "
+            f"`groundctl plan` ran, so its {_summary(fresh)} were never reviewed; deploy it without --plan-dir "
+            f"(`groundctl up {fresh.environment} --layers {fresh.layer}`, whose gate shows the plan), then plan "
+            "and review the rest",
+        )
     if entry.fingerprint != fresh.fingerprint:
         return GateDecision(
             "refused",
@@ -220,5 +230,5 @@ def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str
 
 
 def _summary(plan: Plan) -> str:
-    counts = {op: n for op, n in plan.counts.items() if op not in ("same", "read")}
+    counts = {op: n for op, n in plan.counts.items() if op not in NO_CHANGE_OPS}
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "no changes"

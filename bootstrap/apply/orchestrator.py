@@ -22,12 +22,20 @@ from bootstrap.planning import render as plan_render
 from bootstrap.interrupts import shielded
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_def, missing_outputs
-from bootstrap.planning.plan import Plan
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from bootstrap.records.runs import RunLog, RunRecord, error_outcome, git_commit, redact, start_run
-from bootstrap.apply.steps import LayerStep, Steps, build_preview, kubernetes_endpoint
+from bootstrap.apply.steps import (
+    LayerStep, Steps, StackAction, build_preview, kubernetes_endpoint, not_deployed_reason, stack_action,
+)
+from bootstrap.engine.errors import StackLost
 from bootstrap.target import Target, open_target, probe_tcp
 
 LINEAGE_CONFIG = "groundctl:lineage"
+
+
+def _ledger_serial(store, layer: str, environment: str) -> int:
+    from bootstrap.records.ledger import read_ledger
+    return read_ledger(store, layer, environment).highest_serial
 
 
 @dataclass
@@ -41,6 +49,8 @@ class Services:
     clock: Callable[[], float] = time.time
     probe: Callable[[str, int], Optional[str]] = probe_tcp
     git_commit: Callable[[], Optional[str]] = git_commit
+    # (store, layer, environment) -> the highest serial the layer's ledger holds, 0 for none
+    ledger_serial: Callable[..., int] = _ledger_serial
 
 
 def default_services(**overrides) -> Services:
@@ -81,7 +91,7 @@ class RunOutcome:
 def plan_summary(plan: Plan) -> str:
     if plan.skipped_reason:
         return f"skipped: {plan.skipped_reason}"
-    counts = {op: n for op, n in plan.counts.items() if op not in ("same", "read")}
+    counts = {op: n for op, n in plan.counts.items() if op not in NO_CHANGE_OPS}
     text = ", ".join(f"{n} to {op}" for op, n in counts.items()) or "no changes"
     return text + (f" ({len(plan.risky)} risky)" if plan.risky else "")
 
@@ -115,6 +125,7 @@ def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
         elif name == "backend":
             console.step(f"Ensuring the state backend (bucket {target.spec.backend.bucket})")
             report = services.ensure_backend(target.spec, target.clients)
+            target.backend_report = report
             note["detail"] = _describe(report)
             if persist:
                 log.attach(target.store.put)
@@ -270,9 +281,19 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
+    with log.phase("stack", layer) as note:
+        if _stack(target, services, layer, "up") == "create":
+            engine.create_stack(layer)
+            note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
+        else:
+            note["detail"] = "exists"
+    # An adoption writes state without running the program: the up that follows registers the outputs
+    # (and converges the imported resources) even when the preview shows no resource change.
+    adopted = layer == "backend" and _adopt_backend(target, services, log)
     console.step(f"{layer}: preview")
+    saved = engine.supports_saved_plans()
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
-        plan = engine.preview(layer, on_progress=tick)
+        plan = engine.preview(layer, save_plan=saved, on_progress=tick)
         note["detail"] = plan_summary(plan)
     log.set_layer(layer, counts=plan.counts, fingerprint=plan.fingerprint)
     _render(plan)
@@ -286,13 +307,17 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
             raise decision.refusal(layer)
         note["detail"] = decision.reason
     serial = None
-    if plan.has_changes:
+    apply = plan.has_changes or adopted
+    if apply:
         lineage = target.lineage_for(layer) or str(uuid.uuid4())
         target.lineages[layer] = lineage
         engine.set_config(layer, LINEAGE_CONFIG, lineage)
+        if not saved:
+            _same_as_approved(target, log, layer, plan)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
-            result = engine.up(layer, on_progress=tick)
-            note["detail"] = _counts_text(result.counts)
+            result = engine.up(layer, use_saved_plan=saved, on_progress=tick)
+            note["detail"] = _counts_text(result.counts) + (" (within the saved plan)" if saved else "")
+        log.set_layer(layer, applied_with="saved-plan" if saved else "re-preview")
         serial = _ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
         outputs = engine.outputs(layer)
@@ -305,9 +330,67 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
                 f"stops here. Fix stacks/{layer} to export them and re-run `groundctl up {target.name}`."
             )
         note["detail"] = f"{len(outputs.values)} outputs present"
-    log.set_layer(layer, achieved="applied" if plan.has_changes else "unchanged", serial=serial,
+    log.set_layer(layer, achieved="applied" if apply else "unchanged", serial=serial,
                   message=plan_summary(plan))
     return plan
+
+
+def _same_as_approved(target: Target, log: RunLog, layer: str, approved: Plan) -> None:
+    """Without saved plans, preview again right before the apply (under the lock) and refuse when it
+    differs from the approved one: what is applied is what was approved."""
+    with log.phase("re-preview", layer) as note, console.progress(f"{layer}: re-preview") as tick:
+        fresh = target.engine.preview(layer, on_progress=tick)
+        note["detail"] = f"fingerprint {fresh.fingerprint[:12]}"
+    if fresh.fingerprint != approved.fingerprint:
+        raise Refused(
+            f"The {layer} layer was not applied: a preview right before the apply (fingerprint "
+            f"{fresh.fingerprint[:12]}: {plan_summary(fresh)}) differs from the approved one "
+            f"({approved.fingerprint[:12]}: {plan_summary(approved)}); something changed in between. Nothing in "
+            f"{layer} was changed; run `groundctl up {target.name}` again to review the new plan."
+        )
+
+
+def _adopt_backend(target: Target, services: Services, log: RunLog) -> bool:
+    """Import the bucket and key the bootstrap made into a backend stack that holds no resources yet, so
+    the preview that follows plans no second key, alias or bucket. A stack with resources owns them already."""
+    from bootstrap.aws.backend_import import backend_import_document
+
+    report, engine = target.backend_report, target.engine
+    with log.phase("adopt", "backend") as note:
+        if report is None:
+            note["detail"] = "no bootstrap report in this run"
+            return False
+        if managed_resources(engine.export_state("backend")):
+            note["detail"] = "the stack already holds its resources"
+            return False
+        document = backend_import_document(target.name, report)
+        lineage = target.lineage_for("backend") or str(uuid.uuid4())
+        target.lineages["backend"] = lineage
+        engine.set_config("backend", LINEAGE_CONFIG, lineage)
+        with console.progress("backend: import") as tick:
+            result = engine.import_resources("backend", document, on_progress=tick)
+        note["detail"] = f"imported {len(document['resources'])} resources ({_counts_text(result.counts)})"
+    _ledger(target, services, log, "backend", "import", lineage)
+    return True
+
+
+def managed_resources(state: dict) -> list[str]:
+    """URNs of the resources a stack manages: neither the root stack nor a provider. Pure."""
+    deployment = state.get("deployment") or {}
+    return [r["urn"] for r in deployment.get("resources") or []
+            if isinstance(r, dict) and isinstance(r.get("urn"), str) and r.get("type") != "pulumi:pulumi:Stack"
+            and not str(r.get("type", "")).startswith("pulumi:providers:")]
+
+
+def _stack(target: Target, services: Services, layer: str, operation) -> StackAction:
+    """Whether the layer's stack is used, created or reported; StackLost (exit 3) when the ledger knows it
+    but the backend no longer has it."""
+    exists = target.engine.stack_exists(layer)
+    serial = 0 if exists else services.ledger_serial(target.store, layer, target.name)
+    action = stack_action(operation, exists, serial)
+    if action == "lost":
+        raise StackLost(target.name, layer, serial)
+    return action
 
 
 def _ledger(target: Target, services: Services, log: RunLog, layer: str, operation: str,
@@ -343,6 +426,11 @@ def _destroy_all(target: Target, steps: Steps, services: Services, log: RunLog, 
             log.set_layer(layer, achieved="skipped", message=step.skip_reason)
             continue
         log.set_layer(layer, achieved="pending")
+        with log.phase("stack", layer):
+            action = _stack(target, services, layer, "destroy")
+        if action == "not-deployed":
+            log.set_layer(layer, achieved="skipped", message=not_deployed_reason(target.name, layer))
+            continue
         console.step(f"{layer}: destroy")
         with log.phase("destroy", layer) as note, console.progress(f"{layer}: destroy") as tick:
             result = target.engine.destroy(layer, on_progress=tick)
@@ -383,6 +471,10 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
         reason = _skip_reason(target, step, services)
         if reason:
             plans.append(Plan(step.layer, target.name, (), skipped_reason=reason))
+            continue
+        if _stack(target, services, step.layer, step.operation) == "not-deployed":
+            plans.append(Plan(step.layer, target.name, (), skipped_reason=not_deployed_reason(target.name, step.layer),
+                              not_deployed=True))
             continue
         with console.progress(f"{step.layer}: {'refresh-preview' if step.operation == 'drift' else 'preview'}") as tick:
             plans.append(target.engine.preview(step.layer, refresh=step.operation == "drift", on_progress=tick))

@@ -81,6 +81,29 @@ def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
                  tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
 
 
+StackAction = Literal["use", "create", "not-deployed", "lost"]
+
+
+def stack_action(operation: Operation, exists: bool, ledger_serial: int) -> StackAction:
+    """What to do about a layer's stack before `operation`. Pure.
+
+    A stack is created only by the `up` of a layer the ledger has never recorded. A stack the ledger
+    knows but the backend does not have was lost: starting it again empty would try to create every
+    resource a second time, the opposite of recovery.
+    """
+    if exists:
+        return "use"
+    if ledger_serial > 0:
+        return "lost"
+    return "create" if operation == "up" else "not-deployed"
+
+
+def not_deployed_reason(environment: str, layer: str) -> str:
+    return (f"not deployed: the stack organization/{layer}/{environment} does not exist yet, so there is "
+            f"nothing to preview against (`groundctl plan {environment} --offline` shows what it declares; "
+            f"`groundctl up {environment}` creates it)")
+
+
 def kubernetes_endpoint(cluster_outputs: dict) -> Optional[tuple[str, int]]:
     """(host, port) of the cluster's API from its outputs, or None when it does not say."""
     url = cluster_outputs.get("cluster_endpoint")

@@ -150,11 +150,15 @@ class ObjectStore:
                 raise
         return retry_transient(call, what=f"delete s3://{self.bucket}/{key}")
 
-    def keys(self, prefix: str, page_size: int = 1000) -> Iterator[tuple[str, int, datetime]]:
-        """(key, size, last modified) of every current object under `prefix`, all pages."""
+    def keys(self, prefix: str, page_size: int = 1000, start_after: Optional[str] = None,
+             ) -> Iterator[tuple[str, int, datetime]]:
+        """(key, size, last modified) of every current object under `prefix` (after `start_after`), in key
+        order; pages are fetched as the caller iterates, so stopping early saves the later ones."""
         token = None
         while True:
             kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+            if start_after and not token:
+                kwargs["StartAfter"] = start_after
             if token:
                 kwargs["ContinuationToken"] = token
             what = f"list s3://{self.bucket}/{prefix}"

@@ -6,15 +6,19 @@ one environment; every method takes the layer it acts on.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol
 from urllib.parse import quote
 
-from bootstrap.engine.errors import UnexpectedChanges, Where, map_error, missing_cli_error
+from bootstrap.engine.errors import (
+    StackMissing, UnexpectedChanges, Where, expected_no_changes, map_error, missing_cli_error,
+)
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
 from bootstrap.errors import BadInput, EngineError, GroundctlError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
@@ -42,10 +46,28 @@ class OperationResult:
 
 
 class Engine(Protocol):
-    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan: ...
+    """Every method but `create_stack` acts on an existing stack and raises StackMissing otherwise."""
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
+    def stack_exists(self, layer: str) -> bool: ...
+
+    def create_stack(self, layer: str) -> None:
+        """Create the layer's empty stack; only for the first `up` of a layer the ledger never recorded."""
+        ...
+
+    def supports_saved_plans(self) -> bool:
+        """Whether `preview(save_plan=True)` then `up(use_saved_plan=True)` ties the apply to the preview."""
+        ...
+
+    def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
+        """`save_plan` keeps Pulumi's update plan of this preview for the next `up` of the layer."""
+        ...
+
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        """`use_saved_plan`: apply constrained by the plan the last `preview(save_plan=True)` saved; an
+        update that would exceed it fails instead of doing more than was approved."""
+        ...
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...
 
@@ -57,14 +79,10 @@ class Engine(Protocol):
         """The stack's deployment. Holds plaintext secrets: never write it to disk unencrypted."""
         ...
 
-    def import_state(self, layer: str, state: dict) -> None: ...
-
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         """Adopt existing resources; `import_plan` is the `pulumi import --file` document."""
         ...
-
-    def cancel(self, layer: str) -> None: ...
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None: ...
 
@@ -72,6 +90,8 @@ class Engine(Protocol):
 # -- the product implementation over pulumi.automation --------------------------------------------
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
+# `preview --save-plan` and `up --plan` (update plans) appeared in CLI v3.24.0 (changelog/v3.24.0.md).
+SAVED_PLANS_SINCE = "3.24.0"
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -136,6 +156,7 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
+        **program_python(environ),
     }
     if endpoint:
         # The emulator accepts any credentials; fixed ones keep real ones from being sent to it.
@@ -155,6 +176,35 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
             env["AWS_SDK_LOAD_CONFIG"] = "1"
         provider = f"awskms://{spec.backend.kms_alias}?region={region}"
     return WorkspaceSettings(env["PULUMI_BACKEND_URL"], provider, env, endpoint)
+
+
+def program_python(environ: Mapping[str, str], *, executable: str = sys.executable,
+                   package_root: Path = STACKS_DIR.parent) -> dict[str, str]:
+    """How Pulumi's Python host must run the layer programs. Pure.
+
+    The host runs `PULUMI_PYTHON_CMD` when set, else whichever `python3`/`python` is first on PATH, and
+    puts only the program's folder on `sys.path`. The programs import `stacks.common` and the SDKs
+    groundctl was installed with, so they run under groundctl's own interpreter, with the folder that
+    holds `stacks/` ahead of anything else on PYTHONPATH.
+    """
+    paths = [str(package_root)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep)
+                                   if p and p != str(package_root)]
+    return {"PULUMI_PYTHON_CMD": executable, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def missing_providers(import_plan: Mapping[str, Any], state_urns: set[str]) -> list[str]:
+    """Explicit provider URNs the document's resources use that the stack lacks and the document gives
+    no `providerInputs` for. Pure."""
+    table = dict(import_plan.get("nameTable") or {})
+    inputs = set(import_plan.get("providerInputs") or {})
+    wanted = []
+    for entry in import_plan.get("resources") or []:
+        ref = entry.get("provider")
+        urn = table.get(ref) if ref else None
+        if urn and "::pulumi:providers:" in urn and urn not in state_urns and ref not in inputs \
+                and urn not in wanted:
+            wanted.append(urn)
+    return wanted
 
 
 def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutputs:
@@ -182,6 +232,7 @@ class PulumiEngine:
                                            backend_override=backend_override)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
         require_pulumi()
         self._command = self._pulumi_command()
 
@@ -204,25 +255,105 @@ class PulumiEngine:
         except Exception as exc:  # noqa: BLE001 - the engine boundary translates everything
             raise map_error(exc, Where(self.environment, layer, operation), self._secrets) from None
 
-    def _stack(self, layer: str):
-        if layer in self._stacks:
-            return self._stacks[layer]
+    def _workspace_options(self, layer: str):
         from pulumi import automation as auto
 
         layer_named(layer)  # unknown layer → BadInput
         work_dir = self.stacks_dir / layer
         if not (work_dir / "Pulumi.yaml").is_file():
             raise BadInput(f"There is no Pulumi program for layer '{layer}' at {work_dir} (no Pulumi.yaml).")
-        opts = auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env), pulumi_command=self._command,
-                                          secrets_provider=self.settings.secrets_provider)
-        stack = self._call(layer, "stack selection", lambda: auto.create_or_select_stack(
-            self.environment, work_dir=str(work_dir), opts=opts))
+        return str(work_dir), auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env),
+                                                         pulumi_command=self._command,
+                                                         secrets_provider=self.settings.secrets_provider)
+
+    def _select(self, layer: str):
+        """The layer's stack, selected (never created: `pulumi stack select` without --create), or None."""
+        from pulumi import automation as auto
+        from pulumi.automation.errors import StackNotFoundError
+
+        work_dir, opts = self._workspace_options(layer)
+
+        def select():
+            try:
+                return auto.select_stack(self.environment, work_dir=work_dir, opts=opts)
+            except StackNotFoundError:
+                return None
+        return self._call(layer, "stack selection", select)
+
+    def stack_exists(self, layer: str) -> bool:
+        if layer in self._stacks:
+            return True
+        stack = self._select(layer)
+        if stack is not None:
+            self._configure(layer, stack)
+        return stack is not None
+
+    def create_stack(self, layer: str) -> None:
+        from pulumi import automation as auto
+
+        if layer in self._stacks:
+            return
+        work_dir, opts = self._workspace_options(layer)
+        stack = self._call(layer, "stack creation", lambda: auto.create_stack(
+            self.environment, work_dir=work_dir, opts=opts))
+        self._configure(layer, stack)
+
+    def _stack(self, layer: str):
+        if layer in self._stacks:
+            return self._stacks[layer]
+        stack = self._select(layer)
+        if stack is None:
+            raise StackMissing(self.environment, layer)
+        self._configure(layer, stack)
+        return stack
+
+    def _configure(self, layer: str, stack) -> None:
+        from pulumi import automation as auto
+
+        from bootstrap.engine.stack_config import stale_keys
+
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
-        self._call(layer, "config", lambda: stack.set_all_config(
-            {k: auto.ConfigValue(value=v.value, secret=v.secret) for k, v in config.items()}))
+        stale = stale_keys(layer, self._config_keys(stack), config)
+        if stale:
+            self._call(layer, "config", lambda: stack.remove_all_config(stale))
+        plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
+        if plain:
+            self._call(layer, "config", lambda: stack.set_all_config(plain))
+        for key, value in config.items():
+            if value.secret:
+                self._set_secret(layer, stack, key, value.value)
         self._stacks[layer] = stack
-        return stack
+
+    def _set_secret(self, layer: str, stack, key: str, value: str) -> None:
+        """`pulumi config set --secret KEY` with the value on standard input, never on the command line
+        (where `ps` shows it): with no value argument the CLI reads stdin when it is not a terminal, and
+        `--raw` keeps the value exactly, trailing newline included."""
+        import subprocess
+
+        from pulumi.automation._cmd import CommandResult
+        from pulumi.automation.errors import create_command_error
+
+        def run():
+            workspace = stack.workspace
+            env = {**os.environ, **(workspace.env_vars or {}), "PULUMI_AUTOMATION_API": "true"}
+            if workspace.pulumi_home:
+                env["PULUMI_HOME"] = workspace.pulumi_home
+            argv = [self._command.command, "--non-interactive", "config", "set", "--secret", "--raw",
+                    "--stack", stack.name, "--", key]
+            done = subprocess.run(argv, input=value, capture_output=True, text=True, cwd=workspace.work_dir,
+                                  env=env, check=False)
+            if done.returncode != 0:
+                raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
+        self._call(layer, "config", run)
+
+    def _config_keys(self, stack) -> list[str]:
+        """The keys in the stack's settings file (values not read, so nothing is decrypted)."""
+        try:
+            settings = stack.workspace.stack_settings(stack.name)
+        except FileNotFoundError:
+            return []
+        return list(settings.config or {})
 
     def _layer_config(self, layer: str) -> dict:
         try:
@@ -250,16 +381,29 @@ class PulumiEngine:
 
     # -- Engine protocol --------------------------------------------------------------------------
 
+    def supports_saved_plans(self) -> bool:
+        version = getattr(self._command, "version", None)
+        return version is not None and version >= SAVED_PLANS_SINCE
+
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
-                on_progress: Optional[ProgressFn] = None) -> Plan:
+                save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
         stack = self._stack(layer)
         events: list = []
+        self._drop_saved_plan(layer)
+        plan_file = None
+        if save_plan:
+            # The plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
+            folder = tempfile.mkdtemp(prefix="groundctl-plan-")
+            plan_file = os.path.join(folder, f"{layer}.plan.json")
+            self._saved_plans[layer] = folder
+            atexit.register(shutil.rmtree, folder, True)  # a plan never applied is not left behind either
         try:
             stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
-                          expect_no_changes=expect_no_changes or None, color="never", diff=False)
+                          expect_no_changes=expect_no_changes or None, color="never", diff=False,
+                          plan=plan_file)
         except Exception as exc:  # noqa: BLE001
             plan = plan_from_events(layer, self.environment, events)
-            if expect_no_changes and plan.has_changes:
+            if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
                 raise UnexpectedChanges(plan) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)
@@ -267,12 +411,29 @@ class PulumiEngine:
             raise UnexpectedChanges(plan)
         return plan
 
-    def up(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
+    def up(self, layer: str, *, use_saved_plan: bool = False,
+           on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        res = self._call(layer, "up", lambda: stack.up(
-            on_event=self._events(None, on_progress), color="never", message="groundctl up",
-            suppress_outputs=True))
+        plan_file = None
+        if use_saved_plan:
+            folder = self._saved_plans.get(layer)
+            plan_file = os.path.join(folder, f"{layer}.plan.json") if folder else None
+            if not plan_file or not os.path.isfile(plan_file):
+                raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
+                                  "(`groundctl up` does, under the lock) and approve that plan.")
+        try:
+            res = self._call(layer, "up", lambda: stack.up(
+                on_event=self._events(None, on_progress), color="never", message="groundctl up",
+                suppress_outputs=True, plan=plan_file))
+        finally:
+            if use_saved_plan:
+                self._drop_saved_plan(layer)
         return self._result(layer, "up", res.summary, outputs_from_automation(res.outputs))
+
+    def _drop_saved_plan(self, layer: str) -> None:
+        folder = self._saved_plans.pop(layer, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
@@ -297,33 +458,30 @@ class PulumiEngine:
         dep = self._call(layer, "state export", stack.export_stack)
         return {"version": dep.version, "deployment": dep.deployment}
 
-    def import_state(self, layer: str, state: dict) -> None:
-        # Not Workspace.import_stack: it leaves its plaintext temp file behind when the CLI fails.
-        stack = self._stack(layer)
-        doc = {"version": state.get("version", 3), "deployment": state["deployment"]}
-        self._with_private_file(layer, "state import", doc, lambda f: stack.workspace._run_pulumi_cmd_sync(
-            ["stack", "import", "--file", f, "--stack", stack.name]))
-
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
-        if hasattr(stack, "import_resources"):
-            # The SDK writes the file itself, in a TemporaryDirectory it removes.
-            res = self._call(layer, "import", lambda: stack.import_resources(
-                resources=import_plan.get("resources", []), name_table=import_plan.get("nameTable"),
-                protect=False, generate_code=False, message="groundctl import"))
-            summary = res.summary
-        else:
-            self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
-                ["import", "--file", f, "--yes", "--protect=false", "--generate-code=false"]))
-            summary = self._call(layer, "import", stack.info)
+        missing = missing_providers(import_plan, self._state_urns(layer))
+        if missing:
+            # An explicit provider the file names but the stack lacks would be built by `pulumi import`
+            # from the file's providerInputs, or else from ambient settings (pkg/resource/deploy/import.go).
+            # Without inputs, the program creates it, with its own region, role and allowed account.
+            self._call(layer, "provider creation", lambda: stack.up(
+                target=missing, color="never", message="groundctl import: providers", suppress_outputs=True,
+                on_event=self._events(None, on_progress)))
+        # Not the SDK's import_resources: it writes only `resources` and `nameTable`, dropping
+        # `providerInputs`; the whole document goes in a private file that is removed afterwards.
+        self._with_private_file(layer, "import", import_plan, lambda f: stack._run_pulumi_cmd_sync(
+            ["import", "--file", f, "--yes", "--skip-preview", "--protect=false", "--generate-code=false",
+             "--message", "groundctl import"]))
+        summary = self._call(layer, "import", stack.info)
         if on_progress:
             on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
         return self._result(layer, "import", summary)
 
-    def cancel(self, layer: str) -> None:
-        stack = self._stack(layer)
-        self._call(layer, "cancel", stack.cancel)
+    def _state_urns(self, layer: str) -> set[str]:
+        deployment = self.export_state(layer).get("deployment") or {}
+        return {r.get("urn") for r in deployment.get("resources") or [] if isinstance(r, dict)}
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue
@@ -331,7 +489,10 @@ class PulumiEngine:
         if secret and value:
             self._secrets.add(value)
         stack = self._stack(layer)
-        self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value, secret=secret)))
+        if secret:
+            self._set_secret(layer, stack, key, value)
+        else:
+            self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value)))
 
     def _with_private_file(self, layer: str, operation: str, doc: dict, run: Callable[[str], Any]) -> Any:
         """Write `doc` to a file only this user can read, run, and remove it whatever happens."""

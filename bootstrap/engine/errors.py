@@ -14,9 +14,9 @@ from typing import Iterable
 
 from pulumi.automation import errors as auto_errors
 
-from bootstrap.errors import EngineError, GroundctlError
+from bootstrap.errors import EngineError, GroundctlError, Refused
 from bootstrap.masking import mask_text
-from bootstrap.planning.plan import Plan
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
 SCRUBBED = "[secret]"
@@ -47,12 +47,52 @@ class UnexpectedChanges(EngineError):
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in ("same", "read"))
+        counts = (", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
+                  or "changes (Pulumi's own --expect-no-changes check failed)")
         super().__init__(
             f"Layer '{plan.layer}' of environment '{plan.environment}' was expected to show no changes "
             f"but its preview shows {counts}. The live resources and the state differ: review the plan "
             f"(`groundctl drift {plan.environment}`) before applying anything."
         )
+
+
+class StackMissing(Refused):
+    """The layer's Pulumi stack does not exist, and groundctl was not asked to create it.
+
+    groundctl creates a stack only on the `up` of a layer the ledger has never recorded; everywhere
+    else a missing stack is reported, never silently replaced by an empty one.
+    """
+
+    def __init__(self, environment: str, layer: str):
+        self.environment = environment
+        self.layer = layer
+        super().__init__(
+            f"The Pulumi stack organization/{layer}/{environment} does not exist in the state backend. "
+            f"If the {layer} layer was never deployed, `groundctl up {environment} --layers {layer}` creates "
+            f"it; if it was, its state was lost: recover it with `groundctl recover {environment} {layer}`."
+        )
+
+
+class StackLost(Refused):
+    """The ledger records the layer, but its stack is gone: recover it, never start it again empty."""
+
+    def __init__(self, environment: str, layer: str, serial: int):
+        self.environment = environment
+        self.layer = layer
+        self.serial = serial
+        super().__init__(
+            f"The {layer} layer of '{environment}' has ledger records (up to serial {serial}) but its Pulumi "
+            f"stack organization/{layer}/{environment} is missing from the state backend: its state was "
+            f"lost or deleted. Nothing was changed; an empty stack would try to create every resource again. "
+            f"Run `groundctl recover {environment} {layer}` to restore it from the bucket's versions, then "
+            "run this command again."
+        )
+
+
+def expected_no_changes(exc: BaseException) -> bool:
+    """Whether the CLI failed because its own --expect-no-changes fired (backenderr.NoChangesExpectedError:
+    "no changes were expected [for <op>] but changes were proposed")."""
+    return bool(re.search(r"no changes were expected( for \w+)? but changes were proposed", str(exc)))
 
 
 def missing_cli_error(detail: str = "") -> EngineError:

@@ -45,25 +45,55 @@ def _changed_output_keys(md: ev.StepEventMetadata) -> tuple[str, ...]:
     return tuple(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)))
 
 
-def change_from_step(md: ev.StepEventMetadata) -> ResourceChange:
-    """One engine step as a ResourceChange (before folding several steps on one URN)."""
-    op = _op(md.op)
+def _step_keys(md: ev.StepEventMetadata) -> set[str]:
     keys = set(md.diffs or ()) | set(md.keys or ())
     if not keys and md.detailed_diff:
         keys = set(md.detailed_diff)
+    return keys
+
+
+def _resource(md: ev.StepEventMetadata, op: str, keys: set[str]) -> ResourceChange:
+    rtype = md.type or (md.new.type if md.new else "") or (md.old.type if md.old else "")
+    protected = bool((md.new and md.new.protect) or (md.old and md.old.protect))
+    return ResourceChange(md.urn, rtype, op, tuple(sorted(keys)), protected)
+
+
+def change_from_step(md: ev.StepEventMetadata) -> ResourceChange:
+    """One engine step, from its pre-event, as a ResourceChange (before folding several steps on one URN).
+
+    A refresh step's pre-event says nothing yet (Pulumi sends new = old and no diff): what it found comes
+    with its outputs event, read by `refresh_outcome`.
+    """
+    op = _op(md.op)
+    keys = _step_keys(md)
     if op in REPLACE_STEPS:
         op = "replace"
     elif op == "refresh":
-        # A refresh step is only a change when it found drift.
         if md.new is None and md.old is not None:
             keys = {DELETED_MARK}
         elif not keys:
             keys = set(_changed_output_keys(md))
         if not keys:
             op = "same"
-    rtype = md.type or (md.new.type if md.new else "") or (md.old.type if md.old else "")
-    protected = bool((md.new and md.new.protect) or (md.old and md.old.protect))
-    return ResourceChange(md.urn, rtype, op, tuple(sorted(keys)), protected)
+    return _resource(md, op, keys)
+
+
+# What a refresh found, as Pulumi reports it in the step's outputs event: `refresh` during a
+# `preview --refresh`, or the refresh's result op (RefreshStep.ResultOp: update, delete or same) when
+# the operation itself is a refresh (pkg/engine/update.go, OnResourceStepPost).
+REFRESH_RESULT_OPS = frozenset({"refresh", "update", "delete", "same"})
+
+
+def refresh_outcome(md: ev.StepEventMetadata) -> ResourceChange:
+    """The drift one refresh step found, outside Pulumi: `refresh` with the changed keys (DELETED_MARK
+    when the resource is gone), or `same`."""
+    op = _op(md.op)
+    if op == "same":
+        return _resource(md, "same", set())
+    if op == "delete" or (md.new is None and md.old is not None):
+        return _resource(md, "refresh", {DELETED_MARK})
+    keys = _step_keys(md) or set(_changed_output_keys(md))
+    return _resource(md, "refresh" if keys else "same", keys)
 
 
 def _fold(a: ResourceChange, b: ResourceChange) -> ResourceChange:
@@ -73,14 +103,26 @@ def _fold(a: ResourceChange, b: ResourceChange) -> ResourceChange:
 
 
 def changes_from_events(events: Iterable[Any]) -> tuple[ResourceChange, ...]:
-    """Every resource a preview touched, once per URN, in the order the engine first named it."""
+    """Every resource a preview touched, once per URN, in the order the engine first named it.
+
+    Pre-events name the steps; a refresh step's outputs event adds what the refresh found, so drift
+    (a deletion included) shows even where the program's own step for that URN is `same` or `create`.
+    """
     by_urn: dict[str, ResourceChange] = {}
+    refreshed: set[str] = set()
     for raw in events:
         event = coerce_event(raw)
-        pre = event.resource_pre_event
-        if pre is None or pre.metadata is None or not pre.metadata.urn:
+        pre, post = event.resource_pre_event, event.res_outputs_event
+        if pre is not None and pre.metadata is not None and pre.metadata.urn:
+            change = change_from_step(pre.metadata)
+            if _op(pre.metadata.op) == "refresh":
+                refreshed.add(change.urn)
+        elif post is not None and post.metadata is not None and post.metadata.urn in refreshed \
+                and _op(post.metadata.op) in REFRESH_RESULT_OPS:
+            refreshed.discard(post.metadata.urn)  # the program's own step on this URN comes after
+            change = refresh_outcome(post.metadata)
+        else:
             continue
-        change = change_from_step(pre.metadata)
         seen = by_urn.get(change.urn)
         by_urn[change.urn] = change if seen is None else _fold(seen, change)
     return tuple(by_urn.values())

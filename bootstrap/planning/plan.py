@@ -10,9 +10,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-# Operations as the Pulumi engine names them (StepOp).
-DESTRUCTIVE_OPS = frozenset({"delete", "replace", "create-replacement", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace"})
-NO_CHANGE_OPS = frozenset({"same", "read"})
+# Operations as the Pulumi engine names them (StepOp, pkg/resource/deploy/step.go).
+# Not a change, exactly as Pulumi's HasChanges (pkg/engine/update.go) counts: `discard` drops a resource
+# that was only read from state, and `read-replacement` re-reads one; neither touches anything live.
+NO_CHANGE_OPS = frozenset({"same", "read", "discard", "read-replacement"})
+# Steps whose Apply deletes or supersedes a real resource. `discard-replaced` and `remove-pending-replace`
+# only edit the state (a read resource, or one already deleted by a delete-before-replace): they are
+# changes, but nothing live goes away, so they need no --allow-destroy.
+DESTRUCTIVE_OPS = frozenset({"delete", "replace", "create-replacement", "delete-replaced", "import-replacement"})
 
 # Types whose loss loses data or identity: replacing or deleting one is never routine.
 STATEFUL_TYPES = frozenset({
@@ -41,6 +46,7 @@ class Plan:
     environment: str
     changes: tuple[ResourceChange, ...]
     skipped_reason: str | None = None
+    not_deployed: bool = False  # the stack does not exist yet (skipped_reason says so): nothing was previewed
 
     @property
     def counts(self) -> dict[str, int]:
@@ -71,6 +77,7 @@ class Plan:
             "layer": self.layer,
             "environment": self.environment,
             "skipped_reason": self.skipped_reason,
+            "not_deployed": self.not_deployed,
             "counts": self.counts,
             "fingerprint": self.fingerprint,
             "changes": [
@@ -87,6 +94,7 @@ class Plan:
             layer=data["layer"],
             environment=data["environment"],
             skipped_reason=data.get("skipped_reason"),
+            not_deployed=bool(data.get("not_deployed")),
             changes=tuple(
                 ResourceChange(c["urn"], c["type"], c["operation"], tuple(c.get("diff_keys", ())), bool(c.get("protected")))
                 for c in data["changes"]

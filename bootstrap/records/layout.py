@@ -57,3 +57,15 @@ def drill_key(environment: str, drill_id: str) -> str:
 
 def quarantine_key(project: str, stack: str, stamp: str) -> str:
     return f"{GROUNDCTL}/quarantine/{project}/{stack}/{stamp}.json"
+
+
+def drills_prefix(environment: str) -> str:
+    return f"{GROUNDCTL}/drills/{environment}/"
+
+
+def drift_prefix(environment: str) -> str:
+    return f"{GROUNDCTL}/drift/{environment}/"
+
+
+def drift_key(environment: str, check_id: str) -> str:
+    return f"{drift_prefix(environment)}{check_id}.json"

@@ -324,9 +324,10 @@ def pulumi_locks(store: ObjectStore, environment: str) -> tuple[PulumiLock, ...]
 
 def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], float] = time.time,
                 this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive,
-                age_of: Callable[..., float] = heartbeat_age) -> LockStatus:
+                age_of: Callable[..., float] = heartbeat_age, with_pulumi_locks: bool = True) -> LockStatus:
     obj, info = _read_lock(store, environment)
-    plocks = pulumi_locks(store, environment)
+    # Pulumi's locks cost a listing per layer; a fleet-wide view reads only groundctl's own lock.
+    plocks = pulumi_locks(store, environment) if with_pulumi_locks else ()
     if obj is None:
         return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
     if info is None:

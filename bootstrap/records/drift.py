@@ -1,0 +1,62 @@
+"""The drift record: what one `groundctl drift --record` found, kept beside the environment's other records.
+
+Stored at `.groundctl/drift/<env>/<newest-first>-<check_id>--<verdict>.json`: the name starts with the
+milliseconds left until 2286 (13 digits), so S3's ascending listing returns the newest record first,
+and ends with the verdict, so `fleet status` learns the latest result from a one-key listing alone,
+however long the history grows. Only
+the per-layer verdicts and counts are kept (no property values), and every message is redacted with
+the secret values the run knows of.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Callable, Iterable, Optional
+
+from bootstrap.records.layout import drift_key
+from bootstrap.records.runs import new_run_id, iso, redact
+
+DRIFTED = ("drift", "not deployed")
+
+
+def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], float] = time.time,
+                 check_id: str | None = None) -> dict:
+    """The record of one drift check over `rows` (`groundctl.status.drift_row` dicts). Pure given the clock."""
+    layers = [{"layer": r["layer"], "state": r["state"], "summary": r["summary"], "counts": r["counts"],
+               "skipped_reason": r.get("skipped_reason"), "changed": len(r.get("changes") or [])} for r in rows]
+    drifted = [r["layer"] for r in layers if r["state"] in DRIFTED]
+    return {"check_id": check_id or new_run_id(clock), "environment": environment, "at": iso(clock()),
+            "drift": bool(drifted), "drifted_layers": drifted, "layers": layers}
+
+
+_END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
+
+
+def record_name(record: dict) -> str:
+    """The record's file name: newest first in a listing (to the millisecond), the check id, then the verdict
+    (`clean`, or `drift-` and the drifted layers joined by `+`), so a listing alone tells the latest result."""
+    at = datetime.fromisoformat(record["at"].replace("Z", "+00:00")).timestamp()
+    verdict = "drift-" + "+".join(record["drifted_layers"]) if record["drift"] else "clean"
+    return f"{_END_OF_TIME_MS - round(at * 1000):013d}-{record['check_id']}--{verdict}"
+
+
+def parse_name(name: str) -> Optional[dict]:
+    """What `record_name` put in a name: {at, check_id, drift, drifted_layers}; None for another shape. Pure."""
+    head, sep, verdict = name.partition("--")
+    inverted, _, check_id = head.partition("-")
+    if not sep or not inverted.isdigit() or len(inverted) != 13 or not check_id:
+        return None
+    if verdict != "clean" and not verdict.startswith("drift-"):
+        return None
+    at = (_END_OF_TIME_MS - int(inverted)) / 1000
+    layers = verdict[len("drift-"):].split("+") if verdict != "clean" else []
+    return {"check_id": check_id, "at": iso(at), "drift": bool(layers), "drifted_layers": layers}
+
+
+def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
+    """Write the record into the state bucket; returns its key."""
+    key = drift_key(record["environment"], record_name(record))
+    store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
+    return key

@@ -1,0 +1,231 @@
+"""Kubernetes manifests that run groundctl on a schedule for every environment of a fleet. Pure.
+
+Per environment: a drift CronJob (plan role) and, where drills may run, one CronJob per drill (apply
+role). Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
+the `restricted` Pod Security Standard, and read their spec from one ConfigMap that holds every
+environment's file unchanged (each pod mounts only its own). Credentials come from IRSA: each role is
+a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests.
+
+Unset schedules are spread over the hour (and the small hours) by a hash of the environment's name,
+so two hundred environments do not hit their state buckets and AWS in the same minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from bootstrap.errors import BadInput
+
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+CONFIGMAP = "groundctl-specs"
+SPECS_DIR = "/work/environments"    # the image's working directory is /work: `environments/` is found there
+SCRATCH = "/tmp"
+UID = 10001                         # the image's non-root user (Dockerfile)
+CONFIGMAP_LIMIT = 1024 * 1024       # Kubernetes refuses a ConfigMap over 1 MiB
+DRIFT_DEADLINE = 30 * 60            # a refresh-preview of four layers; a hung one is killed, not waited on
+DRIFT_BACKOFF = 2                   # drift only reads: a retry after a transient failure is harmless
+DRILL_BACKOFF = 0                   # a drill destroys and recreates: a failed one is looked at, never re-run
+LABELS = {"app.kubernetes.io/name": "groundctl", "app.kubernetes.io/managed-by": "groundctl-fleet"}
+RESOURCES = {
+    "drift": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    "drill": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+}
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """An environment spec as validated, and its file as written (what the ConfigMap carries)."""
+    spec: object   # EnvironmentSpec
+    filename: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Rendered:
+    manifests: tuple[dict, ...]
+    notes: tuple[str, ...]       # environments (or jobs) left out, and why
+
+
+def _spread(name: str) -> int:
+    return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+
+
+def schedules(spec) -> dict[str, str]:
+    """The cron schedule (UTC) of each job: the spec's, or one spread by the environment's name."""
+    h = _spread(spec.name)
+    minute, hour = h % 60, 1 + (h // 60) % 4
+    fleet = spec.fleet
+    return {"drift": fleet.drift_schedule or f"{minute} * * * *",
+            # Different days, so the two drills of one environment never wait on each other's lock.
+            "rebuild-cluster": fleet.rebuild_drill_schedule or f"{minute} {hour} * * 6",
+            "state-loss": fleet.state_loss_drill_schedule or f"{minute} {hour} * * 0"}
+
+
+def drill_deadline(rto_minutes: int) -> int:
+    """Seconds a drill Job may run: twice the RTO (teardown and rebuild) plus a quarter hour of slack."""
+    return rto_minutes * 60 * 2 + 900
+
+
+def _meta(name: str, namespace: str, environment: str | None = None, **extra) -> dict:
+    labels = dict(LABELS)
+    if environment:
+        labels["groundctl/environment"] = environment
+    return {"name": name, "namespace": namespace, "labels": labels, **extra}
+
+
+def namespace(name: str) -> dict:
+    pss = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": LABELS | pss}}
+
+
+def specs_configmap(files: list[SpecFile], ns: str) -> dict:
+    data = {f.filename: f.text for f in files}
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > CONFIGMAP_LIMIT:
+        raise BadInput(f"The environment specs add up to {size:,} bytes, more than the {CONFIGMAP_LIMIT:,} a "
+                       "Kubernetes ConfigMap may hold. Render the fleet in parts (`groundctl fleet manifests "
+                       "--environments DIR` over smaller folders, each with its own --namespace).")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CONFIGMAP, ns), "data": data}
+
+
+def service_account(name: str, ns: str, environment: str, role_arn: str) -> dict:
+    # IRSA's webhook mounts its own projected web-identity token; the Kubernetes API token is not needed.
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _meta(name, ns, environment, annotations={IRSA_ANNOTATION: role_arn}),
+            "automountServiceAccountToken": False}
+
+
+def _container(image: str, args: list[str], spec_file: SpecFile, kind: str) -> dict:
+    env = [{"name": "HOME", "value": SCRATCH},
+           {"name": "PULUMI_HOME", "value": f"{SCRATCH}/.pulumi"},
+           {"name": "PULUMI_SKIP_UPDATE_CHECK", "value": "true"},
+           {"name": "AWS_REGION", "value": spec_file.spec.aws.region}]
+    if kind == "drill":  # recreating flux needs the deploy key; the Secret is the operator's (runbook)
+        env.append({"name": "GROUNDCTL_FLUX_DEPLOY_KEY", "valueFrom": {"secretKeyRef": {
+            "name": f"{spec_file.spec.name}-flux-deploy-key", "key": "identity", "optional": True}}})
+    return {
+        "name": "groundctl", "image": image, "imagePullPolicy": "IfNotPresent", "args": args,
+        "workingDir": "/work", "env": env, "resources": RESOURCES[kind],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "spec", "mountPath": SPECS_DIR, "readOnly": True},
+                         {"name": "scratch", "mountPath": SCRATCH}],
+    }
+
+
+def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: str, args: list[str],
+            service_account_name: str, kind: str, backoff_limit: int, deadline: int) -> dict:
+    environment = spec_file.spec.name
+    pod = {
+        "serviceAccountName": service_account_name,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_container(image, args, spec_file, kind)],
+        "volumes": [{"name": "spec", "configMap": {"name": CONFIGMAP, "items": [
+                        {"key": spec_file.filename, "path": f"{environment}.yaml"}]}},
+                    {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}],
+    }
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(name, ns, environment),
+        "spec": {
+            "schedule": schedule, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+            # A run missed by more than this is skipped, not started late on top of the next one.
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"metadata": {"labels": LABELS | {"groundctl/environment": environment}},
+                            "spec": {"backoffLimit": backoff_limit, "activeDeadlineSeconds": deadline,
+                                     # A finding (drift: 1), bad input (2) or a refusal (3) is an answer;
+                                     # only other failures (AWS unreachable, a killed pod) are retried.
+                                     "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                                         "containerName": "groundctl", "operator": "In", "values": [1, 2, 3]}}]},
+                                     "ttlSecondsAfterFinished": 7 * 24 * 3600,
+                                     "template": {"metadata": {"labels": LABELS | {
+                                         "groundctl/environment": environment, "groundctl/job": kind}},
+                                                  "spec": pod}}},
+        },
+    }
+
+
+def _missing_roles(files: list[SpecFile]) -> list[str]:
+    out = []
+    for f in files:
+        s = f.spec
+        if not s.aws.plan_role_arn:
+            out.append(f"{f.filename}: aws.plan_role_arn (drift runs with it)")
+        if drills_allowed(s) and not s.aws.apply_role_arn:
+            out.append(f"{f.filename}: aws.apply_role_arn (the drills run with it)")
+    return out
+
+
+def drills_allowed(spec) -> bool:
+    return not spec.production or spec.fleet.scheduled_drills_in_production
+
+
+def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rendered:
+    """Every manifest of the fleet, in apply order (namespace, ConfigMap, ServiceAccounts, CronJobs)."""
+    notes: list[str] = []
+    runnable = []
+    for f in sorted(files, key=lambda f: f.spec.name):
+        if f.spec.aws.endpoint_url is not None:
+            notes.append(f"{f.spec.name}: left out: it targets an AWS emulator (aws.endpoint_url), which a "
+                         "cluster's CronJob cannot reach")
+        else:
+            runnable.append(f)
+    if not runnable:
+        raise BadInput("No environment can be scheduled: every spec found targets an AWS emulator (or none was "
+                       "found). Point --environments at the folder holding the fleet's specs.")
+    missing = _missing_roles(runnable)
+    if missing:
+        raise BadInput("Scheduled runs get their AWS credentials from IRSA, so each environment needs the role "
+                       f"its jobs run with; missing: {'; '.join(missing)}. Add the role ARNs to the specs (or, for "
+                       "a production environment, leave fleet.scheduled_drills_in_production false).")
+    for f in runnable:
+        if f.spec.aws.profile:
+            notes.append(f"{f.spec.name}: its spec names the AWS profile '{f.spec.aws.profile}', which does not exist in "
+                         "the pod: its jobs will fail until aws.profile is removed (IRSA provides the credentials)")
+    out: list[dict] = [namespace(ns), specs_configmap(runnable, ns)]
+    jobs: list[dict] = []
+    for f in runnable:
+        s, when = f.spec, schedules(f.spec)
+        out.append(service_account(f"{s.name}-plan", ns, s.name, s.aws.plan_role_arn))
+        jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
+                            args=["drift", s.name, "--record", "--json"], service_account_name=f"{s.name}-plan",
+                            kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE))
+        if not drills_allowed(s):
+            notes.append(f"{s.name}: no scheduled drills: it is a production environment (set "
+                         "fleet.scheduled_drills_in_production: true in its spec to opt in)")
+            continue
+        out.append(service_account(f"{s.name}-apply", ns, s.name, s.aws.apply_role_arn))
+        deadline = drill_deadline(s.recovery.rto_minutes)
+        reports = ["--yes", "--json", "--out", f"{SCRATCH}/drill-reports"]
+        rebuild = ["drill", "rebuild-cluster", s.name, *reports] + (["--i-mean-production"] if s.production else [])
+        jobs.append(cronjob(f"drill-rebuild-{s.name}", ns, f, image=image, schedule=when["rebuild-cluster"],
+                            args=rebuild, service_account_name=f"{s.name}-apply", kind="drill",
+                            backoff_limit=DRILL_BACKOFF, deadline=deadline))
+        if s.production:  # the state-loss drill itself refuses production, whatever the spec says
+            notes.append(f"{s.name}: no scheduled state-loss drill: it never runs against production")
+            continue
+        jobs.append(cronjob(f"drill-state-loss-{s.name}", ns, f, image=image, schedule=when["state-loss"],
+                            args=["drill", "state-loss", s.name, "--layer", s.fleet.state_loss_layer, *reports],
+                            service_account_name=f"{s.name}-apply", kind="drill", backoff_limit=DRILL_BACKOFF,
+                            deadline=deadline))
+    return Rendered(tuple(out + jobs), tuple(notes))
+
+
+def to_yaml(manifests: tuple[dict, ...]) -> str:
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _text(dumper, value: str):
+        # The specs stay readable in the ConfigMap: multi-line strings as literal blocks.
+        style = "|" if "\n" in value and not any(c in value for c in "\t\r") and value == value.rstrip(" ") else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _text)
+    return "".join("---\n" + yaml.dump(m, Dumper=_Dumper, sort_keys=False, width=120) for m in manifests)

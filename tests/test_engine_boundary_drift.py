@@ -1,0 +1,178 @@
+"""Refresh drift comes from the refresh step's outputs event, and Pulumi's own --expect-no-changes is
+UnexpectedChanges.
+
+At a refresh step's pre-event Pulumi sends new = old and no diff; what the refresh found arrives in the
+outputs event: op `refresh` (during `preview --refresh`) or RefreshStep.ResultOp (update/delete/same,
+for a refresh operation), with `new` absent when the resource is gone (pkg/engine/update.go
+OnResourceStepPost; pkg/resource/deploy/step.go RefreshStep.ResultOp). The CLI's --expect-no-changes
+failure is backenderr.NoChangesExpectedError (pkg/cmd/pulumi/operations/preview.go).
+"""
+
+from __future__ import annotations
+
+import pytest
+from pulumi.automation import events as ev
+
+from bootstrap.engine.errors import UnexpectedChanges
+from bootstrap.engine.events import DELETED_MARK, changes_from_events, plan_from_events
+from bootstrap.errors import EngineError
+from bootstrap.planning.plan import Plan
+from groundctl.status import drift_row
+from tests.boundary_helpers import file_engine, write_program
+from tests.conftest import requires_pulumi
+
+T = "pulumi-python:dynamic:Resource"
+
+
+def urn(name):
+    return f"urn:pulumi:local::network::{T}::{name}"
+
+
+def st(name, value):
+    return ev.StepEventStateMetadata(type=T, urn=urn(name), id=name, parent="", provider="", inputs={"value": value},
+                                     outputs={"name": name, "value": value})
+
+
+def md(op, name, old, new, diffs=None):
+    return ev.StepEventMetadata(op=ev.OpType(op), urn=urn(name), type=T, provider="", old=old, new=new,
+                                diffs=diffs, detailed_diff={})
+
+
+def pre(m, seq=0):
+    return ev.EngineEvent(sequence=seq, timestamp=0, resource_pre_event=ev.ResourcePreEvent(m, planning=True))
+
+
+def post(m, seq=0):
+    return ev.EngineEvent(sequence=seq, timestamp=0, res_outputs_event=ev.ResOutputsEvent(m, planning=True))
+
+
+def preview_refresh_events():
+    """What `preview --refresh` sends when `a` was changed and `b` deleted outside Pulumi (seen with v3.259)."""
+    return [
+        pre(md("refresh", "b", st("b", "two"), st("b", "two"))),
+        pre(md("refresh", "a", st("a", "one"), st("a", "one"))),
+        post(md("refresh", "a", st("a", "one"), st("a", "changed"))),
+        post(md("refresh", "b", st("b", "two"), None)),
+        pre(md("create", "b", None, st("b", "two"))),
+        pre(md("update", "a", st("a", "changed"), st("a", "one"))),
+        post(md("update", "a", st("a", "changed"), st("a", "one"))),
+        post(md("create", "b", None, st("b", "two"))),
+    ]
+
+
+def test_a_deletion_outside_pulumi_and_a_changed_value_show_in_the_plan():
+    changes = {c.name: c for c in changes_from_events(preview_refresh_events())}
+    assert (changes["b"].operation, changes["b"].diff_keys) == ("create", (DELETED_MARK,))
+    assert (changes["a"].operation, changes["a"].diff_keys) == ("update", ("value",))
+    row = drift_row(plan_from_events("network", "local", preview_refresh_events()))
+    assert row["state"] == "drift"  # not "not deployed": b existed and was deleted outside Pulumi
+
+
+def test_drift_the_program_would_not_revert_is_still_reported():
+    events = [pre(md("refresh", "a", st("a", "one"), st("a", "one"))),
+              post(md("refresh", "a", st("a", "one"), st("a", "changed"))),
+              pre(md("same", "a", st("a", "changed"), st("a", "changed")))]
+    (change,) = changes_from_events(events)
+    assert (change.operation, change.diff_keys) == ("refresh", ("value",))
+    assert plan_from_events("network", "local", events).has_changes
+
+
+def test_a_refresh_operation_reports_its_result_op():
+    events = [pre(md("refresh", "a", st("a", "one"), st("a", "one"))),
+              pre(md("refresh", "b", st("b", "two"), st("b", "two"))),
+              pre(md("refresh", "c", st("c", "x"), st("c", "x"))),
+              post(md("delete", "b", st("b", "two"), None)),
+              post(md("update", "a", st("a", "one"), st("a", "changed"))),
+              post(md("same", "c", st("c", "x"), st("c", "x")))]
+    changes = {c.name: (c.operation, c.diff_keys) for c in changes_from_events(events)}
+    assert changes == {"a": ("refresh", ("value",)), "b": ("refresh", (DELETED_MARK,)), "c": ("same", ())}
+
+
+def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_events_show_none(monkeypatch):
+    import bootstrap.engine.automation as engine_mod
+    from bootstrap.engine.automation import PulumiEngine
+    from bootstrap.spec import load_spec
+    from pulumi.automation._cmd import CommandResult
+    from pulumi.automation.errors import create_command_error
+
+    class Stack:
+        name = "dev"
+
+        def preview(self, *, on_event, **kwargs):
+            raise create_command_error(CommandResult(
+                "", "error: no changes were expected for preview but changes were proposed", 255))
+
+    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
+    engine = PulumiEngine(load_spec("dev"))
+    engine._stacks["network"] = Stack()
+    with pytest.raises(UnexpectedChanges) as raised:
+        engine.preview("network", refresh=True, expect_no_changes=True)
+    assert "expect-no-changes" in raised.value.message
+    with pytest.raises(EngineError) as plain:
+        engine.preview("network", refresh=True)  # not asked to expect none: a failure like any other
+    assert not isinstance(plain.value, UnexpectedChanges)
+
+
+def test_a_plan_whose_stack_has_only_creates_is_still_not_deployed():
+    events = [pre(md("create", "a", None, st("a", "one")))]
+    assert drift_row(Plan("network", "local", changes_from_events(events)))["state"] == "not deployed"
+
+
+# -- for real: a dynamic-provider resource changed and deleted behind Pulumi's back ----------------------
+
+PROGRAM = '''
+    import os, pathlib
+    import pulumi
+    from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+    ROOT = pathlib.Path(os.environ["DRIFT_ROOT"])
+
+    class FileProvider(ResourceProvider):
+        def create(self, props):
+            (ROOT / props["name"]).write_text(props["value"])
+            return CreateResult(props["name"], dict(props))
+
+        def read(self, id_, props):
+            path = ROOT / id_
+            if not path.exists():
+                return ReadResult(None, {})
+            return ReadResult(id_, {"name": id_, "value": path.read_text()})
+
+        def diff(self, id_, olds, news):
+            return DiffResult(changes=olds.get("value") != news.get("value"))
+
+        def update(self, id_, olds, news):
+            (ROOT / id_).write_text(news["value"])
+            return UpdateResult(dict(news))
+
+        def delete(self, id_, props):
+            (ROOT / id_).unlink(missing_ok=True)
+
+    class File(Resource):
+        def __init__(self, name, value):
+            super().__init__(FileProvider(), name, {"name": name, "value": value})
+
+    File("a", "one")
+    File("b", "two")
+'''
+
+
+@pytest.mark.engine
+@requires_pulumi
+def test_drift_made_outside_pulumi_is_seen_by_a_refresh_preview(tmp_path, monkeypatch):
+    root = tmp_path / "live"
+    root.mkdir()
+    monkeypatch.setenv("DRIFT_ROOT", str(root))
+    write_program(tmp_path / "stacks", "network", PROGRAM)
+    engine = file_engine(tmp_path, monkeypatch)
+    engine.create_stack("network")
+    engine.up("network")
+    assert not engine.preview("network", refresh=True, expect_no_changes=True).has_changes
+    (root / "a").write_text("changed")
+    (root / "b").unlink()
+    with pytest.raises(UnexpectedChanges) as raised:
+        engine.preview("network", refresh=True, expect_no_changes=True)
+    changes = {c.name: (c.operation, c.diff_keys) for c in raised.value.plan.changes}
+    assert changes["b"] == ("create", (DELETED_MARK,))
+    assert changes["a"][0] == "update" and "value" in changes["a"][1]
