@@ -20,12 +20,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
-from bootstrap.aws.clients import AwsClients
-from bootstrap.engine.scrubbing import ScrubbingEngine
 from bootstrap.errors import BadInput
-from bootstrap.aws.objectstore import ObjectStore
 
-if TYPE_CHECKING:  # the engine pulls in pulumi and the spec pydantic: only commands that use them pay
+# The engine pulls in pulumi, the spec pydantic, the clients and store botocore: only commands that use them pay.
+if TYPE_CHECKING:
+    from bootstrap.aws.clients import AwsClients
+    from bootstrap.aws.objectstore import ObjectStore
     from bootstrap.engine.automation import Engine
     from bootstrap.spec import EnvironmentSpec
 
@@ -122,6 +122,8 @@ class Target:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
+            from bootstrap.engine.scrubbing import ScrubbingEngine
+
             ctx = EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for)
             self._engine = ScrubbingEngine(self.engine_factory(ctx), self.secret_values)
         return self._engine
@@ -191,6 +193,9 @@ def open_target(environment: str, *, endpoint_url: Optional[str] = None,
 
             url = stack.enter_context(running_emulator())
             on_emulator(url)
+        from bootstrap.aws.clients import AwsClients
+        from bootstrap.aws.objectstore import ObjectStore
+
         resolved = spec.model_copy(update={"aws": spec.aws.model_copy(update={"endpoint_url": url})})
         clients = AwsClients.for_spec(resolved, url)
         store = ObjectStore(clients.client("s3"), resolved.backend.bucket)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Optional
 
@@ -18,9 +17,9 @@ from rich.text import Text
 from bootstrap import console
 from bootstrap.errors import BadInput, Refused
 from groundctl.cli import app
-from groundctl.common import json_opt, table
+from groundctl.common import Group, json_opt, table
 
-ci_app = typer.Typer(help="Pull-request plans, merge applies and drift checks on GitHub Actions.",
+ci_app = typer.Typer(cls=Group, help="Pull-request plans, merge applies and drift checks on GitHub Actions.",
                      no_args_is_help=True)
 app.add_typer(ci_app, name="ci")
 
@@ -28,6 +27,8 @@ _DIR = typer.Option(Path("."), "--dir", help="The repository root (it holds envi
 
 
 def _version(package: str, fallback: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~10 ms: not for `groundctl --help`
+
     try:
         return version(package)
     except PackageNotFoundError:

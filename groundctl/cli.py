@@ -3,12 +3,15 @@ calls the domain and reports; `groundctl.main` turns what they raise into exit c
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-from typing import Optional
+import importlib
+import sys
 
 import typer
 
+from groundctl.common import Group
+
 app = typer.Typer(
+    cls=Group,
     name="groundctl",
     help="Bootstrap, rebuild drills and state recovery for infrastructure GitOps on Pulumi.",
     pretty_exceptions_enable=False,
@@ -18,6 +21,8 @@ app = typer.Typer(
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("groundctl")
     except PackageNotFoundError:
@@ -27,7 +32,9 @@ def _version() -> str:
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
-    show_version: Optional[bool] = typer.Option(None, "--version", help="Print the version and exit.", is_eager=True),
+    # A plain bool flag: typer converts any other option value through pydantic, which every subcommand
+    # would then import before it could even print its --help.
+    show_version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
 ) -> None:
     if show_version:
         typer.echo(f"groundctl {_version()}")
@@ -38,20 +45,33 @@ def _root(
         raise typer.Exit(0)
 
 
-def _register() -> None:
-    # Command modules register themselves on `app` when imported.
-    from groundctl import spec_cmd  # noqa: F401
-    from groundctl import lock  # noqa: F401
-    from groundctl import state
+# The modules that register each top-level command, in the order the root help lists them.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "spec": ("spec_cmd",), "lock": ("lock",), "state": ("state", "state_import", "state_verify"), "plan": ("plan",),
+    "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
+    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",), "fleet": ("fleet",),
+}
 
-    app.add_typer(state.state_app, name="state")
-    from groundctl import plan  # noqa: F401
-    from groundctl import state_import  # noqa: F401
-    from groundctl import recover, state_verify  # noqa: F401
-    from groundctl import drill  # noqa: F401
-    from groundctl import emulator_cmd, status, up  # noqa: F401
-    from groundctl import ci  # noqa: F401
-    from groundctl import fleet  # noqa: F401
+
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """The command modules a command line needs: the named command's own, or every one (root help, a typo)."""
+    # The root's options (--help, -h, --version) take no value, so the first other word is the command.
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word in COMMAND_MODULES:
+        return COMMAND_MODULES[word]
+    return tuple(dict.fromkeys(m for mods in COMMAND_MODULES.values() for m in mods))
+
+
+def _register() -> None:
+    # Command modules register themselves on `app` when imported. Run as the program, only the named
+    # command's modules are imported, so `groundctl <cmd> --help` does not pay for every other command;
+    # imported as a library (tests, `from groundctl import app`) every command is there.
+    from groundctl import _AS_PROGRAM
+
+    for name in _modules_for(sys.argv[1:] if _AS_PROGRAM else []):
+        module = importlib.import_module(f"groundctl.{name}")
+        if name == "state":  # its group's other modules import it, so it does not import the app: added here
+            app.add_typer(module.state_app, name="state")
 
 
 _register()

@@ -1,4 +1,4 @@
-"""What several command modules share: the common arguments, the emulator notice, opening the state
+"""What several command modules share: the group class, the common arguments, the emulator notice, opening the state
 bucket for commands that only read it, checking an output directory before any work, and tables."""
 
 from __future__ import annotations
@@ -10,11 +10,26 @@ from typing import Iterator, Optional
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from bootstrap import console
 from bootstrap.errors import BadInput
-from bootstrap.spec_file import check_name
 from bootstrap.target import ENDPOINT_ENV, Target, open_target, resolve_endpoint
+
+
+class Group(TyperGroup):
+    """A command group whose --help flag is False, not None, when absent.
+
+    typer converts an option's value through pydantic unless it is already a bool, and its own help flag
+    has no default: every `groundctl <group> <cmd> --help` would import pydantic just to print help.
+    Every group of this app uses this class."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
 
 ENV_ARG = typer.Argument(..., help="Environment name (environments/<name>.yaml) or a spec path.")
 ENDPOINT_OPT = typer.Option(None, "--endpoint-url",
@@ -68,6 +83,8 @@ def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Targ
 def writable_dir(out: Optional[Path], flag: str = "--out") -> None:
     """BadInput now, before any work, when `out` can never be a directory to write reports into."""
     if out is not None:
+        from bootstrap.spec_file import check_name  # yaml loads only for the commands that write reports
+
         check_name(str(out), flag)
     if out is not None and out.exists() and not out.is_dir():
         raise BadInput(f"{flag} {out} is a file, not a directory. Give a directory (it is created when missing).")

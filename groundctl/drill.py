@@ -10,13 +10,13 @@ import typer
 
 from bootstrap import console
 from groundctl.cli import app
-from groundctl.common import (ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
+from groundctl.common import (Group, ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
                                  writable_dir)
 
 if TYPE_CHECKING:  # the drills' modules load only when a drill command runs
     from recovery.drills.report import DrillReport
 
-drill_app = typer.Typer(help="Rehearse recoveries, time them against the RTO, and keep their reports.",
+drill_app = typer.Typer(cls=Group, help="Rehearse recoveries, time them against the RTO, and keep their reports.",
                         no_args_is_help=True)
 app.add_typer(drill_app, name="drill")
 

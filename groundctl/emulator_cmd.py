@@ -12,10 +12,10 @@ import typer
 
 from bootstrap import console
 from groundctl.cli import app
-from groundctl.common import json_opt
+from groundctl.common import Group, json_opt
 from bootstrap.target import ENDPOINT_ENV
 
-emulator_app = typer.Typer(help="The local AWS emulator (moto server) for the `local` environment.",
+emulator_app = typer.Typer(cls=Group, help="The local AWS emulator (moto server) for the `local` environment.",
                            no_args_is_help=True)
 app.add_typer(emulator_app, name="emulator")
 

@@ -13,9 +13,9 @@ from rich.text import Text
 from bootstrap import console
 from bootstrap.errors import BadInput
 from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, json_opt, table, writable_dir
+from groundctl.common import ENDPOINT_OPT, Group, json_opt, table, writable_dir
 
-fleet_app = typer.Typer(help="Scheduled drift checks and drills across many environments, and their status.",
+fleet_app = typer.Typer(cls=Group, help="Scheduled drift checks and drills across many environments, and their status.",
                         no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 

@@ -10,10 +10,9 @@ import typer
 
 from bootstrap import console
 from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
-from bootstrap.records.locks import break_lock, broken_key, current_user, lock_status
+from groundctl.common import Group, ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 
-lock_app = typer.Typer(help="Show or break the environment lock.", no_args_is_help=True)
+lock_app = typer.Typer(cls=Group, help="Show or break the environment lock.", no_args_is_help=True)
 app.add_typer(lock_app, name="lock")
 
 
@@ -21,6 +20,8 @@ app.add_typer(lock_app, name="lock")
 def status(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OPT,
            json_out: bool = json_opt("the status")) -> None:
     """Show the groundctl lock (holder, heartbeat, stale verdict) and Pulumi's stack locks."""
+    from bootstrap.records.locks import lock_status
+
     with state_reader(environment, endpoint_url) as target:
         spec, st = target.spec, lock_status(target.store, target.name)
     if json_out:
@@ -48,6 +49,8 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
                                       help="Break it even if the holder may be alive (recorded)."),
            json_out: bool = json_opt("what was broken")) -> None:
     """Remove the lock when its heartbeat has expired and its holder is gone (or with --force)."""
+    from bootstrap.records.locks import break_lock, broken_key, current_user
+
     by = f"{current_user()}@{socket.gethostname()}"
     with state_reader(environment, endpoint_url) as target:
         name, info = target.name, break_lock(target.store, target.name, force=force, by=by)

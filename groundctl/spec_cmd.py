@@ -6,9 +6,9 @@ import typer
 
 from bootstrap import console
 from groundctl.cli import app
-from groundctl.common import ENV_ARG, json_opt
+from groundctl.common import Group, ENV_ARG, json_opt
 
-spec_app = typer.Typer(help="Validate and show environment specs.", no_args_is_help=True)
+spec_app = typer.Typer(cls=Group, help="Validate and show environment specs.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
 
 

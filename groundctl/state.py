@@ -6,28 +6,22 @@ command modules add theirs to the same group by importing `state_app`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import botocore.exceptions
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from bootstrap import console
-from bootstrap.aws.clients import error_code
-from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
-from bootstrap.errors import CloudError
-from bootstrap.layers import layer as layer_named
-from bootstrap.records.ledger import read_ledger
-from recovery.integrity import verify_integrity
-from recovery.placement import place_candidates
-from recovery.state import Finding, StateDoc, read_state_file
-from recovery.versions import CandidateEvaluator, CandidateSet, list_candidates
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
+if TYPE_CHECKING:
+    from recovery.state import Finding, StateDoc
+    from recovery.versions import CandidateSet
+
+# The recovery modules (and botocore) are imported by the commands that run, not to print --help.
 # Added to the app by groundctl.cli; this module does not import the app, so the group's other command
 # modules (state_import, state_verify) can import it in any order.
-state_app = typer.Typer(help="Read, check and list Pulumi state.", no_args_is_help=True)
+state_app = typer.Typer(cls=Group, help="Read, check and list Pulumi state.", no_args_is_help=True)
 
 
 def printable(value: object) -> str:
@@ -67,6 +61,8 @@ def inspect_report(path: str, doc: StateDoc, findings: tuple[Finding, ...]) -> d
 
 
 def _render_inspect(report: dict) -> None:
+    from rich.table import Table
+
     head = (f"{printable(report['file'])}: Pulumi {report['kind']} (schema version {report['version']}"
             f"{', ' + report['compression'] if report['compression'] != 'none' else ''}), "
             f"{report['resources']} resources")
@@ -105,6 +101,9 @@ def inspect(
 
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
+    from recovery.integrity import verify_integrity
+    from recovery.state import read_state_file
+
     doc = read_state_file(file)
     findings = verify_integrity(doc, stack)
     report = inspect_report(file, doc, findings)
@@ -146,6 +145,9 @@ def versions_rows(cset: CandidateSet, placements: Optional[dict] = None) -> list
 
 
 def _render_versions(cset: CandidateSet, rows: list[dict]) -> None:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title=f"State candidates for {printable(cset.project)}/{printable(cset.stack)}, newest first",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   caption="* the newest version of its key", caption_justify="left")
@@ -176,13 +178,22 @@ def versions(
     limit: Optional[int] = typer.Option(None, "--limit", min=0, help="Evaluate only the newest N candidates (the rest are listed)."),
 ) -> None:
     """Every stored copy of a stack's state (versions, .bak, history, backups) with its verdict."""
+    import botocore.exceptions
+
+    from bootstrap.aws.clients import error_code
+    from bootstrap.errors import CloudError
+    from bootstrap.layers import layer as layer_named
+    from bootstrap.records.ledger import read_ledger
+    from recovery.placement import place_candidates
+    from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, list_candidates
+
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:
         try:
             cset = list_candidates(target.store, lay.project, target.name)
             evaluator = CandidateEvaluator(target.store, expected_stack=f"organization/{lay.project}/{target.name}")
             wanted = cset.candidates if limit is None else cset.candidates[:limit]
-            cset = cset.with_evaluations(evaluator.newest_first(wanted))
+            cset = cset.with_evaluations(evaluator.newest_first(wanted, prefetch=SCAN_PREFETCH))
             records = read_ledger(target.store, lay.project, target.name).records
         except botocore.exceptions.ClientError as exc:
             raise CloudError(f"Listing the state of {lay.project}/{target.name} failed ({error_code(exc)}). Check "

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from bootstrap import console
 from groundctl.state import printable, state_app
 from bootstrap.errors import BadInput, StateUnusable
-from recovery.imports import ImportPlan, plan_from_state
-from recovery.state import decompress, load_json, parse_state, read_state_bytes
+
+if TYPE_CHECKING:
+    from recovery.imports import ImportPlan
 
 
 def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -26,6 +27,8 @@ def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     The file is parsed first: it turns every unreadable or foreign file into a `BadInput`
     with a plain message, so the navigation below only ever sees a real checkpoint or export.
     """
+    from recovery.state import decompress, load_json, parse_state, read_state_bytes
+
     raw = read_state_bytes(path)
     doc = parse_state(raw, str(path))
     data, _ = decompress(raw, str(path))
@@ -56,6 +59,8 @@ def import_plan(
     reason), 2 when FILE is not a Pulumi state.
     """
     resources, stack = raw_resources(file)
+    from recovery.imports import plan_from_state
+
     plan = plan_from_state(resources)
     if out.exists() and not force:
         raise BadInput(f"{out} already exists. Choose another path with --out, or pass --force to replace it.")

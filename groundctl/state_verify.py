@@ -6,13 +6,10 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from bootstrap import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from groundctl.state import printable, state_app
-from bootstrap.layers import layer as layer_named
-from recovery.verify import verify_report
 
 
 @state_app.command("verify")
@@ -23,6 +20,11 @@ def verify(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Integrity, lineage and ledger chain of a stack's current state. Exit 1 on any problem."""
+    from rich.table import Table
+
+    from bootstrap.layers import layer as layer_named
+    from recovery.verify import verify_report
+
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:
         name, report = target.name, verify_report(target.store, lay.project, target.name)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 import botocore.exceptions
 
+from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from recovery import choose as ch
 from bootstrap.records import ledger as led
@@ -136,6 +138,11 @@ class _Run:
     def __init__(self, opts: GuideOptions, svc: GuideServices):
         self.o, self.s = opts, svc
         self.evaluator = CandidateEvaluator(svc.store, expected_stack=opts.expected_stack)
+        # Assess, Candidates and Lineage only read: the stack's version listing is taken once for both the
+        # candidates and the tamper check, and the ledger is read while the candidates are listed.
+        self.reads = ListedOnce(svc.store)
+        self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ledger-read")
+        self._ledger_reads = None
         self.cset = None
         self.ledger: Optional[led.LedgerRead] = None
         self.evidence: Optional[ch.Evidence] = None
@@ -146,9 +153,14 @@ class _Run:
 
     # -- Assess ------------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        self._background.shutdown(wait=True, cancel_futures=True)
+
     def assess(self) -> Condition:
         o, s = self.o, self.s
-        self.cset = list_candidates(s.store, o.project, o.environment)
+        self._ledger_reads = (self._background.submit(led.read_ledger, s.store, o.project, o.environment),
+                              self._background.submit(led.ledger_object_versions, s.store, o.project, o.environment))
+        self.cset = list_candidates(self.reads, o.project, o.environment)
         details: dict = {"current_objects": []}
         if s.lock_status is not None:
             st = s.lock_status(s.store, o.environment)
@@ -201,11 +213,12 @@ class _Run:
 
     def lineage(self) -> Condition:
         o = self.o
-        self.ledger = led.read_ledger(self.s.store, o.project, o.environment)
+        ledger_read, ledger_versions = self._ledger_reads
+        self.ledger = ledger_read.result()
         chain = led.verify_chain(self.ledger.records)
-        stack_versions = self.s.store.versions(layout.stack_key(o.project, o.environment, ""))
-        tampered = tamper_findings(self.ledger.records, stack_versions,
-                                   led.ledger_object_versions(self.s.store, o.project, o.environment))
+        # Every stack key (.json, .json.gz, .json.zst) starts with the plain one: the listing the candidates used.
+        stack_versions = self.reads.versions(layout.stack_key(o.project, o.environment))
+        tampered = tamper_findings(self.ledger.records, stack_versions, ledger_versions.result())
         # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
         # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
         self.evidence = ch.evidence_from(self.ledger.records, chain.findings, (*self.ledger.problems, *tampered),
@@ -402,6 +415,14 @@ def run_guide(opts: GuideOptions, svc: GuideServices,
               on_condition: Callable[[Condition], None] = lambda c: None) -> Transcript:
     """Run the phases `plan_phases` gives, in order; stop at the first refusal or failure."""
     run = _Run(opts, svc)
+    try:
+        return _run_phases(run, opts, svc, on_condition)
+    finally:
+        run.close()
+
+
+def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
+                on_condition: Callable[[Condition], None]) -> Transcript:
     started = _now(svc.clock)
     conditions: list[Condition] = []
     outcome: Optional[str] = None

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Optional
@@ -33,6 +35,10 @@ SOURCES = ("current", "version", "bak", "history", "backup", "retained")
 _SOURCE_RANK = {s: i for i, s in enumerate(SOURCES)}
 _HISTORY_SUFFIXES = (".checkpoint.json", ".checkpoint.json.gz", ".checkpoint.json.zst")
 _NANOS = re.compile(r"(\d{16,20})")
+# A scan of every version keeps this many downloads in flight while it parses, but at most this many
+# bytes of states ahead of the parser (always at least one state).
+SCAN_PREFETCH = 4
+PREFETCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,13 @@ def evaluate_bytes(raw: Optional[bytes], expected_stack: Optional[str], source: 
 
 
 class CandidateEvaluator:
-    """Downloads and judges candidates on demand; remembers every verdict and the last document."""
+    """Downloads and judges candidates on demand; remembers every verdict and the last document.
+
+    `newest_first(..., prefetch=n)` keeps up to n downloads in flight on a small pool while the caller's
+    thread parses the previous copy, so a scan of every version waits for the network and the parser
+    side by side instead of one after the other. The window bounds memory (n states in flight), and
+    each (key, version id) is still downloaded at most once.
+    """
 
     def __init__(self, store: ObjectStore, expected_stack: Optional[str] = None, *, share_by_etag: bool = True):
         self.store = store
@@ -223,19 +235,24 @@ class CandidateEvaluator:
         self.share_by_etag = share_by_etag
         self.downloads = 0
         self.bytes_downloaded = 0
+        self._count = threading.Lock()  # downloads finish on pool threads
         self._by_ident: dict[tuple[str, Optional[str]], Evaluation] = {}
         self._by_etag: dict[tuple[str, int], Evaluation] = {}
         self._last: Optional[tuple[tuple[str, Optional[str]], StateDoc]] = None
 
     def _download(self, c: Candidate) -> Optional[bytes]:
         obj = self.store.get(c.key, c.version_id)
-        self.downloads += 1
-        if obj is not None:
-            self.bytes_downloaded += len(obj.body)
+        with self._count:
+            self.downloads += 1
+            if obj is not None:
+                self.bytes_downloaded += len(obj.body)
         return obj.body if obj is not None else None
 
     def _run(self, c: Candidate) -> Evaluation:
-        ev, doc = evaluate_bytes(self._download(c), self.expected_stack, f"s3://{c.key}?versionId={c.version_id}")
+        return self._judge(c, self._download(c))
+
+    def _judge(self, c: Candidate, raw: Optional[bytes]) -> Evaluation:
+        ev, doc = evaluate_bytes(raw, self.expected_stack, f"s3://{c.key}?versionId={c.version_id}")
         self._by_ident[c.ident] = ev
         if doc is not None:
             self._last = (c.ident, doc)
@@ -244,16 +261,21 @@ class CandidateEvaluator:
             self._by_etag.setdefault((etag, c.size), ev)
         return ev
 
-    def evaluate(self, c: Candidate) -> Candidate:
-        """`c` with its evaluation; downloads only if neither it nor an identical copy was judged yet."""
+    def _known(self, c: Candidate) -> Optional[Evaluation]:
+        """The verdict on `c` without a download: its own, or an identical copy's."""
         if c.ident in self._by_ident:
-            return replace(c, evaluation=self._by_ident[c.ident])
+            return self._by_ident[c.ident]
         etag = _single_part_etag(c.etag)
         if self.share_by_etag and etag and (etag, c.size) in self._by_etag:
             ev = replace(self._by_etag[(etag, c.size)], via="etag-equal")
             self._by_ident[c.ident] = ev
-            return replace(c, evaluation=ev)
-        return replace(c, evaluation=self._run(c))
+            return ev
+        return None
+
+    def evaluate(self, c: Candidate) -> Candidate:
+        """`c` with its evaluation; downloads only if neither it nor an identical copy was judged yet."""
+        known = self._known(c)
+        return replace(c, evaluation=known if known is not None else self._run(c))
 
     def load(self, c: Candidate) -> StateDoc:
         """The parsed document of `c` (raises NotAState); the last one evaluated is kept, not re-downloaded."""
@@ -267,10 +289,59 @@ class CandidateEvaluator:
         self._last = (c.ident, doc)
         return doc
 
-    def newest_first(self, candidates: Iterable[Candidate]) -> Iterator[Candidate]:
-        """Evaluate lazily in the order given (CandidateSet order is newest first); stop whenever you like."""
-        for c in candidates:
-            yield self.evaluate(c)
+    def newest_first(self, candidates: Iterable[Candidate], *, prefetch: int = 0) -> Iterator[Candidate]:
+        """Evaluate lazily in the order given (CandidateSet order is newest first); stop whenever you like.
+
+        With `prefetch`, up to that many later candidates are downloaded ahead while this one is parsed;
+        stopping early leaves at most that many downloads unused. A candidate that an earlier one in the
+        order will settle (same ident, or same single-part ETag and size) is never fetched ahead.
+        """
+        if prefetch <= 0:
+            for c in candidates:
+                yield self.evaluate(c)
+            return
+        todo = list(candidates)
+        pool = ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix="state-download")
+        inflight: dict[tuple[str, Optional[str]], Future] = {}
+        sizes: dict[tuple[str, Optional[str]], int] = {}
+        claimed: set = set()  # idents and (etag, size) that an earlier candidate will settle
+        ahead = 0
+
+        def schedule() -> None:
+            nonlocal ahead
+            while ahead < len(todo) and len(inflight) < prefetch:
+                c = todo[ahead]
+                if inflight and sum(sizes[i] for i in inflight) + c.size > PREFETCH_BYTES:
+                    return  # large states: fewer in flight, so memory stays a few states' worth
+                ahead += 1
+                etag = _single_part_etag(c.etag) if self.share_by_etag else None
+                keys = [c.ident] + ([(etag, c.size)] if etag else [])
+                if self._known(c) is not None or any(k in claimed for k in keys):
+                    continue
+                claimed.update(keys)
+                sizes[c.ident] = c.size
+                inflight[c.ident] = pool.submit(self._download, c)
+
+        try:
+            for i, c in enumerate(todo):
+                ahead = max(ahead, i)
+                schedule()
+                future = inflight.pop(c.ident, None)
+                known = self._known(c)
+                if known is not None:
+                    yield replace(c, evaluation=known)
+                elif future is not None:
+                    raw, future = future.result(), None
+                    schedule()  # keep the window full while this one is parsed
+                    ev = self._judge(c, raw)
+                    raw = None  # hold no bytes while the caller looks at the verdict
+                    yield replace(c, evaluation=ev)
+                else:
+                    yield self.evaluate(c)
+        finally:
+            for f in inflight.values():
+                f.cancel()
+            pool.shutdown(wait=True)
 
     def first_integral(self, candidates: Iterable[Candidate],
                        accept: Callable[[Candidate], bool] = lambda c: True) -> Optional[Candidate]:

@@ -205,7 +205,7 @@ def test_every_groundctl_command_in_the_workflows_exists_with_its_flags():
     for expected in ('groundctl spec check "$ENVIRONMENT"', 'groundctl plan "$ENVIRONMENT" --offline',
                      'groundctl plan "$ENVIRONMENT" --out "$PLAN_DIR/live"',
                      'groundctl up "$ENVIRONMENT" --plan-dir approved/live --yes --json',
-                     'groundctl drift "$ENVIRONMENT" --json', "groundctl ci targets", "groundctl ci comment",
+                     'groundctl drift "$ENVIRONMENT" --record --json', "groundctl ci targets", "groundctl ci comment",
                      "groundctl ci summary", "groundctl ci drift-issue"):
         assert expected in text, expected
 
@@ -263,7 +263,7 @@ def test_drift_opens_or_updates_one_issue_and_closes_it_when_clean():
     assert set(triggers) == {"schedule", "workflow_dispatch"} and triggers["schedule"] == [{"cron": "17 6 * * *"}]
     job = drift["jobs"]["drift"]
     report = step(job, "Drift")
-    assert 'groundctl drift "$ENVIRONMENT" --json > drift.json' in report["run"]
+    assert 'groundctl drift "$ENVIRONMENT" --record --json > drift.json' in report["run"]
     assert 'if [ "$code" -gt 1 ]' in report["run"]  # drift (1) is reported, an error (2+) fails the job
     opened = step(job, "Open or update the drift issue")
     assert opened["if"] == "steps.drift.outputs.exit_code == '1'"

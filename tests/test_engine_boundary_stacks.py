@@ -101,3 +101,27 @@ def test_the_pulumi_engine_selects_only_and_creates_on_request(tmp_path, monkeyp
     again = file_engine(tmp_path, monkeypatch)
     assert again.stack_exists("network")
     assert json.loads(state_file.read_text())["checkpoint"]["stack"].endswith("network/local")
+
+
+def test_destroy_skips_a_layer_never_deployed_and_stops_at_a_lost_one(world):  # noqa: F811
+    from bootstrap.apply.orchestrator import UpOptions, run
+    from bootstrap.apply.steps import build_destroy
+
+    engine, open_, clock = world
+    assert up(open_, clock, yes=True, layers=["backend", "network"])[0].error is None
+    with open_() as target:
+        steps = build_destroy(target.spec, ["network", "cluster"], emulated=True, include_backend=False,
+                              i_mean_production=False)
+        outcome = run(target, steps, services(clock), UpOptions(yes=True))
+    assert outcome.error is None
+    achieved = {lay.layer: lay.achieved for lay in outcome.record.layers}
+    assert achieved == {"cluster": "skipped", "network": "destroyed"}
+    assert ("create_stack", "cluster") not in engine.calls and ("destroy", "cluster") not in engine.calls
+
+    with open_() as target:
+        target.store.delete(stack_key("network", "local"))
+        engine.stacks.discard("network")
+        steps = build_destroy(target.spec, ["network"], emulated=True, include_backend=False, i_mean_production=False)
+        lost = run(target, steps, services(clock), UpOptions(yes=True))
+    assert isinstance(lost.error, StackLost) and lost.exit_code == 3
+    assert ops(engine, "destroy") == [("destroy", "network")]  # only the first, real destroy

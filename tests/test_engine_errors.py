@@ -172,3 +172,15 @@ def test_the_passphrase_is_scrubbed_too(engine):
     with pytest.raises(EngineError) as raised:
         engine.set_config("flux", "flux:other", CANARY + "-pass")
     assert CANARY not in raised.value.message
+
+
+def test_a_failed_update_is_explained_from_stdout_when_stderr_holds_only_warnings():
+    # As the real CLI fails an update: the diagnostics on stdout, the AWS SDK's notices on stderr.
+    exc = command_error(
+        "WARNING: Response has no supported checksum. Not validating response payload.\n" * 3,
+        stdout="Updating (local):\n  + pulumi-python:dynamic:Resource public-2 creating\n"
+               "  pulumi-python:dynamic:Resource public-2 **creating failed** error: injected failure creating "
+               "record public-2\nResources:\n    + 3 created\n", code=255)
+    err = map_error(exc, WHERE)
+    assert "injected failure creating record public-2" in err.message
+    assert "checksum" not in err.message

@@ -95,8 +95,6 @@ def test_a_failed_up_mid_layer_resumes_where_it_stopped(tier):
     assert len(tier.record(tier.record_key("cluster", "cluster"))["subnets"]) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="engine defect (bootstrap/engine/errors.py map_error): the reason is in "
-                   "the CLI's stdout, but stderr holds only the AWS SDK's checksum warnings and is preferred")
 def test_the_failed_run_says_which_resource_failed_and_why(tier):
     assert "injected failure creating record public-2" in tier.notes["failed up"]
 

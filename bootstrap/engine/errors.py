@@ -126,6 +126,15 @@ def trim(text: str, max_lines: int = 4, max_chars: int = 600) -> str:
     return joined if len(joined) <= max_chars else "…" + joined[-max_chars:]
 
 
+def _reason(*texts: str) -> str:
+    # The first text that says what went wrong: a failed update's diagnostics are in the CLI's stdout
+    # while its stderr may hold only warnings (the AWS SDK's checksum notices), which say nothing.
+    for text in texts:
+        if any(_INTERESTING.search(line) for line in _ANSI.sub("", text).splitlines()):
+            return trim(text)
+    return next((trim(text) for text in texts if trim(text)), "")
+
+
 def lock_holders(text: str) -> list[str]:
     """Who holds a DIY-backend stack lock, from Pulumi's 'created by user@host (pid N) at T'."""
     return [f"{m['user']}@{m['host']} (pid {m['pid']}, since {m['at']})" for m in _LOCK_LINE.finditer(text)]
@@ -170,7 +179,7 @@ def map_error(exc: BaseException, where: Where, secrets: Iterable[str] = ()) -> 
             f"cannot run. Create it with `groundctl up {where.environment} --layers {where.layer}`, "
             f"or, if it should exist, check the backend bucket and follow the state-loss runbook."
         )
-    detail = scrub(trim(stderr) or trim(stdout) or type(exc).__name__, secrets)
+    detail = scrub(_reason(stderr, stdout) or type(exc).__name__, secrets)
     if isinstance(exc, (auto_errors.CompilationError, auto_errors.RuntimeError,
                         auto_errors.InlineSourceRuntimeError)):
         detail = scrub(trim(stdout) or trim(stderr), secrets)

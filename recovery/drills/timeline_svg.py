@@ -67,6 +67,9 @@ def render(phases: tuple[PhaseResult, ...], *, rto_seconds: float, recovery: tup
     ET.SubElement(svg, f"{{{SVG_NS}}}line", {"id": "rto", "class": "rto", "x1": x, "x2": x, "y1": str(TOP - 6),
                                              "y2": str(axis_y), "stroke": "#d32f2f", "stroke-width": "2",
                                              "stroke-dasharray": "6 4"})
-    ET.SubElement(svg, f"{{{SVG_NS}}}text", {"x": x, "y": str(TOP - 10), "font-family": "sans-serif",
-                                             "font-size": "11", "fill": "#d32f2f"}).text = f"RTO {_fmt(rto_seconds)}"
+    # Anchored at its end, left of the line: the line is often the chart's right edge, where a label
+    # starting at it would be cut off.
+    ET.SubElement(svg, f"{{{SVG_NS}}}text", {"x": f"{LABEL_W + rto_at * scale - 4:.2f}", "y": str(TOP - 10),
+                                             "text-anchor": "end", "font-family": "sans-serif", "font-size": "11",
+                                             "fill": "#d32f2f"}).text = f"RTO {_fmt(rto_seconds)}"
     return ET.tostring(svg, encoding="unicode", xml_declaration=False) + "\n"
