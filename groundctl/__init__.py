@@ -87,6 +87,18 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
+        if type(exc).__module__.startswith("botocore"):
+            # An AWS refusal no layer below turned into a groundctl error (AccessDenied, a 403): the cloud
+            # said no, which is exit 4 with its code, not a bug.
+            response = getattr(exc, "response", {})
+            error = response.get("Error", {})
+            code = error.get("Code") or str(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or
+                                            type(exc).__name__)
+            said = str(error.get("Message") or "")[:200]
+            console.error(f"AWS refused a request ({code}{': ' + said if said else ''}). Check that the "
+                          "credentials in use may do this on the environment's account and state bucket (their IAM "
+                          "policy, the bucket and key policies), then re-run.")
+            sys.exit(4)
         console.error(
             f"groundctl hit an internal error ({type(exc).__name__}). This is a bug, not a problem with "
             "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them."

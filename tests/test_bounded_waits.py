@@ -119,6 +119,16 @@ def test_lock_status_against_a_silent_endpoint_ends_within_a_minute_at_the_defau
     assert "did not" in line and "--endpoint-url" in line, line
 
 
+def _access_denied(conn, stop):
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message>'
+            b'<RequestId>bw</RequestId></Error>')
+    while not stop.is_set():
+        if not conn.recv(65536):
+            return
+        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
 def _every_command(url: str, env_extra: dict | None = None):
     # Side by side: each command is its own process, so the wall time stays that of the slowest.
     with ThreadPoolExecutor(len(COMMANDS)) as pool:
@@ -146,6 +156,24 @@ def test_an_empty_200_is_a_broken_endpoint_not_an_empty_environment_in_every_com
         line = _one_paragraph(proc)
         assert "not as S3 does" in line or "not an AWS response" in line, (command, line)
         assert "never applied" not in proc.stdout, command
+
+
+@pytest.mark.timeout(300)
+def test_an_endpoint_that_refuses_every_request_is_a_cloud_failure_not_a_bug():
+    with _Hostile(_access_denied) as server:
+        results = _every_command(server.url)
+    for command, (proc, _) in results:
+        assert proc.returncode == 4, (command, proc.returncode, proc.stderr)
+        line = _one_paragraph(proc)  # a HEAD's 403 has no body: its code is the status
+        assert ("AccessDenied" in line or "403" in line) and "internal error" not in proc.stderr, command
+
+
+def test_an_answer_gives_the_endpoint_its_budget_back(monkeypatch):
+    monkeypatch.setenv(clients.DEADLINE_ENV, "1")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+    clients.BUDGET.charge(1 + clients.BUDGET_SLACK - 0.5)  # scattered timeouts earlier in a long run
+    assert clients.retry_transient(lambda: "answered", what="read a thing") == "answered"
+    assert clients.BUDGET.left(1) == 1 + clients.BUDGET_SLACK
 
 
 def test_a_call_left_unanswered_spends_the_process_budget(monkeypatch):

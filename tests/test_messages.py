@@ -22,8 +22,8 @@ from tests.conftest import REPO
 PYTHON_VALUES = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\(DryRun\)|<env>|\{'|'\}")
 
 
-def _run(args: list[str], cwd=REPO, **extra) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", "COLUMNS")}
+def _run(args: list[str], cwd=REPO, unset: tuple[str, ...] = (), **extra) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", "COLUMNS", *unset)}
     env.update(PULUMI_CONFIG_PASSPHRASE="messages", **extra)
     return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=120)
@@ -66,6 +66,15 @@ def test_an_unknown_profile_is_named_by_the_command(tmp_path):
     assert proc.returncode == 4, proc.stderr
     assert "the AWS profile 'no-such-profile' is not in your AWS config" in proc.stderr
     assert "internal error" not in proc.stderr
+
+
+def test_a_failing_credential_process_is_named_not_called_a_bug(tmp_path):
+    config = tmp_path / "config"
+    config.write_text("[profile broken]\ncredential_process = /bin/false\n")
+    proc = _run(["lock", "status", "dev"], unset=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+                AWS_PROFILE="broken", AWS_CONFIG_FILE=str(config), AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    assert proc.returncode == 4, proc.stderr
+    assert "did not return credentials" in proc.stderr and "internal error" not in proc.stderr
 
 
 def test_the_emulator_is_called_the_emulator():

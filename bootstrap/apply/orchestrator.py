@@ -233,8 +233,9 @@ def _release(held: list, log: RunLog) -> None:
         try:
             with log.phase("unlock"):
                 lock.__exit__(None, None, None)
-        except GroundctlError as exc:  # the lock expires by its TTL; the run's outcome stands
-            console.warn(f"the environment lock was not released cleanly: {exc.message}")
+        except Exception as exc:  # noqa: BLE001 - the lock expires by its TTL; the run's outcome stands
+            why = getattr(exc, "message", None) or f"{type(exc).__name__} {getattr(exc, 'response', {}).get('Error', {}).get('Code', '')}".strip()
+            console.warn(f"the environment lock was not released cleanly ({why}); it expires by its TTL")
 
 
 def _still_locked(lock: object) -> None:
@@ -366,9 +367,7 @@ def _adopt_backend(target: Target, services: Services, log: RunLog) -> bool:
             note["detail"] = "the stack already holds its resources"
             return False
         document = backend_import_document(target.name, report)
-        lineage = target.lineage_for("backend") or str(uuid.uuid4())
-        target.lineages["backend"] = lineage
-        engine.set_config("backend", LINEAGE_CONFIG, lineage)
+        lineage = target.lineages["backend"]  # set (config included) by _up_layer before the adoption
         with console.progress("backend: import") as tick:
             result = engine.import_resources("backend", document, on_progress=tick)
         note["detail"] = f"imported {len(document['resources'])} resources ({_counts_text(result.counts)})"

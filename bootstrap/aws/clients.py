@@ -79,6 +79,10 @@ class _Budget:
         with self._mutex:
             self.spent += seconds
 
+    def answered(self) -> None:
+        with self._mutex:
+            self.spent = 0.0
+
     def left(self, deadline: float) -> float:
         return max(0.0, deadline + BUDGET_SLACK - self.spent)
 
@@ -145,22 +149,30 @@ def _unanswered(exc: BaseException) -> bool:
 @contextmanager
 def _hard_deadline(seconds: float) -> Iterator[None]:
     """Raise _Deadline in the main thread after `seconds`, even inside a blocking read."""
-    if (threading.current_thread() is not threading.main_thread() or seconds <= 0
+    if seconds <= 0 and threading.current_thread() is threading.main_thread():
+        raise _Deadline()  # a retry whose jittered wait ran past the deadline is not started
+    if (threading.current_thread() is not threading.main_thread()
             or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
         # Signals only reach the main thread; and an alarm someone else set (a test runner's timeout) wins.
         yield
         return
 
+    armed = [True]
+
     def fire(signum, frame):
-        raise _Deadline()
+        if armed[0]:  # an alarm that lands after the call returned is ignored, not raised into the caller
+            raise _Deadline()
 
     previous = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        armed[0] = False
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
 
 
 def endpoint_name(url: Optional[str]) -> str:
@@ -180,7 +192,9 @@ def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
         fix = "Check this machine's network path to AWS (a proxy, a VPN, AWS_ENDPOINT_URL)"
     else:
         fix = "Check the network path and the endpoint (--endpoint-url, AWS_ENDPOINT_URL, a proxy)"
-    return CloudError(f"Could not {what}: {where} {why}. Nothing was changed by this call. {fix}, then re-run.")
+    # Only a call that never connected is known to have changed nothing; a write whose answer was lost may have landed.
+    outcome = " Nothing was changed by this call." if "could not be reached" in why else ""
+    return CloudError(f"Could not {what}: {where} {why}.{outcome} {fix}, then re-run.")
 
 
 def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseException], bool] | None = None,
@@ -200,11 +214,16 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
 
     def attempt_once() -> T:
         started = time.monotonic()
+        if started >= ends and "last" in seen:
+            raise seen["last"]  # the wait before this retry ran past the deadline: the last failure stands
         try:
             with _hard_deadline(ends - started):
-                return fn()
+                result = fn()
+            BUDGET.answered()  # an endpoint that answers again has its budget back
+            return result
         except BaseException as exc:
             seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
+            seen["last"] = exc
             if _unanswered(exc):
                 BUDGET.charge(time.monotonic() - started)
             raise
@@ -284,7 +303,10 @@ class AwsClients:
     def client(self, service: str, region: str | None = None):
         key = (service, region or self.region)
         if key not in self._cache:
-            self._cache[key] = self._session.client(
-                service, region_name=key[1], endpoint_url=self.endpoint_url, config=_client_config()
-            )
+            try:
+                self._cache[key] = self._session.client(
+                    service, region_name=key[1], endpoint_url=self.endpoint_url, config=_client_config()
+                )
+            except CREDENTIAL_FAILURES as exc:  # botocore resolves credentials when it makes a client
+                raise credentials_error(f"open an AWS {service} client", exc) from None
         return self._cache[key]
