@@ -117,5 +117,11 @@ def _interrupted(what: str) -> None:
         except (OSError, ValueError):
             pass
     if _AS_PROGRAM:
+        import atexit
+
+        try:
+            atexit._run_exitfuncs()  # os._exit skips them: a saved plan's private folder must not be left behind
+        except BaseException:  # noqa: BLE001 - a second Ctrl-C here must not turn into a traceback
+            pass
         os._exit(EXIT_INTERRUPTED)
     sys.exit(EXIT_INTERRUPTED)  # called in-process (tests): leave the caller's interpreter alive
