@@ -257,11 +257,11 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         raise _unreachable(what, f"did not answer within {limit:.0f} s", seen.get("url")) from None
     except CREDENTIAL_FAILURES as exc:
         raise credentials_error(what, exc) from None
-    except botocore.exceptions.EndpointConnectionError as exc:
+    except botocore.exceptions.EndpointConnectionError:
         raise _unreachable(what, "could not be reached (the connection was refused, or the name does not resolve)",
                            seen.get("url")) from None
-    except botocore.exceptions.BotoCoreError as exc:
-        raise _unreachable(what, "could not be reached (the request failed before any answer)", seen.get("url")) from None
+    except botocore.exceptions.BotoCoreError:
+        raise _unreachable(what, "failed before it answered", seen.get("url")) from None
     raise AssertionError("unreachable")
 
 
