@@ -197,6 +197,29 @@ def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
     return CloudError(f"Could not {what}: {where} {why}.{outcome} {fix}, then re-run.")
 
 
+def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], pred, attempts: int) -> BaseException:
+    """The groundctl error for a call's last failure; anything groundctl cannot explain is returned as it is."""
+    if isinstance(exc, botocore.parsers.ResponseParserError):
+        return _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
+                                  "it is not AWS or the emulator, or something in between rewrote the answer", url)
+    if isinstance(exc, botocore.exceptions.ClientError):
+        if error_code(exc) in CREDENTIAL_CODES:
+            return credentials_error(what, exc)
+        if pred(exc):
+            return CloudError(f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
+                              "throttling or an outage, not a problem with your input; wait a minute and re-run.")
+        return exc
+    if isinstance(exc, (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)):
+        return _unreachable(what, f"did not answer within {limit:.0f} s", url)
+    if isinstance(exc, CREDENTIAL_FAILURES):
+        return credentials_error(what, exc)
+    if isinstance(exc, botocore.exceptions.EndpointConnectionError):
+        return _unreachable(what, "could not be reached (the connection was refused, or the name does not resolve)", url)
+    if isinstance(exc, botocore.exceptions.BotoCoreError):
+        return _unreachable(what, "failed before it answered", url)
+    return exc
+
+
 def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseException], bool] | None = None,
                     attempts: int = MAX_ATTEMPTS) -> T:
     """Run an idempotent call, retrying throttling and transient failures (and `extra` ones).
@@ -223,7 +246,8 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             return result
         except BaseException as exc:
             seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
-            seen["last"] = exc
+            if not isinstance(exc, _Deadline):
+                seen["last"] = exc
             if _unanswered(exc):
                 BUDGET.charge(time.monotonic() - started)
             raise
@@ -238,31 +262,14 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             with attempt:
                 return attempt_once()
     except _Deadline:
-        raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection but "
-                                 "its response never completed)", seen.get("url")) from None
-    except botocore.parsers.ResponseParserError:
-        raise _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
-                                 "it is not AWS or the emulator, or something in between rewrote the answer",
-                           seen.get("url")) from None
-    except botocore.exceptions.ClientError as exc:
-        if error_code(exc) in CREDENTIAL_CODES:
-            raise credentials_error(what, exc) from None
-        if pred(exc):
-            raise CloudError(
-                f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
-                "throttling or an outage, not a problem with your input; wait a minute and re-run."
-            ) from None
-        raise
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError):
-        raise _unreachable(what, f"did not answer within {limit:.0f} s", seen.get("url")) from None
-    except CREDENTIAL_FAILURES as exc:
-        raise credentials_error(what, exc) from None
-    except botocore.exceptions.EndpointConnectionError:
-        raise _unreachable(what, "could not be reached (the connection was refused, or the name does not resolve)",
-                           seen.get("url")) from None
-    except botocore.exceptions.BotoCoreError:
-        raise _unreachable(what, "failed before it answered", seen.get("url")) from None
-    raise AssertionError("unreachable")
+        prior = seen.get("last")
+        if prior is None:
+            raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection "
+                                     "but its response never completed)", seen.get("url")) from None
+        # The deadline cut a retry short: the failure that caused the retries says what is wrong.
+        raise _explained(prior, what, limit, seen.get("url"), pred, attempts) from None
+    except Exception as exc:
+        raise _explained(exc, what, limit, seen.get("url"), pred, attempts) from None
 
 
 def _client_config():
