@@ -87,6 +87,11 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
+        if interrupts.received:
+            # Cut off mid-way (an import or a clean-up the signal interrupted), the run failed because of the
+            # interrupt: it is reported as one, with what may be left to check.
+            _interrupted(f"the clean-up after it did not finish ({type(exc).__name__}); check `groundctl lock status` "
+                         "for the environment before running the command again")
         if type(exc).__module__.startswith("botocore"):
             # An AWS refusal no layer below turned into a groundctl error (AccessDenied, a 403): the cloud
             # said no, which is exit 4 with its code, not a bug.

@@ -119,3 +119,31 @@ def test_an_interrupt_between_the_write_and_the_read_back_leaves_no_lock(aws, bu
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     assert store.get(layout.lock_key("mid")) is None
+
+
+def test_a_failure_that_follows_an_interrupt_is_reported_as_the_interrupt(monkeypatch, capsys):
+    # A signal can cut an import or a clean-up in half; what then fails (a half-imported module) is the
+    # interrupt's doing, not a bug: exit 130, never "internal error" (70).
+    import groundctl
+    import groundctl.cli
+    from bootstrap import interrupts
+
+    def command(**_):
+        try:
+            interrupts.on_signal(signal.SIGINT, None)
+        except KeyboardInterrupt:
+            pass  # as if caught by a half-done import's machinery
+        raise AttributeError("partially initialized module 'botocore.client'")
+
+    monkeypatch.setattr(groundctl.cli, "app", command)
+    monkeypatch.setattr(interrupts, "received", False)
+    monkeypatch.setattr(sys, "argv", ["groundctl", "status", "local"])
+    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    try:
+        with pytest.raises(SystemExit) as done:
+            groundctl.main()
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    err = capsys.readouterr().err
+    assert done.value.code == 130 and err.startswith("Interrupted;") and "internal error" not in err
