@@ -95,11 +95,10 @@ def main() -> None:
         if type(exc).__module__.startswith("botocore"):
             # An AWS refusal no layer below turned into a groundctl error (AccessDenied, a 403): the cloud
             # said no, which is exit 4 with its code, not a bug.
-            response = getattr(exc, "response", {})
-            error = response.get("Error", {})
-            code = error.get("Code") or str(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or
-                                            type(exc).__name__)
-            said = str(error.get("Message") or "")[:200]
+            from bootstrap.aws.clients import error_code
+
+            code = error_code(exc) or type(exc).__name__
+            said = str(getattr(exc, "response", {}).get("Error", {}).get("Message") or "")[:200]
             console.error(f"AWS refused a request ({code}{': ' + said if said else ''}). Check that the "
                           "credentials in use may do this on the environment's account and state bucket (their IAM "
                           "policy, the bucket and key policies), then re-run.")

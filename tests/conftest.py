@@ -72,10 +72,15 @@ requires_pulumi = pytest.mark.skipif(
 @pytest.fixture
 def local_spec_file(tmp_path, bucket) -> Path:
     """The shipped local spec (embedded emulator) as a file whose state bucket is `bucket`."""
+    return local_spec_with_bucket(tmp_path, bucket)
+
+
+def local_spec_with_bucket(folder: Path, bucket: str) -> Path:
+    """The shipped local spec written into `folder` with `bucket` as its state bucket (which may not exist)."""
     import yaml
 
     data = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
     data["backend"]["bucket"] = bucket
-    path = tmp_path / "local-test.yaml"
+    path = folder / "local-test.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -13,12 +13,11 @@ import sys
 import time
 
 import pytest
-import yaml
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.locks import EnvironmentLock
-from tests.conftest import REPO
+from tests.conftest import REPO, local_spec_with_bucket
 
 MOMENTS = 20
 
@@ -34,11 +33,7 @@ def _env_without_pulumi() -> dict:
 
 
 def _spec(tmp_path, bucket: str) -> str:
-    data = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
-    data["backend"]["bucket"] = bucket
-    path = tmp_path / "local.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    return str(local_spec_with_bucket(tmp_path, bucket))
 
 
 def _interrupt(cmd: list[str], delay: float, sig: int, env: dict) -> subprocess.CompletedProcess:

@@ -12,12 +12,15 @@ import sys
 
 import botocore.exceptions
 import pytest
-import yaml
 
 from bootstrap.aws import clients
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
-from tests.conftest import REPO
+from tests.conftest import REPO, local_spec_with_bucket
+
+
+def local_spec(folder, bucket: str) -> str:
+    return str(local_spec_with_bucket(folder, bucket))
 
 PYTHON_VALUES = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\(DryRun\)|<env>|\{'|'\}")
 
@@ -27,14 +30,6 @@ def _run(args: list[str], cwd=REPO, unset: tuple[str, ...] = (), **extra) -> sub
     env.update(PULUMI_CONFIG_PASSPHRASE="messages", **extra)
     return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=120)
-
-
-def _local_spec(tmp_path, bucket: str) -> str:
-    data = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
-    data["backend"]["bucket"] = bucket
-    path = tmp_path / "local.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
 
 
 # -- credentials: the cause and the fix, never "check the network" ---------------------------------------------------
@@ -89,7 +84,7 @@ def test_the_emulator_is_called_the_emulator():
 
 
 def test_state_verify_of_a_stack_without_state_or_ledger_says_so_in_words(tmp_path, aws, emulator_endpoint, bucket):
-    spec = _local_spec(tmp_path, bucket)
+    spec = local_spec(tmp_path, bucket)
     proc = _run(["state", "verify", spec, "network", "--endpoint-url", emulator_endpoint])
     assert proc.returncode == 1, proc.stderr
     assert "no current state object" in proc.stdout and "no ledger record" in proc.stdout
@@ -121,7 +116,7 @@ def test_a_plan_file_missing_a_field_is_named_in_words(tmp_path):
 def test_a_stopped_drill_says_its_reason_once_on_full_lines_and_keeps_its_report_under_dot_groundctl(
         tmp_path, aws, emulator_endpoint):
     bucket = "gl-msg-never-applied"
-    spec = _local_spec(tmp_path, bucket)
+    spec = local_spec(tmp_path, bucket)
     proc = _run(["drill", "state-loss", spec, "--layer", "network", "--yes", "--endpoint-url", emulator_endpoint],
                 cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr  # the preflight's bad input: the bucket does not exist
@@ -136,7 +131,7 @@ def test_a_stopped_drill_says_its_reason_once_on_full_lines_and_keeps_its_report
 
 
 def test_a_dry_run_verdict_reads_as_words(tmp_path, aws, emulator_endpoint):
-    spec = _local_spec(tmp_path, "gl-msg-dry-run")
+    spec = local_spec(tmp_path, "gl-msg-dry-run")
     proc = _run(["drill", "rebuild-cluster", spec, "--dry-run", "--endpoint-url", emulator_endpoint], cwd=tmp_path)
     verdict = next(line for line in proc.stderr.splitlines() if line.startswith("verdict:"))
     assert verdict.startswith("verdict: dry run (the RTO is ")
@@ -148,6 +143,6 @@ def test_a_run_record_is_read_from_the_bucket_not_from_a_python_repr(tmp_path, a
     # `status` of a never-applied environment on a real bucket: words, not "None".
     store = ObjectStore(aws.client("s3"), bucket)
     assert store.get(layout.lock_key("local")) is None
-    proc = _run(["status", _local_spec(tmp_path, bucket), "--endpoint-url", emulator_endpoint])
+    proc = _run(["status", local_spec(tmp_path, bucket), "--endpoint-url", emulator_endpoint])
     assert proc.returncode == 0, proc.stderr
     assert "never applied" in proc.stdout and not PYTHON_VALUES.search(proc.stdout), proc.stdout

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from bootstrap import console
 from bootstrap.apply import gate
+from bootstrap.aws.clients import error_code
 from bootstrap.planning import render as plan_render
 from bootstrap.interrupts import shielded
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
@@ -234,7 +235,7 @@ def _release(held: list, log: RunLog) -> None:
             with log.phase("unlock"):
                 lock.__exit__(None, None, None)
         except Exception as exc:  # noqa: BLE001 - the lock expires by its TTL; the run's outcome stands
-            why = getattr(exc, "message", None) or f"{type(exc).__name__} {getattr(exc, 'response', {}).get('Error', {}).get('Code', '')}".strip()
+            why = getattr(exc, "message", None) or f"{type(exc).__name__} {error_code(exc)}".strip()
             console.warn(f"the environment lock was not released cleanly ({why}); it expires by its TTL")
 
 
