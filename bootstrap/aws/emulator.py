@@ -29,6 +29,59 @@ def _check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def _list_versions_without_copying_bodies() -> None:
+    """Make moto's ListObjectVersions copy each stored version's metadata instead of its whole body.
+
+    moto (5.x) deep-copies every version of the bucket, bodies included, for each ListObjectVersions
+    page, only so that it can mark the copies latest or not; and every copy stays in its model
+    registry for good. A bucket of 500 states of 700 KB thus costs 350 MB and seconds per page, and a
+    long-running emulator grows without end, where S3 answers a page in milliseconds. The copies made
+    here share the stored version's body (the listing reads only metadata), are not registered, and
+    never close the body they share. The answer is the same, page for page.
+    """
+    import copy as std_copy
+
+    import moto.s3.models as s3_models
+
+    if getattr(s3_models.copy, "groundctl_listing", False):
+        return
+
+    class ListedVersion(s3_models.FakeKey):
+        __module__ = "moto.s3.groundctl_listing"
+
+        def __new__(cls, *args, **kwargs):  # not BaseModel.__new__: a listing's copy is not a stored object
+            return object.__new__(cls)
+
+        def dispose(self, garbage: bool = False) -> None:
+            pass  # the body belongs to the stored version
+
+        def __del__(self) -> None:
+            pass
+
+    def listing_copy(version):
+        cls = ListedVersion if isinstance(version, s3_models.FakeKey) else type(version)
+        dup = object.__new__(cls)
+        dup.__dict__.update(version.__dict__)
+        return dup
+
+    class CopyForListings:
+        groundctl_listing = True
+        copy = staticmethod(std_copy.copy)
+
+        @staticmethod
+        def deepcopy(value, memo=None):
+            # moto.s3.models calls copy.deepcopy only on a key's list of versions while listing them.
+            if isinstance(value, list) and all(isinstance(v, (s3_models.FakeKey, s3_models.FakeDeleteMarker))
+                                               for v in value):
+                return [listing_copy(v) for v in value]
+            return std_copy.deepcopy(value, memo)
+
+        def __getattr__(self, name):
+            return getattr(std_copy, name)
+
+    s3_models.copy = CopyForListings()
+
+
 class Emulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
         try:
@@ -38,6 +91,7 @@ class Emulator:
                 "The local target needs the AWS emulator, which is not installed. Install it with "
                 "`python -m pip install 'moto[server]'` (it is part of the `test` extra) and re-run."
             ) from None
+        _list_versions_without_copying_bodies()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self._host, self._port, self._verbose = host, port, verbose
         self.endpoint_url: str | None = None
