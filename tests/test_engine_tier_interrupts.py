@@ -103,6 +103,7 @@ def test_an_update_killed_during_a_create_leaves_pending_operations_that_groundc
         out, err = run.communicate(timeout=120)
     assert run.returncode == 4, err
     assert json.loads(out)["stopped_at"] == "network/up"
+    tier.notes["killed"] = True
     pending = _pending(tier, "network")
     assert {(p["type"], p["resource"]["urn"].rsplit("::", 1)[1]) for p in pending} == {
         ("creating", "private-2"), ("creating", "public-2")}
@@ -132,7 +133,9 @@ def test_an_update_killed_during_a_create_leaves_pending_operations_that_groundc
 
 
 def test_the_guided_recovery_after_the_kill_ends_clean(tier, tmp_path):
-    assert _pending(tier, "network"), "needs the killed update of the test before"
+    if not tier.notes.get("killed"):
+        pytest.skip("needs the killed update of the test before it in this module: run the module whole")
+    assert _pending(tier, "network")
     # runbooks/break-stale-lock.md §4: the killed update's Pulumi lock goes with `pulumi cancel`.
     _pulumi_cancel(tier, "network")
     assert tier.cli_json("lock", "status", "SPEC")["pulumi_locks"] == []
@@ -195,7 +198,8 @@ def test_a_live_pending_create_is_never_dropped_and_pulumi_cannot_adopt_it(tier)
     from recovery.imports import LiveItem
     from recovery.inventory import Inventory
 
-    assert tier.notes.get("recovered") == 0, "needs the recovered environment of the test before"
+    if tier.notes.get("recovered") != 0:
+        pytest.skip("needs the environment the test before it recovered: run the module whole")
     key = tier.record_key("network", "private-3")
     tier.spec_path.write_text(tier.spec_path.read_text().replace("az_count: 3", "az_count: 4"))
     run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json",
