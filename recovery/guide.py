@@ -66,7 +66,7 @@ class GuideOptions:
     yes: bool = False
     dry_run: bool = False
     flags: ch.Flags = ch.Flags()
-    clear_unchecked_creates: bool = False  # the operator checked by hand that pending creates inventory cannot see made nothing
+    clear_unchecked_creates: bool = False  # pending creates inventory cannot see were checked by hand: made nothing
     run_id: str = field(default_factory=lambda: f"recover-{uuid.uuid4().hex[:12]}")
 
     @property
@@ -429,7 +429,7 @@ class _Run:
                              details=details)
         if o.dry_run:
             return Condition("pending", "skipped", "DryRun", f"Would drop {len(creates)} pending creates from the "
-                             f"restored state ({res.summary()}).", "re-run without --dry-run", attempted=False,
+                             f"state ({res.summary()}).", "re-run without --dry-run", attempted=False,
                              details=details)
         if not (o.yes or s.confirm(f"Drop {len(creates)} pending creates from {o.project}/{o.environment}'s state "
                                    f"({res.summary()})?")):
@@ -464,7 +464,6 @@ class _Run:
         return Condition("verify", "achieved", "NoChanges",
                          "The refresh preview shows no changes: state and live resources agree.", "none",
                          details={"counts": plan.counts})
-
 
     def _unfinished(self, plan: Plan) -> Condition:
         names = sorted(c.name for c in plan.changes if c.operation == "create")

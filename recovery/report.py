@@ -86,7 +86,7 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
         out += ["", "## Reconcile", "", f"- counts: {rec.get('counts')}"]
         out += [f"- import `{e['type']}` `{e['name']}` id `{e['id']}`" for e in plan.get("resources", [])[:100]]
         out += [f"- in state, not live: `{u}`" for u in rec.get("in_state_not_live", [])[:100]]
-        out += [f"- pending create `{p['urn']}`: {'live as `' + str(p['import_id']) + '`' if p['live'] else 'not found live'}"
+        out += [f"- pending create `{p['urn']}`: " + (f"live as `{p['import_id']}`" if p["live"] else "not found live")
                 for p in rec.get("pending_creates", [])]
     pending = phases.get("pending", {}).get("details") or {}
     if pending.get("decisions"):
