@@ -1,7 +1,7 @@
 """`groundctl recover <env> <layer>`: the guided state recovery. Reads flags, runs the guide, reports.
 
-Exit codes: 0 complete (or a dry run, or nothing to do), 3 refused or declined (nothing restored), 1 not
-complete (a phase failed, or the verification plan shows changes), 2 bad input.
+Exit codes: 0 complete (or a dry run, or nothing to do), 3 refused or declined (nothing written from that
+phase on), 1 not complete (a phase failed, or the verification plan shows changes), 2 bad input.
 """
 
 from __future__ import annotations
@@ -58,9 +58,14 @@ def recover(
         False, "--allow-tampered-ledger",
         help="Go on when S3's own history contradicts the ledger (a rewritten or forged record): the ledger is set "
              "aside and the choice rests on integrity and S3's time order."),
+    allow_clear_unchecked_creates: bool = typer.Option(
+        False, "--allow-clear-unchecked-creates",
+        help="Drop pending creates whose resource type inventory cannot see: only once you have checked by hand "
+             "that the interrupted creates made nothing (a live resource they made would no longer be tracked)."),
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
-    """Walk a stack back from a lost or damaged state: assess, choose, restore, import, verify."""
+    """Walk a stack back from a lost or damaged state: assess, choose, restore, import, resolve pending creates,
+    verify."""
     from bootstrap.records.locks import EnvironmentLock, lock_status
     from bootstrap.target import open_target
     from recovery.choose import Flags
@@ -72,7 +77,8 @@ def recover(
     writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome
     flags = Flags(allow_rollback, allow_foreign_lineage, allow_damaged, allow_tampered_ledger)
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
-        opts = GuideOptions(target.name, lay.name, yes=yes, dry_run=dry_run, flags=flags)
+        opts = GuideOptions(target.name, lay.name, yes=yes, dry_run=dry_run, flags=flags,
+                            clear_unchecked_creates=allow_clear_unchecked_creates)
         svc = GuideServices(
             store=target.store, engine=lambda: target.engine,
             inventory=lambda env, name: collect(target.clients, env, name),

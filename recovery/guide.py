@@ -1,5 +1,5 @@
 """The guided recovery of one stack: Assess → Candidates → Lineage/serial → Choose → Restore →
-Reconcile → Import → Verify.
+Reconcile → Import → Pending creates → Verify.
 
 Each phase ends in a `Condition` (like a Flux condition: a status, a CamelCase reason, a message and
 the operator's next step), and "attempted" is kept apart from "achieved": a restore that was refused
@@ -10,7 +10,8 @@ when the final verification (`preview --refresh --expect-no-changes`) shows no c
 
 Interactive by default (`confirm` is asked before each write); `yes` answers it, but never lifts a
 refusal that needs a flag; `dry_run` stops before any write (reconcile still runs, read-only, against
-the chosen state, so the import plan can be reviewed).
+the chosen state, so the import plan can be reviewed, and the pending-creates phase says what it would
+do, or refuses as the real run would).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.errors import CloudError, GroundctlError, Refused
+from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from recovery import choose as ch
 from bootstrap.records import ledger as led
 from recovery import placement
@@ -36,8 +38,8 @@ from recovery.state import NotAState, decompress, load_json
 from recovery.tamper import tamper_findings
 from recovery.versions import CandidateEvaluator, list_candidates
 
-PHASES = ("assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "verify")
-WRITES = frozenset({"restore", "import"})
+PHASES = ("assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "pending", "verify")
+WRITES = frozenset({"restore", "import", "pending"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class GuideOptions:
     yes: bool = False
     dry_run: bool = False
     flags: ch.Flags = ch.Flags()
+    clear_unchecked_creates: bool = False  # pending creates inventory cannot see were checked by hand: made nothing
     run_id: str = field(default_factory=lambda: f"recover-{uuid.uuid4().hex[:12]}")
 
     @property
@@ -150,6 +153,10 @@ class _Run:
         self.chosen_candidate = None
         self.nothing_to_restore = False
         self.import_plan: Optional[dict] = None
+        self.classification = None              # recovery.imports.Classification of the chosen state
+        self.covered: frozenset[str] = frozenset()  # the types inventory looked for
+        self.planned_urns: frozenset[str] = frozenset()  # resources of the chosen state, and those the import adds
+        self.never_made: frozenset[str] = frozenset()    # pending creates cleared as having made nothing
 
     # -- Assess ------------------------------------------------------------------------------------
 
@@ -354,6 +361,12 @@ class _Run:
         cls = classify(resources, inv.items, pending, inv.types_covered or None)
         plan = plan_for_survivors(cls.survivors, resources)
         self.import_plan = plan.to_pulumi_json()
+        self.classification = cls
+        self.covered = frozenset(inv.types_covered or {i.type for i in inv.items})
+        entries = {(e["type"], e.get("id")) for e in self.import_plan.get("resources", [])}
+        self.planned_urns = frozenset(
+            [r["urn"] for r in resources if isinstance(r.get("urn"), str) and r.get("delete") is not True]
+            + [p.urn for p in cls.pending_creates if p.live and (p.type, p.live.import_id) in entries])
         details = {"counts": cls.counts(), "tagging_pages": inv.tagging_pages,
                    "import_plan": self.import_plan,
                    "in_state_not_live": [r.urn for r in cls.in_state_not_live],
@@ -388,15 +401,62 @@ class _Run:
                          f"Imported {result.counts.get('import', len(entries))} resources; ledger serial "
                          f"{getattr(rec, 'serial', '-')}.", "verify", details={"counts": dict(result.counts)})
 
+    def pending(self) -> Condition:
+        from recovery.imports import resolve_pending
+
+        o, s = self.o, self.s
+        creates = self.classification.pending_creates if self.classification else ()
+        if not creates:
+            return Condition("pending", "skipped", "NoPendingCreates", "The state holds no pending create.",
+                             "verify", details={})
+        if o.dry_run:
+            tracked = self.planned_urns
+        else:
+            deployment = s.engine().export_state(o.layer).get("deployment") or {}
+            # Only URNs are read from the export (it holds plaintext secrets): nothing of it is kept.
+            tracked = frozenset(r.get("urn") for r in deployment.get("resources") or []
+                                if isinstance(r, dict) and r.get("delete") is not True)
+        res = resolve_pending(creates, self.covered, tracked, clear_unchecked=o.clear_unchecked_creates)
+        details = res.to_dict()
+        if res.refused:
+            flags = {d.flag for d in res.refused}
+            lifted = flags == {res.refused[0].flag} and None not in flags
+            return Condition("pending", "refused", "PendingCreateUnchecked" if lifted else "PendingCreateNotAdopted",
+                             f"{len(res.refused)} of {len(creates)} pending creates cannot be dropped safely: "
+                             + " ".join(f"{d.urn}: {d.reason}." for d in res.refused),
+                             f"check each one by hand; re-run with {res.refused[0].flag} once you know they made "
+                             "nothing" if lifted else "import the live ones by hand as the message says, then re-run",
+                             details=details)
+        if o.dry_run:
+            return Condition("pending", "skipped", "DryRun", f"Would drop {len(creates)} pending creates from the "
+                             f"state ({res.summary()}).", "re-run without --dry-run", attempted=False,
+                             details=details)
+        if not (o.yes or s.confirm(f"Drop {len(creates)} pending creates from {o.project}/{o.environment}'s state "
+                                   f"({res.summary()})?")):
+            raise _Stop("declined")
+        with s.lock_factory(s.store, o.environment, o.run_id):
+            s.engine().clear_pending_creates(o.layer, res.to_drop)
+            rec = s.append_record(s.store, o.project, o.environment, operation="clear-pending-creates",
+                                  run_id=o.run_id, lineage=self.evidence.lineage, clock=s.clock)
+        self.never_made = res.never_made
+        details["ledger_serial"] = getattr(rec, "serial", None)
+        return Condition("pending", "achieved", "PendingCreatesResolved",
+                         f"Dropped {len(creates)} pending creates from state ({res.summary()}); ledger serial "
+                         f"{getattr(rec, 'serial', '-')}.", "verify", details=details)
+
     def verify(self) -> Condition:
         try:
             plan = self.s.engine().preview(self.o.layer, refresh=True, expect_no_changes=True)
         except GroundctlError as exc:
+            if isinstance(getattr(exc, "plan", None), Plan) and only_unfinished_creates(exc.plan, self.never_made):
+                return self._unfinished(exc.plan)
             details = {"plan": exc.plan.to_dict()} if hasattr(exc, "plan") else {}
             return Condition("verify", "failed", "ChangesRemain" if details or "expected no changes" in
                              exc.message else "VerificationFailed", exc.message,
                              "review the plan; the recovery is not complete until it shows no changes",
                              details=details)
+        if only_unfinished_creates(plan, self.never_made):
+            return self._unfinished(plan)
         if plan.has_changes:
             return Condition("verify", "failed", "ChangesRemain", f"The verification plan shows {plan.counts}.",
                              "review the plan; the recovery is not complete until it shows no changes",
@@ -404,6 +464,21 @@ class _Run:
         return Condition("verify", "achieved", "NoChanges",
                          "The refresh preview shows no changes: state and live resources agree.", "none",
                          details={"counts": plan.counts})
+
+    def _unfinished(self, plan: Plan) -> Condition:
+        names = sorted(c.name for c in plan.changes if c.operation == "create")
+        return Condition("verify", "achieved", "OnlyUnfinishedCreates",
+                         f"The refresh preview shows only the creates the interrupted update never finished "
+                         f"({', '.join(names)}): state and live resources agree.",
+                         f"`groundctl up {self.o.environment} --layers {self.o.layer}` makes them",
+                         details={"counts": plan.counts, "plan": plan.to_dict()})
+
+
+def only_unfinished_creates(plan: Plan, never_made: frozenset[str]) -> bool:
+    """Whether every change the plan shows is the create of a resource whose pending create was dropped as
+    having made nothing: the program still declares it, and only the next `up` makes it. Pure."""
+    changes = [c for c in plan.changes if c.operation not in NO_CHANGE_OPS]
+    return bool(changes) and all(c.operation == "create" and c.urn in never_made for c in changes)
 
 
 def _reason(code: str) -> str:
@@ -461,5 +536,6 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
                       {"yes": opts.yes, "dry_run": opts.dry_run, "allow_rollback": opts.flags.allow_rollback,
                        "allow_foreign_lineage": opts.flags.allow_foreign_lineage,
                        "allow_damaged": opts.flags.allow_damaged,
-                       "allow_tampered_ledger": opts.flags.allow_tampered_ledger},
+                       "allow_tampered_ledger": opts.flags.allow_tampered_ledger,
+                       "allow_clear_unchecked_creates": opts.clear_unchecked_creates},
                       tuple(conditions), outcome, run.evaluator.downloads)

@@ -34,9 +34,14 @@ def _cell(value: Any) -> str:
 def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
     t = redact(transcript, secrets)
     out = [f"# State recovery: {t['layer']} / {t['environment']}", ""]
-    verdict = {"complete": "**Complete**: the verification plan shows no changes.",
+    wrote = [c["phase"] for c in t["phases"] if c["status"] == "achieved" and c["phase"] in ("restore", "import",
+                                                                                              "pending")]
+    verdict = {"complete": "**Complete**: the verification plan shows no changes"
+                           + (" other than the creates the interrupted update never finished." if
+                              any(c["reason"] == "OnlyUnfinishedCreates" for c in t["phases"]) else "."),
                "dry-run": "**Dry run**: nothing was written.",
-               "refused": "**Refused**: nothing was restored.",
+               "refused": (f"**Refused** after {', '.join(wrote)}; nothing was written from the refusal on."
+                           if wrote else "**Refused**: nothing was restored."),
                "declined": "**Declined** by the operator.",
                "incomplete": "**Not complete**: a phase failed; see below."}.get(t["outcome"], t["outcome"])
     opts = ", ".join(k for k, v in t["options"].items() if v) or "none"
@@ -81,6 +86,13 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
         out += ["", "## Reconcile", "", f"- counts: {rec.get('counts')}"]
         out += [f"- import `{e['type']}` `{e['name']}` id `{e['id']}`" for e in plan.get("resources", [])[:100]]
         out += [f"- in state, not live: `{u}`" for u in rec.get("in_state_not_live", [])[:100]]
-        out += [f"- pending create `{p['urn']}`: {'live, imported' if p['live'] else 'not found live'}"
+        out += [f"- pending create `{p['urn']}`: " + (f"live as `{p['import_id']}`" if p["live"] else "not found live")
                 for p in rec.get("pending_creates", [])]
+    pending = phases.get("pending", {}).get("details") or {}
+    if pending.get("decisions"):
+        done = phases["pending"]["status"] == "achieved"
+        verbs = {"import": "imported" if done else "import", "clear": "cleared" if done else "clear",
+                 "refuse": "REFUSED"}
+        out += ["", "## Pending creates", ""]
+        out += [f"- {verbs[d['action']]} `{d['urn']}`: {_cell(d['reason'])}" for d in pending["decisions"]]
     return "\n".join(out) + "\n"

@@ -83,7 +83,7 @@ def test_state_loss_drill_recovers_the_deleted_state_with_nothing_lost(world):
     assert report.verdict.recovery_seconds == report.phase("recover").seconds + report.phase("verify").seconds
     assert report.phase("recover").seconds == 30 and report.verdict.within_rto
     guide = [g["phase"] for g in report.phase("recover").details["guide_phases"]]
-    assert guide == ["assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "verify"]
+    assert guide == ["assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "pending", "verify"]
     assert lock_status(world.store, env).holder is None
 
 

@@ -11,7 +11,7 @@ import pytest
 import tests.test_recovery_scenarios as sc
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.guide import PHASES, GuideOptions, plan_phases
+from recovery.guide import PHASES, GuideOptions, plan_phases, run_guide
 from recovery.report import render_markdown, transcript_json
 from tests.fakes.engine import FakeResource
 
@@ -200,3 +200,119 @@ def test_state_verify_names_each_pending_operation(store, aws, spec_file, emulat
     problem = next(p for p in json.loads(r.stdout)["problems"] if p["code"] == "pending-operations")
     assert r.returncode == 1 and "(creating subnet-new)" in problem["message"]
     assert [(o["type"], o["urn"]) for o in problem["operations"]] == [("creating", urn)]
+
+
+# -- pending creates an interrupted update left ------------------------------------------------------
+
+TOPIC = "aws:sns/topic:Topic"  # a type inventory does not look for
+
+
+def interrupted(store, *extra: FakeResource):
+    """Two recorded updates, then one killed while creating `extra`: its checkpoint holds them as pending
+    creates (as Pulumi writes it before the provider answers) and the program still declares them."""
+    engine = sc.history(store, ups=2)
+    engine.declare(sc.LAYER, sc.resources(2) + list(extra))
+    engine.pending[sc.LAYER] = [{"type": "creating", "resource": {
+        "urn": engine.urn(sc.LAYER, r), "type": r.type, "custom": True, "inputs": r.inputs}} for r in extra]
+    engine._write_checkpoint(sc.LAYER)
+    return engine
+
+
+def pending_in_state(store) -> list[str]:
+    latest = json.loads(store.get(sc.KEY).body)["checkpoint"]["latest"]
+    return [op["resource"]["urn"].rsplit("::", 1)[1] for op in latest.get("pending_operations") or []]
+
+
+def test_a_pending_create_that_made_nothing_is_cleared_before_the_verification(store, aws):
+    engine = interrupted(store, FakeResource("aws:ec2/subnet:Subnet", "subnet-9", {"cidrBlock": "10.0.9.0/24"}))
+    t = sc.guide(store, aws, engine)
+    p = sc.phase(t, "pending")
+    assert p.status == "achieved" and p.reason == "PendingCreatesResolved"
+    assert [(d["urn"].rsplit("::", 1)[1], d["action"]) for d in p.details["decisions"]] == [("subnet-9", "clear")]
+    ops = [op for op, layer in engine.calls if layer == sc.LAYER]
+    assert ops[ops.index("export_state"):] == ["export_state", "clear_pending_creates", "preview"]
+    assert pending_in_state(store) == []
+    assert led.read_ledger(store, sc.LAYER, sc.ENV).head.operation == "clear-pending-creates"
+    # The program still declares subnet-9, which was never made: the next `up` makes it.
+    v = sc.phase(t, "verify")
+    assert v.status == "achieved" and v.reason == "OnlyUnfinishedCreates" and "subnet-9" in v.message
+    assert t.outcome == "complete" and t.exit_code == 0
+    md = render_markdown(t.to_dict())
+    assert "## Pending creates" in md and "- cleared `" in md and "subnet-9" in md
+
+
+def test_an_uncovered_pending_create_is_refused_then_cleared_on_the_operators_word(store, aws):
+    engine = interrupted(store, FakeResource(TOPIC, "alerts", {"name": "alerts"}))
+    t = sc.guide(store, aws, engine)
+    p = sc.phase(t, "pending")
+    assert p.status == "refused" and p.reason == "PendingCreateUnchecked"
+    assert f"urn:pulumi:{sc.ENV}::{sc.LAYER}::{TOPIC}::alerts" in p.message and "check by hand" in p.message
+    assert "--allow-clear-unchecked-creates" in p.next_step
+    assert sc.phase(t, "verify").attempted is False and t.outcome == "refused" and t.exit_code == 3
+    assert ("clear_pending_creates", sc.LAYER) not in engine.calls and pending_in_state(store) == ["alerts"]
+    assert "**Refused** after restore" in render_markdown(t.to_dict())
+
+    again = run_guide(GuideOptions(sc.ENV, sc.LAYER, yes=True, clear_unchecked_creates=True),
+                      sc.services(store, aws, engine))
+    p = sc.phase(again, "pending")
+    assert p.status == "achieved" and p.details["decisions"][0]["flag"] == "--allow-clear-unchecked-creates"
+    assert sc.phase(again, "restore").status == "skipped"  # the first run's restore is the current state
+    assert again.outcome == "complete" and pending_in_state(store) == []
+    assert again.to_dict()["options"]["allow_clear_unchecked_creates"] is True
+
+
+def test_dry_run_says_what_it_would_do_with_pending_creates_and_touches_nothing(store, aws):
+    engine = interrupted(store, FakeResource("aws:ec2/subnet:Subnet", "subnet-9", {}))
+    before = sc.all_versions(store)
+    t = sc.guide(store, aws, engine, dry_run=True)
+    p = sc.phase(t, "pending")
+    assert p.status == "skipped" and p.reason == "DryRun" and "Would drop 1 pending creates" in p.message
+    assert p.details["cleared"] == [f"urn:pulumi:{sc.ENV}::{sc.LAYER}::aws:ec2/subnet:Subnet::subnet-9"]
+    assert t.outcome == "dry-run" and sc.all_versions(store) == before
+    assert not [c for c in engine.calls if c[0] in ("export_state", "clear_pending_creates", "import", "preview")]
+
+    uncovered = interrupted(store, FakeResource(TOPIC, "alerts", {}))
+    t = sc.guide(store, aws, uncovered, dry_run=True)
+    assert sc.phase(t, "pending").status == "refused" and t.exit_code == 3  # as the real run would
+
+
+def test_declining_the_clear_keeps_the_pending_creates(store, aws):
+    engine = interrupted(store, FakeResource("aws:ec2/subnet:Subnet", "subnet-9", {}))
+    asked = []
+    t = sc.guide(store, aws, engine, yes=False, confirm=lambda q: asked.append(q) or not q.startswith("Drop"))
+    assert any(q.startswith("Drop 1 pending creates") and "clear: subnet-9" in q for q in asked)
+    assert t.outcome == "declined" and t.exit_code == 3 and pending_in_state(store) == ["subnet-9"]
+
+
+def test_a_live_pending_create_imported_under_another_urn_is_never_dropped(store, aws):
+    """The survivor is adopted as a child of the stack, but the pending create names a component parent:
+    its URN is not tracked, so clearing it could lose the live subnet. Not even the flag lifts that."""
+    from stacks.common import naming
+
+    engine = sc.history(store, ups=2)
+    ec2 = aws.client("ec2")
+    tags = [{"Key": naming.TAG_ENV, "Value": sc.ENV}, {"Key": naming.TAG_LAYER, "Value": sc.LAYER},
+            {"Key": naming.TAG_NAME, "Value": "subnet-new"}]
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    sub = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.9.0/24",
+                            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}])["Subnet"]["SubnetId"]
+    urn = f"urn:pulumi:{sc.ENV}::{sc.LAYER}::my:net:Zone$aws:ec2/subnet:Subnet::subnet-new"
+    engine.pending[sc.LAYER] = [{"type": "creating", "resource": {"urn": urn, "type": "aws:ec2/subnet:Subnet",
+                                                                   "custom": True}}]
+    engine._write_checkpoint(sc.LAYER)
+    t = run_guide(GuideOptions(sc.ENV, sc.LAYER, yes=True, clear_unchecked_creates=True),
+                  sc.services(store, aws, engine))
+    assert sc.phase(t, "import").status == "achieved"
+    p = sc.phase(t, "pending")
+    assert p.status == "refused" and p.reason == "PendingCreateNotAdopted" and sub in p.message
+    assert "import the live ones by hand" in p.next_step
+    assert pending_in_state(store) == ["subnet-new"] and ("clear_pending_creates", sc.LAYER) not in engine.calls
+
+
+def test_the_engine_refuses_to_clear_a_pending_create_nobody_decided_on(store):
+    from bootstrap.errors import Refused
+
+    engine = interrupted(store, FakeResource("aws:ec2/subnet:Subnet", "a", {}), FakeResource(TOPIC, "b", {}))
+    with pytest.raises(Refused):
+        engine.clear_pending_creates(sc.LAYER, [engine.urn(sc.LAYER, FakeResource("aws:ec2/subnet:Subnet", "a"))])
+    assert pending_in_state(store) == ["a", "b"]

@@ -4,6 +4,7 @@ ledger, the real lock, inventory against the emulator's APIs, and the guided flo
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -143,8 +144,15 @@ def test_mid_update_crash_pending_create_that_exists_is_imported(store, aws):
         {k: e[k] for k in ("type", "name", "id")} for e in entries]
     assert rec["pending_creates"][0]["live"] is True
     assert phase(t, "import").status == "achieved" and phase(t, "verify").reason == "NoChanges"
+    pending = phase(t, "pending")
+    assert pending.status == "achieved" and pending.details["imported"] == [
+        f"urn:pulumi:{ENV}::{LAYER}::aws:ec2/subnet:Subnet::subnet-new"] and pending.details["cleared"] == []
     assert t.outcome == "complete"
-    assert [r.operation for r in led.read_ledger(store, LAYER, ENV).records][-2:] == ["restore", "import"]
+    assert [r.operation for r in led.read_ledger(store, LAYER, ENV).records][-3:] == [
+        "restore", "import", "clear-pending-creates"]
+    current = json.loads(store.get(KEY).body)["checkpoint"]["latest"]
+    assert current["pending_operations"] == []
+    assert subnet_id in [r.get("id") for r in current["resources"]]  # adopted first, then its pending create went
 
 
 def test_forked_history_is_refused_with_the_fork_shown(store, aws):

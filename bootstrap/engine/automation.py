@@ -13,14 +13,14 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 from urllib.parse import quote
 
 from bootstrap.engine.errors import (
     StackMissing, UnexpectedChanges, Where, expected_no_changes, map_error, missing_cli_error,
 )
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
-from bootstrap.errors import BadInput, EngineError, GroundctlError
+from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import STACKS_DIR, layer as layer_named
 from bootstrap.planning.plan import Plan
 
@@ -40,7 +40,7 @@ class StackOutputs:
 @dataclass(frozen=True)
 class OperationResult:
     layer: str
-    operation: str  # up | destroy | refresh | import
+    operation: str  # up | destroy | refresh | import | clear-pending-creates
     counts: dict[str, int] = field(default_factory=dict)
     outputs: StackOutputs = field(default_factory=lambda: StackOutputs({}))
 
@@ -84,7 +84,38 @@ class Engine(Protocol):
         """Adopt existing resources; `import_plan` is the `pulumi import --file` document."""
         ...
 
+    def clear_pending_creates(self, layer: str, urns: Sequence[str], *,
+                              on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        """Drop these pending CREATE operations from the stack's state, and nothing else.
+
+        Refuses, changing nothing, when the state holds a pending create not in `urns`: Pulumi's way
+        to drop them (`refresh --clear-pending-creates`) drops every one. Ones no longer pending are
+        ignored. The caller must have adopted any that made a live resource first: a dropped pending
+        create is no longer tracked. (No import variant: `refresh --import-pending-creates` turns the
+        operation into a pending import, which the refresh then discards without adding the resource;
+        pkg/cmd/pulumi/operations/refresh.go pendingCreatesToImports, pkg/backend/snapshot.go, which
+        carries only pending creates into the new snapshot.)"""
+        ...
+
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None: ...
+
+
+def pending_create_urns(deployment: Mapping[str, Any]) -> list[str]:
+    """The URNs of a deployment's pending CREATE operations, in order. Pure."""
+    out = []
+    for op in deployment.get("pending_operations") or []:
+        if not isinstance(op, Mapping) or op.get("type") != "creating":
+            continue
+        res = op.get("resource")
+        if isinstance(res, Mapping) and isinstance(res.get("urn"), str):
+            out.append(res["urn"])
+    return out
+
+
+def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str]) -> list[str]:
+    """The deployment's pending creates that are not in `urns`: clearing them all would drop these. Pure."""
+    allowed = set(urns)
+    return [u for u in pending_create_urns(deployment) if u not in allowed]
 
 
 # -- the product implementation over pulumi.automation --------------------------------------------
@@ -478,6 +509,36 @@ class PulumiEngine:
         if on_progress:
             on_progress(f"{layer}: imported {len(import_plan.get('resources', []))} resource(s)")
         return self._result(layer, "import", summary)
+
+    def clear_pending_creates(self, layer: str, urns: Sequence[str], *,
+                              on_progress: Optional[ProgressFn] = None) -> OperationResult:
+        stack = self._stack(layer)
+        deployment = self.export_state(layer).get("deployment") or {}
+        others = unexpected_pending_creates(deployment, urns)
+        if others:
+            raise Refused(
+                f"Layer '{layer}' of environment '{self.environment}' has pending creates that were not "
+                f"decided on: {', '.join(others)}. Clearing drops every pending create, so nothing was "
+                "changed. Run `groundctl recover` again: it decides on each one from the current state.")
+        pending = pending_create_urns(deployment)
+        if not pending:
+            return OperationResult(layer, "clear-pending-creates", {}, self.outputs(layer))
+        roots = [r["urn"] for r in deployment.get("resources") or []
+                 if isinstance(r, dict) and r.get("type") == "pulumi:pulumi:Stack" and isinstance(r.get("urn"), str)]
+        # Targeted at the root stack resource, the refresh reads no resource: the only change it writes
+        # is the removal of the pending creates (which happens before, and whatever, the refresh targets:
+        # pkg/cmd/pulumi/operations/refresh.go).
+        res = self._call(layer, "clear pending creates", lambda: stack.refresh(
+            clear_pending_creates=True, target=roots or None, on_event=self._events(None, on_progress),
+            color="never", message="groundctl: clear pending creates", suppress_outputs=True))
+        left = pending_create_urns(self.export_state(layer).get("deployment") or {})
+        if left:
+            raise EngineError(f"Pulumi's refresh of layer '{layer}' finished but the state still holds pending "
+                              f"creates: {', '.join(left)}. Check the Pulumi CLI version (3.x with "
+                              "`refresh --clear-pending-creates`) and run `groundctl recover` again.")
+        if on_progress:
+            on_progress(f"{layer}: cleared {len(pending)} pending create(s)")
+        return self._result(layer, "clear-pending-creates", res.summary)
 
     def _state_urns(self, layer: str) -> set[str]:
         deployment = self.export_state(layer).get("deployment") or {}

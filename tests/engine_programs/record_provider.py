@@ -5,8 +5,9 @@ only the Pulumi CLI and its Python host, and refresh reads the object back, so a
 outside Pulumi is drift the real engine reports. The dynamic provider is pickled by reference, so the
 engine tier puts this folder on PYTHONPATH for the program and for the provider process alike.
 
-Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail" or "sleep:<seconds>"),
-read when a record is created, so a test can fail or stall one create of a real update.
+Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail", "sleep:<seconds>" or
+"write-then-sleep:<seconds>"), read when a record is created, so a test can fail or stall one create of a
+real update, before its object is written or after (a create that made its resource but never answered).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ def _s3(props: dict):
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def _fault(name: str) -> None:
-    action = json.loads(os.environ.get(FAULTS_ENV) or "{}").get(name)
-    if action == "fail":
+def _fault(name: str, written: bool) -> None:
+    action = json.loads(os.environ.get(FAULTS_ENV) or "{}").get(name) or ""
+    if action == "fail" and not written:
         raise RuntimeError(f"injected failure creating record {name}")
-    if action and action.startswith("sleep:"):
+    if action.startswith("write-then-sleep:" if written else "sleep:"):
         time.sleep(float(action.split(":", 1)[1]))
 
 
@@ -44,8 +45,9 @@ def _put(props: dict) -> None:
 
 class RecordProvider(ResourceProvider):
     def create(self, props):
-        _fault(props["name"])
+        _fault(props["name"], written=False)
         _put(props)
+        _fault(props["name"], written=True)
         return CreateResult(id_=props["key"], outs=props)
 
     def read(self, id_, props):

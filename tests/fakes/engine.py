@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
-from bootstrap.engine.automation import OperationResult, StackOutputs
+from bootstrap.engine.automation import (OperationResult, StackOutputs, pending_create_urns,
+                                         unexpected_pending_creates)
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
-from bootstrap.errors import EngineError
+from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.planning.plan import Plan, ResourceChange
 from tests.fakes.clock import FakeClock
@@ -197,6 +198,19 @@ class InMemoryEngine:
         self._write_checkpoint(layer)
         return OperationResult(layer, "import", {"import": added}, self.outputs(layer))
 
+    def clear_pending_creates(self, layer, urns, *, on_progress=None) -> OperationResult:
+        """As the product engine: refuses when a pending create is not in `urns`; drops them all otherwise."""
+        self._record("clear_pending_creates", layer)
+        self._require(layer)
+        ops = {"pending_operations": self.pending.get(layer, [])}
+        others = unexpected_pending_creates(ops, urns)
+        if others:
+            raise Refused(f"pending creates not decided on: {', '.join(others)}")
+        cleared = len(pending_create_urns(ops))
+        self.pending[layer] = [op for op in self.pending.get(layer, []) if op.get("type") != "creating"]
+        self._write_checkpoint(layer)
+        return OperationResult(layer, "clear-pending-creates", {"cleared": cleared}, self.outputs(layer))
+
     def set_config(self, layer, key, value, *, secret=False) -> None:
         self.config.setdefault(layer, {})[key] = (value, secret)
 
@@ -259,8 +273,10 @@ class BucketEngine(InMemoryEngine):
         obj = current_state(self.store, layer, self.environment)
         if obj is None:
             self.state[layer] = []
+            self.pending[layer] = []
             return
         dep = json.loads(decompress(obj.body)[0])["checkpoint"]["latest"]
+        self.pending[layer] = list(dep.get("pending_operations") or [])  # Pulumi carries them from state to state
         self.state[layer] = [FakeResource(r["type"], r["urn"].rsplit("::", 1)[-1], r.get("inputs", {}),
                                           r.get("protect", False), r.get("id"), r.get("custom", True))
                              for r in dep["resources"] if r["type"] != "pulumi:pulumi:Stack"]
@@ -272,6 +288,14 @@ class BucketEngine(InMemoryEngine):
     def import_resources(self, layer, import_plan, **kw):
         self._sync(layer)
         return super().import_resources(layer, import_plan, **kw)
+
+    def export_state(self, layer):
+        self._sync(layer)
+        return super().export_state(layer)
+
+    def clear_pending_creates(self, layer, urns, **kw):
+        self._sync(layer)
+        return super().clear_pending_creates(layer, urns, **kw)
 
 
 STANDARD_TYPES = {
