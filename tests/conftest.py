@@ -88,3 +88,9 @@ def local_spec_with_bucket(folder: Path, bucket: str) -> Path:
     path = folder / "local-test.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked `last` wait for work a session fixture started early (a slow wait that runs alongside the
+    other tests): they run after every other test, in their collected order."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
