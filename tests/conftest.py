@@ -21,6 +21,10 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.pop("AWS_PROFILE", None)
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+# Nor may the engine fetch anything: without this every preview, up and destroy of a program run under the
+# test interpreter tries to download the aws and kubernetes provider plugins its installed SDKs name, and
+# spends ~2.5 s of retries failing offline (pkg/engine/plugins.go: ensurePluginsAreInstalled).
+os.environ.setdefault("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +88,9 @@ def local_spec_with_bucket(folder: Path, bucket: str) -> Path:
     path = folder / "local-test.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked `last` wait for work a session fixture started early (a slow wait that runs alongside the
+    other tests): they run after every other test, in their collected order."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)

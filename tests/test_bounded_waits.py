@@ -119,10 +119,11 @@ def _access_denied(conn, stop):
                      + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def silent_lock_status():
-    """`lock status` against a silent endpoint at the default deadline, started first and waited for last: its
-    40 s of waiting overlaps the other hostile-endpoint tests instead of adding to the suite's time."""
+    """`lock status` against a silent endpoint at the default deadline, started by this module's first test and
+    waited for by a test marked `last` (run after every other test): its 40 s of waiting overlaps the rest of
+    the suite instead of adding to its time."""
     server = _Hostile(_silent).__enter__()
     pool = ThreadPoolExecutor(1)
     run = pool.submit(_run, ["lock", "status", "local", "--endpoint-url", server.url])
@@ -208,6 +209,7 @@ def test_a_bad_deadline_setting_is_bad_input(monkeypatch, value):
     assert clients.DEADLINE_ENV in err.value.message and "between 1 and 3600" in err.value.message
 
 
+@pytest.mark.last
 @pytest.mark.timeout(120)
 def test_lock_status_against_a_silent_endpoint_ends_within_a_minute_at_the_default_deadline(silent_lock_status):
     proc, took = silent_lock_status.result(timeout=110)
