@@ -204,20 +204,27 @@ def _single_part_etag(etag: str) -> Optional[str]:
     return e if e and "-" not in e else None
 
 
-def evaluate_bytes(raw: Optional[bytes], expected_stack: Optional[str], source: str) -> tuple[Evaluation, Optional[StateDoc]]:
-    """The verdict on one copy's bytes (pure)."""
+def evaluate_bytes(raw: Optional[bytes], expected_stack: Optional[str], source: str,
+                   sha256: Optional[str] = None) -> tuple[Evaluation, Optional[StateDoc]]:
+    """The verdict on one copy's bytes (pure); `sha256` is their digest, when already known."""
     if raw is None:
         return Evaluation("missing", error="the version is no longer in the bucket"), None
     try:
-        doc = parse_state(raw, source)
+        doc = parse_state(raw, source, sha256=sha256)
     except NotAState as exc:
-        return Evaluation("unreadable", sha256=hashlib.sha256(raw).hexdigest(), error=exc.reason), None
+        return Evaluation("unreadable", sha256=sha256 or hashlib.sha256(raw).hexdigest(), error=exc.reason), None
     findings = verify_integrity(doc, expected_stack)
     return Evaluation(
         "integral" if not findings else "damaged", sha256=doc.sha256, findings=findings, lineage=doc.lineage,
         resource_count=len(doc.resources), pending_operations=tuple(p.type for p in doc.pending_operations),
         stack=doc.stack,
     ), doc
+
+
+@dataclass(frozen=True)
+class _Downloaded:
+    body: bytes
+    sha256: str
 
 
 class CandidateEvaluator:
@@ -240,19 +247,22 @@ class CandidateEvaluator:
         self._by_etag: dict[tuple[str, int], Evaluation] = {}
         self._last: Optional[tuple[tuple[str, Optional[str]], StateDoc]] = None
 
-    def _download(self, c: Candidate) -> Optional[bytes]:
+    def _download(self, c: Candidate) -> Optional[_Downloaded]:
         obj = self.store.get(c.key, c.version_id)
         with self._count:
             self.downloads += 1
             if obj is not None:
                 self.bytes_downloaded += len(obj.body)
-        return obj.body if obj is not None else None
+        # Hashed here: on a prefetch thread the digest is taken (hashlib lets go of the GIL) while the
+        # caller's thread parses the previous state.
+        return _Downloaded(obj.body, hashlib.sha256(obj.body).hexdigest()) if obj is not None else None
 
     def _run(self, c: Candidate) -> Evaluation:
         return self._judge(c, self._download(c))
 
-    def _judge(self, c: Candidate, raw: Optional[bytes]) -> Evaluation:
-        ev, doc = evaluate_bytes(raw, self.expected_stack, f"s3://{c.key}?versionId={c.version_id}")
+    def _judge(self, c: Candidate, got: Optional[_Downloaded]) -> Evaluation:
+        ev, doc = evaluate_bytes(got.body if got else None, self.expected_stack,
+                                 f"s3://{c.key}?versionId={c.version_id}", got.sha256 if got else None)
         self._by_ident[c.ident] = ev
         if doc is not None:
             self._last = (c.ident, doc)
@@ -282,7 +292,8 @@ class CandidateEvaluator:
         if self._last is not None and self._last[0] == c.ident:
             return self._last[1]
         where = f"s3://{c.key}?versionId={c.version_id}"
-        ev, doc = evaluate_bytes(self._download(c), self.expected_stack, where)
+        got = self._download(c)
+        ev, doc = evaluate_bytes(got.body if got else None, self.expected_stack, where, got.sha256 if got else None)
         self._by_ident.setdefault(c.ident, ev)
         if doc is None:
             raise NotAState(where, ev.error or "it cannot be read")
@@ -331,10 +342,10 @@ class CandidateEvaluator:
                 if known is not None:
                     yield replace(c, evaluation=known)
                 elif future is not None:
-                    raw, future = future.result(), None
+                    got, future = future.result(), None
                     schedule()  # keep the window full while this one is parsed
-                    ev = self._judge(c, raw)
-                    raw = None  # hold no bytes while the caller looks at the verdict
+                    ev = self._judge(c, got)
+                    got = None  # hold no bytes while the caller looks at the verdict
                     yield replace(c, evaluation=ev)
                 else:
                     yield self.evaluate(c)
