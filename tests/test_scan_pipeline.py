@@ -3,6 +3,7 @@ window, listings taken once per recovery, the ledger read beside the candidates 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -74,9 +75,12 @@ def test_prefetch_gives_the_lazy_verdicts_in_order_with_each_version_downloaded_
 def test_stopping_early_leaves_at_most_the_window_unused(store):
     cands = seeded(store)
     ev = CandidateEvaluator(store, EXPECTED)
+    before = sys.getswitchinterval()
     scan = ev.newest_first(cands, prefetch=3)
     first, second = next(scan), next(scan)
+    assert sys.getswitchinterval() == min(before, 0.001)  # while downloads run ahead (recovery/versions.py)
     scan.close()
+    assert sys.getswitchinterval() == before
     assert (first.verdict, second.verdict) == ("unreadable", "integral")
     assert 2 <= ev.downloads <= 2 + 3 and len(store.gets) == len(set(store.gets))
 
@@ -118,3 +122,16 @@ def test_the_guide_lists_the_stack_once_and_still_checks_the_ledger(aws, bucket,
     assert store.listed.count(layout.stack_key(sc.LAYER, env)) == 1
     assert store.listed.count(layout.ledger_prefix(sc.LAYER, env)) == 1  # the tamper check's own listing
     assert sc.phase(t, "lineage").reason == "LedgerIntact"
+
+
+def test_overlapping_scans_share_the_short_switch_interval_and_restore_python_s():
+    from recovery.versions import _quick_handoffs
+
+    before = sys.getswitchinterval()
+    _quick_handoffs.enter()
+    _quick_handoffs.enter()  # two scans side by side
+    assert sys.getswitchinterval() == min(before, 0.001)
+    _quick_handoffs.leave()
+    assert sys.getswitchinterval() == min(before, 0.001)
+    _quick_handoffs.leave()
+    assert sys.getswitchinterval() == before
