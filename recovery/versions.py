@@ -252,6 +252,10 @@ class _QuickHandoffs:
 _quick_handoffs = _QuickHandoffs()
 
 
+def _where(c: Candidate) -> str:
+    return f"s3://{c.key}?versionId={c.version_id}"
+
+
 @dataclass(frozen=True)
 class _Downloaded:
     body: bytes
@@ -291,9 +295,11 @@ class CandidateEvaluator:
     def _run(self, c: Candidate) -> Evaluation:
         return self._judge(c, self._download(c))
 
+    def _verdict(self, c: Candidate, got: Optional[_Downloaded]) -> tuple[Evaluation, Optional[StateDoc]]:
+        return evaluate_bytes(got.body if got else None, self.expected_stack, _where(c), got.sha256 if got else None)
+
     def _judge(self, c: Candidate, got: Optional[_Downloaded]) -> Evaluation:
-        ev, doc = evaluate_bytes(got.body if got else None, self.expected_stack,
-                                 f"s3://{c.key}?versionId={c.version_id}", got.sha256 if got else None)
+        ev, doc = self._verdict(c, got)
         self._by_ident[c.ident] = ev
         if doc is not None:
             self._last = (c.ident, doc)
@@ -322,12 +328,10 @@ class CandidateEvaluator:
         """The parsed document of `c` (raises NotAState); the last one evaluated is kept, not re-downloaded."""
         if self._last is not None and self._last[0] == c.ident:
             return self._last[1]
-        where = f"s3://{c.key}?versionId={c.version_id}"
-        got = self._download(c)
-        ev, doc = evaluate_bytes(got.body if got else None, self.expected_stack, where, got.sha256 if got else None)
+        ev, doc = self._verdict(c, self._download(c))
         self._by_ident.setdefault(c.ident, ev)
         if doc is None:
-            raise NotAState(where, ev.error or "it cannot be read")
+            raise NotAState(_where(c), ev.error or "it cannot be read")
         self._last = (c.ident, doc)
         return doc
 

@@ -158,9 +158,8 @@ PROGRAM = '''
 '''
 
 
-@pytest.mark.engine
-@requires_pulumi
-def test_drift_made_outside_pulumi_is_seen_by_a_refresh_preview(tmp_path, monkeypatch):
+def deployed_files_program(tmp_path, monkeypatch):
+    """PROGRAM's `network` layer up on a file backend, its files under the returned folder: (engine, folder)."""
     root = tmp_path / "live"
     root.mkdir()
     monkeypatch.setenv("DRIFT_ROOT", str(root))
@@ -168,6 +167,13 @@ def test_drift_made_outside_pulumi_is_seen_by_a_refresh_preview(tmp_path, monkey
     engine = file_engine(tmp_path, monkeypatch)
     engine.create_stack("network")
     engine.up("network")
+    return engine, root
+
+
+@pytest.mark.engine
+@requires_pulumi
+def test_drift_made_outside_pulumi_is_seen_by_a_refresh_preview(tmp_path, monkeypatch):
+    engine, root = deployed_files_program(tmp_path, monkeypatch)
     assert not engine.preview("network", refresh=True, expect_no_changes=True).has_changes
     (root / "a").write_text("changed")
     (root / "b").unlink()

@@ -9,9 +9,8 @@ import json
 import pytest
 
 from bootstrap.errors import Refused
-from tests.boundary_helpers import file_engine, write_program
 from tests.conftest import requires_pulumi
-from tests.test_engine_boundary_drift import PROGRAM, T
+from tests.test_engine_boundary_drift import T, deployed_files_program
 
 pytestmark = [pytest.mark.engine, requires_pulumi]
 
@@ -21,13 +20,7 @@ def urn(name: str) -> str:
 
 
 def test_clearing_pending_creates_drops_only_those_decided_and_reads_nothing(tmp_path, monkeypatch):
-    root = tmp_path / "live"
-    root.mkdir()
-    monkeypatch.setenv("DRIFT_ROOT", str(root))
-    write_program(tmp_path / "stacks", "network", PROGRAM)
-    engine = file_engine(tmp_path, monkeypatch)
-    engine.create_stack("network")
-    engine.up("network")
+    engine, root = deployed_files_program(tmp_path, monkeypatch)
 
     # As a killed update leaves it: `b` and `c` were being created, `b`'s file is not there.
     checkpoint = tmp_path / "state" / ".pulumi" / "stacks" / "network" / "local.json"
