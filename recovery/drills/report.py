@@ -185,6 +185,13 @@ class Written:
     files: tuple[str, ...]
 
 
+def record_name(report: DrillReport) -> str:
+    """`<drill_id>--<outcome>[-<seconds>s]`: a listing alone tells each drill's verdict and measured recovery
+    time, so `fleet status` judges the RTO trend without reading every record (`recovery.fleet.listing`)."""
+    took = report.verdict.recovery_seconds
+    return f"{report.drill_id}--{report.verdict.outcome}" + ("" if took is None else f"-{round(took)}s")
+
+
 def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = None,
                  secret_values: Iterable[str] = ()) -> Written:
     """The JSON record into the bucket (unless `store` is None) and Markdown, JSON and SVG under `out_dir`."""
@@ -205,7 +212,7 @@ def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = N
             files.append(str(out_dir / name))
     key = None
     if store is not None:
-        key = layout.drill_key(report.environment, report.drill_id)
+        key = layout.drill_key(report.environment, record_name(report))
         store.put(key, text.encode())
     return Written(key, tuple(files))
 
@@ -261,6 +268,6 @@ def summarize_history(records: list[dict], last_n: int = 5) -> dict:
     return {"drills": rows, "trends": trends}
 
 
-__all__ = ["DrillReport", "FAILED", "REFUSED", "new_drill_id", "write_report", "render_markdown", "load_history",
+__all__ = ["DrillReport", "FAILED", "REFUSED", "new_drill_id", "write_report", "record_name", "render_markdown", "load_history",
            "redact_obj", "redact_report",
            "summarize_history", "trend", "what_to_look_at", "report_json"]
