@@ -170,5 +170,5 @@ def _show(report: dict) -> None:
     for r in report["environments"]:
         for f in r["findings"]:
             if f["level"] in ("critical", "warning"):
-                console.warn(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]")
+                console.info(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]")
     console.info(_summary(report))

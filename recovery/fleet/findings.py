@@ -58,16 +58,21 @@ def worst(findings: list[dict]) -> str:
 
 
 def rto_trend(seconds: list[float], rto_seconds: float) -> dict:
-    """The trend of passing drills' recovery times (oldest first). `slower`/`faster` only beyond the noise:
-    the threshold is the largest of 3 robust standard deviations of the earlier times (1.4826 × their median
-    absolute deviation), 5 % of the RTO, and 60 s, so run-to-run jitter and a minute either way never fire.
+    """The trend of passing drills' recovery times (oldest first): the latest against the median of up to
+    TREND_WINDOW passing drills before it. `slower`/`faster` only beyond the noise threshold, the largest of
+    - 3 × the run-to-run noise: the robust standard deviation (1.4826 × median absolute deviation) of the
+      changes between consecutive earlier runs, divided by √2 (a change holds the noise of two runs). Measured
+      on the changes, a steady slowdown is not mistaken for noise, while scatter widens the threshold;
+    - 5 % of the RTO, and 60 s: jitter and a minute either way never fire.
     Fewer than TREND_MIN_BEFORE earlier passing drills: not enough data."""
     if len(seconds) < TREND_MIN_BEFORE + 1:
         return {"trend": "not enough data", "recovery_seconds": seconds, "threshold_seconds": None, "baseline": None}
     before, latest = seconds[-TREND_WINDOW - 1:-1], seconds[-1]
     base = statistics.median(before)
-    mad = statistics.median(abs(s - base) for s in before)
-    threshold = max(3 * 1.4826 * mad, TREND_RTO_SHARE * rto_seconds, TREND_FLOOR_SECONDS)
+    steps = [b - a for a, b in zip(before, before[1:])]
+    mid = statistics.median(steps)
+    noise = 1.4826 * statistics.median(abs(s - mid) for s in steps) / 2 ** 0.5
+    threshold = max(3 * noise, TREND_RTO_SHARE * rto_seconds, TREND_FLOOR_SECONDS)
     trend = "slower" if latest > base + threshold else "faster" if latest < base - threshold else "steady"
     return {"trend": trend, "recovery_seconds": seconds[-TREND_WINDOW - 1:], "threshold_seconds": round(threshold, 1),
             "baseline": round(base, 1)}
