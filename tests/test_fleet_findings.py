@@ -48,6 +48,32 @@ def test_the_trend_fires_on_a_real_slowdown_and_not_on_noise():
     assert rto_trend([400, 900, 500, 800, 950], rto)["trend"] == "steady"
 
 
+def test_the_page_stays_small_at_200_environments():
+    from recovery.fleet.html import render
+    from tests.fleetseed import T0, drill_report
+
+    specs, raws = {}, []
+    for i in range(200):
+        name = f"environment-{i:03d}"
+        specs[name] = parse_spec(spec_data(name, f"{name}-state", "http://127.0.0.1:9", production=i % 4 == 0), name)
+        drills = [drill_report(name, kind, k, rto_minutes=30, recovery=600 + 60 * k, fail=i % 3 == 0 and k == 9)
+                  .to_dict() for k, kind in ((8, "rebuild-cluster"), (9, "state-loss"))]
+        raws.append({"environment": name, "bucket": f"{name}-state", "problems": [],
+                     "protection": {"bucket": f"{name}-state", "exists": True, "unreadable": [], "versioning": "Enabled",
+                                    "noncurrent_days": 30, "replication": "not read"},
+                     "drift": {"check_id": "c", "at": "2025-11-24T00:00:00Z", "drift": i % 5 == 0,
+                               "drifted_layers": ["network"] if i % 5 == 0 else []},
+                     "drill_count": 10, "drills": drills,
+                     "drill_names": [{"drill_id": f"20251120T00000{k}Z-rebuild-cluster-00000{k}", "kind": "rebuild-cluster",
+                                      "outcome": "passed", "recovery_seconds": 600.0} for k in range(4)],
+                     "lock": {"held": False}, "ledger": {"network": {"serial": 12, "at": "2025-11-24T00:00:00Z"}}})
+    report = fleet_report(raws, specs, T0 + 12 * 86400)
+    page = render(report)
+    assert all(r["findings"] for r in report["environments"])  # every row has something to say (stale, overdue…)
+    assert page.count("<svg") == 400 and page.count("<details") == 200  # none is quiet here: every one is overdue
+    assert len(page.encode()) < 300_000, len(page.encode())
+
+
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from a record is escaped (records are written by many runs; a phase name or mess
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Optional
 
@@ -31,14 +32,13 @@ th{background:#f5f5f5}
 td b{display:inline-block;padding:0 .35rem;border-radius:.5rem;color:#fff;font-weight:500;font-size:.72rem}
 .p{font-size:.7rem;color:#616161}
 details{border-bottom:1px solid #eee;padding:.15rem 0}details>div{padding:.2rem 1rem .6rem}
-details li.critical,details li.warning,details li.info{background:none;color:inherit}
-li.critical::marker{color:#c62828}li.warning::marker{color:#ef6c00}
-svg.tl{width:560px;height:12px;display:block;margin:.2rem 0}
-.tl .a{fill:#2e7d32}.tl .f{fill:#c62828}.tl .r{fill:#ef6c00}.tl .s{fill:#9e9e9e}.tl .o{fill:#bdbdbd}
-.tl .rto{stroke:#212121;stroke-width:.6}
+svg.tl{width:560px;height:12px;display:block;margin:.2rem 0}.tl path{stroke-width:8}
+.tl .a{stroke:#2e7d32}.tl .f{stroke:#c62828}.tl .r{stroke:#ef6c00}.tl .s{stroke:#9e9e9e}.tl .o{stroke:#bdbdbd}
+.tl .t{stroke:#212121;stroke-width:1.5}
 """
 _LEVELS = ("critical", "warning", "info", "ok")
 _STATUS = {"achieved": "a", "failed": "f", "refused": "r", "skipped": "s"}
+W = 560  # px: the drill bars' width
 
 
 def _age(seconds: Optional[float]) -> str:
@@ -96,26 +96,36 @@ def _table(rows: list[dict]) -> str:
             '<th>lock</th><th>bucket</th></tr></thead><tbody>' + "".join(_row(r) for r in rows) + "</tbody></table>")
 
 
+def _num(x) -> Optional[float]:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
 def _bar(t: dict) -> str:
-    """The drill as one small bar: a path per phase status on a time axis, and the RTO line."""
-    phases = [p for p in t.get("phases") or [] if isinstance(p, dict)]
-    timed = [p for p in phases if isinstance(p.get("started_at"), (int, float))]
+    """The drill as one small bar, 560 px wide: its phases on a time axis, one path per status (neighbouring
+    phases of one status drawn as one segment), and the RTO as a tick from the recovery's start."""
+    timed = [(p, _num(p.get("started_at")), _num(p.get("ended_at"))) for p in t.get("phases") or []
+             if isinstance(p, dict) and _num(p.get("started_at")) is not None]
     if not timed:
         return ""
-    origin = min(p["started_at"] for p in timed)
-    ends = [p["ended_at"] for p in timed if isinstance(p.get("ended_at"), (int, float))]
-    rec = [p["started_at"] for p in timed if p.get("name") in recovery_phases(str(t.get("kind")))]
-    rto = t.get("rto_seconds") if isinstance(t.get("rto_seconds"), (int, float)) else 0.0
+    origin = min(s for _p, s, _e in timed)
+    end = max([e for _p, _s, e in timed if e is not None] or [origin])
+    rec = [s for p, s, _e in timed if p.get("name") in recovery_phases(str(t.get("kind")))]
+    rto = _num(t.get("rto_seconds")) or 0.0
     rto_at = (min(rec) if rec else origin) - origin + rto
-    span = max([max(ends) - origin if ends else 0.0, rto_at, 1.0])
-    paths: dict[str, list[str]] = {}
-    for p in timed:
-        x = (p["started_at"] - origin) / span * 100
-        w = max(0.3, ((p.get("ended_at") or p["started_at"]) - p["started_at"]) / span * 100)
-        paths.setdefault(_STATUS.get(str(p.get("status")), "o"), []).append(f"M{x:.1f} 0h{w:.1f}v4h-{w:.1f}z")
-    body = "".join(f'<path class="{c}" d="{"".join(d)}"/>' for c, d in sorted(paths.items()))
-    line = f'<line class="rto" x1="{rto_at / span * 100:.1f}" x2="{rto_at / span * 100:.1f}" y1="0" y2="4"/>' if rto else ""
-    return f'<svg class="tl" viewBox="0 0 100 4" preserveAspectRatio="none">{body}{line}</svg>'
+    scale = W / max(end - origin, rto_at, 1.0)
+    segments: list[list] = []  # [status class, x0, x1]
+    for p, s, e in sorted(timed, key=lambda x: x[1]):
+        cls, x0, x1 = _STATUS.get(str(p.get("status")), "o"), (s - origin) * scale, ((e or s) - origin) * scale
+        if segments and segments[-1][0] == cls and x0 - segments[-1][2] < 1:
+            segments[-1][2] = max(segments[-1][2], x1)
+        else:
+            segments.append([cls, x0, max(x1, x0 + 1)])
+    paths: dict[str, str] = {}
+    for cls, x0, x1 in segments:
+        paths[cls] = paths.get(cls, "") + f"M{round(x0)} 6h{max(1, round(x1 - x0))}"
+    body = "".join(f'<path class="{c}" d="{d}"/>' for c, d in sorted(paths.items()))
+    tick = f'<path class="t" d="M{round(rto_at * scale)} 0v12"/>' if rto else ""
+    return f'<svg class="tl" viewBox="0 0 {W} 12">{body}{tick}</svg>'
 
 
 def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
@@ -125,8 +135,8 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
     took = last.get("recovery_seconds")
     text = (f"{kind}: {last.get('verdict')} ({last.get('reason')}) {_age(last.get('age_seconds'))}"
             + (f", recovery {took:.0f} s of {last.get('rto_seconds') or 0:.0f} s RTO" if isinstance(took, (int, float)) else "")
-            + f"; trend over passing drills: {trend.get('trend')}"
-            + (f" (latest vs median {trend['baseline']:.0f} s, threshold {trend['threshold_seconds']:.0f} s)"
+            + f"; trend of passing drills: {trend.get('trend')}"
+            + (f" (median {trend['baseline']:.0f} s ± {trend['threshold_seconds']:.0f} s)"
                if trend.get("baseline") is not None else ""))
     failed = next((p for p in (timeline or {}).get("phases") or [] if isinstance(p, dict)
                    and p.get("status") in ("failed", "refused")), None)
@@ -136,7 +146,7 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
 
 def _details(row: dict) -> str:
     name = row["environment"]
-    items = "".join(f'<li class="{f["level"]}">{f["level"]}: {escape(f["what"])}</li>' for f in row["findings"])
+    items = "".join(f'<li>{f["level"]}: {escape(f["what"])}</li>' for f in row["findings"])
     facts = []
     if row.get("drills"):
         timelines = {str(t.get("kind")): t for t in row["drills"].get("timelines") or []}
@@ -149,8 +159,10 @@ def _details(row: dict) -> str:
     if prot.get("exists", True) and prot.get("versioning") is not None:
         facts.append(f"<li>bucket {escape(row['bucket'])}: versioning {escape(str(prot.get('versioning')))}, "
                      f"RPO {row['rpo_minutes']} min, RTO {row['rto_minutes']} min</li>")
-    return (f'<details id="{_anchor(name)}"><summary>{escape(name)} — {row["level"]}</summary>'
-            f'<div><ul>{items}</ul><ul>{"".join(facts)}</ul></div></details>')
+    # The link target sits inside the closed <details>: following a row's link opens it (browsers expand a
+    # closed <details> to show a fragment's target), with no script.
+    return (f'<details><summary>{escape(name)} — {row["level"]}</summary>'
+            f'<div id="{_anchor(name)}"><ul>{items}</ul><ul>{"".join(facts)}</ul></div></details>')
 
 
 def render(report: dict) -> str:

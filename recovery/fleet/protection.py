@@ -93,8 +93,8 @@ def judge(protection: dict, *, rpo_minutes: int, retention_days: int, replica_re
                          f"any bad write loses everything, against an RPO of {rpo_minutes} min"))
     rep = protection.get("replication")
     if rep == NOT_READ:
-        findings.append((AT_RISK, "no replica (the spec asks for none): losing the bucket or its region loses every "
-                         f"version; the RPO of {rpo_minutes} min holds only for bad writes inside the bucket"))
+        findings.append((AT_RISK, "no replica (the spec asks for none): losing the bucket or its region loses "
+                         "every version"))
     elif rep is not None:
         if not rep["enabled_rules"]:
             if replica_region:
