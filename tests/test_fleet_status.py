@@ -90,7 +90,11 @@ def test_timelines_carry_the_latest_drill_of_each_kind(fleet):
     rows = _rows(*fleet)
     timelines = rows["healthy"]["drills"]["timelines"]
     assert [t["kind"] for t in timelines] == ["rebuild-cluster", "state-loss"]
-    assert [p["name"] for p in timelines[0]["phases"]][:2] == ["preflight", "baseline"]
+    # Passing drills are known by their names (recovery time, no phases); failed ones are read in full.
+    assert timelines[0]["phases"] == [] and timelines[0]["recovery_seconds"] == 600.0
+    failed = rows["drifted"]["drills"]["timelines"]
+    assert [p["name"] for p in failed[0]["phases"]][:2] == ["preflight", "baseline"]
+    assert rows["drifted"]["drills"]["per_kind"]["rebuild-cluster"]["last"]["reason"] == "Timeout"
 
 
 def test_a_missing_bucket_and_an_unreachable_endpoint_are_rows_not_crashes(aws, emulator_endpoint):
@@ -141,11 +145,11 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # versioning + lifecycle (no replica asked for: replication is not read) + one listing of drift/drills/ledger/
-    # locks + the latest drill of each kind
-    assert large == 2 + 1 + 2
+    # versioning + lifecycle (no replica asked for: replication is not read) + the one-key drift listing + one
+    # listing of drills/ledger/locks; every drill passed, so its name says all
+    assert large == 2 + 1 + 1
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
-    assert calls_for(Seed(drift_records=1200, drill_records=2)) == large + 1  # the drift history fills a page: jump past it
+    assert calls_for(Seed(drift_records=3, drill_records=40, failed_kinds=("state-loss",))) == large + 1  # its reason
 
 
 def test_a_drift_record_name_carries_its_time_and_verdict():

@@ -102,9 +102,16 @@ def _num(x) -> Optional[float]:
 
 def _bar(t: dict) -> str:
     """The drill as one small bar, 560 px wide: its phases on a time axis, one path per status (neighbouring
-    phases of one status drawn as one segment), and the RTO as a tick from the recovery's start."""
+    phases of one status drawn as one segment), and the RTO as a tick from the recovery's start. Without
+    phases (a passing drill known by its name), the recovery time alone."""
+    if not isinstance(t.get("phases"), list):
+        return ""
     timed = [(p, _num(p.get("started_at")), _num(p.get("ended_at"))) for p in t.get("phases") or []
              if isinstance(p, dict) and _num(p.get("started_at")) is not None]
+    took = _num(t.get("recovery_seconds"))
+    if not timed and took is not None:
+        # A passing drill known by its name: its recovery time against the RTO, without phases.
+        timed = [({"status": "achieved", "name": recovery_phases(str(t.get("kind")))[0]}, 0.0, took)]
     if not timed:
         return ""
     origin = min(s for _p, s, _e in timed)

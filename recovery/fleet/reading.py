@@ -4,13 +4,13 @@ on its own deadline, so one stuck endpoint is that environment's row and never t
 Per environment, a number of calls that does not grow with its drift or drill history:
 - the bucket's versioning and noncurrent-version lifecycle, and its replication when the spec asks for a
   replica (`recovery.fleet.protection`): 2 or 3 calls;
-- one listing of `.groundctl/` that starts at the environment's drift records: drift records are named
-  newest first with their verdict, and drill records end with theirs (`<drill_id>--<outcome>-<secs>s`),
-  so the same page names the latest drift check, every drill with its verdict and recovery time, every
-  layer's ledger head and whether the lock exists (a second listing only when the drift history alone
-  fills a page);
-- the latest drill record of each kind (its phases draw the timeline; its body, not its name, gives the
-  verdict shown), and the lock object only when one is listed.
+- a one-key listing of its drift records (named newest first, with their verdict), and one listing of
+  `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
+  names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
+- the latest drill of a kind only when it did not pass (its reason, its failed phase), and the lock object
+  only when one is listed. A passing drill's name says all the status shows of it.
+Names are trusted as far as drift record names already are: what they claim is what a record of that name
+was written for; a body that disagrees would be a planted or hand-edited record.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from recovery.fleet.protection import read_protection
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")
-PAGE = 1000
 MAX_DRILLS_PER_KIND = 50   # the trend needs the last few; a planted flood of keys is not carried further
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
 
@@ -94,20 +93,18 @@ def _stem(key: str) -> str:
 
 
 def scan(store, env: str) -> dict:
-    """One pass over `.groundctl/` from the environment's drift records to `locks/`: the newest drift key,
-    the drill names per kind (oldest first), the ledger heads and whether the lock is listed."""
-    base, mine = f"{layout.GROUNDCTL}/", layout.drift_prefix(env)
+    """Two listings: the newest drift key (a one-key listing: drift records are named newest first), then
+    `.groundctl/` from past `drift/` to `locks/`: the drill names per kind (oldest first), the ledger heads and
+    whether the lock is listed. (Starting the second listing at the drift records would save a call only
+    while the drift history is short; it grows by one record per check.)"""
+    base = f"{layout.GROUNDCTL}/"
     found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": []}
-
-    def take(key: str, modified) -> bool:
-        """False once past `locks/`."""
+    found["drift_key"] = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
+    for key, _size, modified in store.keys(base, start_after=f"{base}drift/~"):
         rest = key[len(base):].split("/")
         if rest[0] > "locks":
-            return False
-        if rest[0] == "drift":
-            if found["drift_key"] is None and key.startswith(mine):
-                found["drift_key"] = key
-        elif rest[0] == "drills" and len(rest) == 3 and rest[1] == env and key.endswith(".json"):
+            break
+        if rest[0] == "drills" and len(rest) == 3 and rest[1] == env and key.endswith(".json"):
             parsed = parse_drill_name(_stem(key))
             if parsed is None:
                 found["odd_drills"].append(key)
@@ -119,20 +116,6 @@ def scan(store, env: str) -> dict:
                                        "at": modified.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
         elif key == layout.lock_key(env):
             found["lock"] = True
-        return True
-
-    seen, jump = 0, False
-    for key, _size, modified in store.keys(base, page_size=PAGE, start_after=mine):
-        seen += 1
-        if not take(key, modified):
-            return _sorted(found)
-        if seen % PAGE == 0 and key.startswith(f"{base}drift/") and found["drift_key"] is not None:
-            jump = True  # the next page would still be drift history: start again past it
-            break
-    if jump:
-        for key, _size, modified in store.keys(base, page_size=PAGE, start_after=f"{base}drift/~"):
-            if not take(key, modified):
-                break
     return _sorted(found)
 
 
@@ -169,8 +152,9 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         for kind, items in found["drills"].items():
             old_reads = 0
             for i, item in enumerate(reversed(items)):
-                # The latest is read in full (its phases, its reason); earlier ones only when their name is silent.
-                if i == 0 or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
+                # A name holds the verdict and recovery time; the latest is read in full only when it did not
+                # pass (its reason, its failed phase), and an earlier one only when its name is silent.
+                if (i == 0 and item["outcome"] != "passed") or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
                     old_reads += i > 0
                     doc = _json(store, item["key"])
                     if doc is None or "drill_id" not in doc:

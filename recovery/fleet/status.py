@@ -64,25 +64,46 @@ def _last(doc: dict, now: float) -> dict:
             "started_at": doc.get("started_at"), "age_seconds": _age(doc.get("started_at"), now)}
 
 
-def _per_kind(raw: dict, rto_seconds: float, now: float) -> dict:
-    """Per drill kind: the last drill with its verdict, and the RTO trend over passing drills only."""
-    docs = {}
+def _started(drill_id: str) -> Optional[str]:
+    """A drill id starts with its UTC start time: `20261202T110000Z-…` → `2026-12-02T11:00:00Z`."""
+    stamp = drill_id.split("-", 1)[0]
+    try:
+        return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).isoformat().replace(
+            "+00:00", "Z")
+    except ValueError:
+        return None
+
+
+def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
+    at = _started(name["drill_id"])
+    return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"], "reason": None,
+            "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
+            "age_seconds": _age(at, now)}
+
+
+def _per_kind(raw: dict, rto_seconds: float, now: float) -> tuple[dict, list[dict]]:
+    """Per drill kind: the last drill with its verdict, and the RTO trend over passing drills only; and the
+    timelines of those last drills (phases when the record was read, else the recovery time from its name)."""
+    entries: dict[str, list[tuple[str, dict, Optional[dict]]]] = {}
     for doc in raw.get("drills") or []:
         kind = drill_kind(str(doc.get("drill_id")))
         if kind:
-            docs.setdefault(kind, []).append(doc)
-    out = {}
+            entries.setdefault(kind, []).append((str(doc.get("drill_id")), _last(doc, now), doc))
+    for name in raw.get("drill_names") or []:
+        entries.setdefault(name["kind"], []).append((name["drill_id"], _from_name(name, rto_seconds, now), None))
+    out, timelines = {}, []
     for kind in DRILL_KINDS:
-        mine = sorted(docs.get(kind, []), key=lambda d: str(d.get("drill_id")))
-        named = [n for n in raw.get("drill_names") or [] if n["kind"] == kind]
-        history = sorted([{"drill_id": str(d.get("drill_id")), "outcome": _last(d, now)["verdict"],
-                           "recovery_seconds": _last(d, now)["recovery_seconds"]} for d in mine] + named,
-                         key=lambda h: h["drill_id"])
-        passing = [float(h["recovery_seconds"]) for h in history
-                   if h["outcome"] == "passed" and isinstance(h["recovery_seconds"], (int, float))]
-        out[kind] = {"last": _last(mine[-1], now) if mine else None, "trend": rto_trend(passing, rto_seconds),
+        history = sorted(entries.get(kind, []), key=lambda e: e[0])
+        passing = [float(e[1]["recovery_seconds"]) for e in history
+                   if e[1]["verdict"] == "passed" and isinstance(e[1]["recovery_seconds"], (int, float))]
+        last = history[-1] if history else None
+        out[kind] = {"last": last[1] if last else None, "trend": rto_trend(passing, rto_seconds),
                      "records": len(history)}
-    return out
+        if last:
+            timelines.append(_timeline(last[2]) if last[2] is not None else
+                             {"drill_id": last[0], "kind": kind, "phases": [], "verdict": last[1]["verdict"],
+                              "rto_seconds": rto_seconds, "recovery_seconds": last[1]["recovery_seconds"]})
+    return out, timelines
 
 
 def summarize(raw: dict, spec, now: float) -> dict:
@@ -105,11 +126,10 @@ def summarize(raw: dict, spec, now: float) -> dict:
         return _judged(row)
     row["freshness"] = freshness(spec)
     row["drift"] = _drift(raw.get("drift"), now)
-    per_kind = _per_kind(raw, spec.recovery.rto_minutes * 60.0, now)
+    per_kind, timelines = _per_kind(raw, spec.recovery.rto_minutes * 60.0, now)
     lasts = [k["last"] for k in per_kind.values() if k["last"]]
     row["drills"] = {"records": raw.get("drill_count", 0), "per_kind": per_kind,
-                     "last": max(lasts, key=lambda x: str(x["drill_id"]), default=None),
-                     "timelines": [_timeline(d) for d in _latest_per_kind(raw.get("drills") or [])]}
+                     "last": max(lasts, key=lambda x: str(x["drill_id"]), default=None), "timelines": timelines}
     lock = raw.get("lock")
     if lock is not None:
         holder = lock.get("holder") or {}
@@ -130,19 +150,13 @@ def _judged(row: dict) -> dict:
     return row
 
 
-def _latest_per_kind(drills: list[dict]) -> list[dict]:
-    latest: dict[str, dict] = {}
-    for r in sorted(drills, key=lambda r: str(r.get("drill_id"))):
-        latest[str(r.get("kind"))] = r
-    return [latest[k] for k in sorted(latest)]
-
-
 def _timeline(record: dict) -> dict:
     """What the HTML page needs to draw a drill's timeline (its phases with their times)."""
     v = record.get("verdict") if isinstance(record.get("verdict"), dict) else {}
     return {"drill_id": record.get("drill_id"), "kind": record.get("kind"), "environment": record.get("environment"),
             "phases": record.get("phases") if isinstance(record.get("phases"), list) else [],
-            "rto_seconds": v.get("rto_seconds"), "verdict": v.get("outcome")}
+            "rto_seconds": v.get("rto_seconds"), "verdict": v.get("outcome"),
+            "recovery_seconds": v.get("recovery_seconds")}
 
 
 def order(row: dict) -> tuple:
