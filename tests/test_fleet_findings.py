@@ -48,6 +48,22 @@ def test_the_trend_fires_on_a_real_slowdown_and_not_on_noise():
     assert rto_trend([400, 900, 500, 800, 950], rto)["trend"] == "steady"
 
 
+def test_a_drill_name_is_read_strictly():
+    from recovery.drills.report import record_name
+    from recovery.fleet.reading import parse_drill_name
+    from tests.fleetseed import drill_report
+
+    report = drill_report("dev", "state-loss", 3, rto_minutes=30, recovery=612.4)
+    assert parse_drill_name(record_name(report)) == {"drill_id": report.drill_id, "kind": "state-loss",
+                                                     "outcome": "passed", "recovery_seconds": 612.0}
+    old = parse_drill_name("20261202T110000Z-rebuild-cluster-3f9a1c")  # written before names carried the verdict
+    assert old["outcome"] is None and old["kind"] == "rebuild-cluster"
+    for planted in ("20261202T110000Z-rebuild-cluster-3f9a1c--passed-1e400s", "20261202T110000Z-state-loss-1--won",
+                    "20261202T110000Z-state-loss-1--passed-99999999999s", "x--passed-1s",
+                    "20261202T110000Z-state-loss-1--passed-[/bold]s"):
+        assert parse_drill_name(planted) is None, planted
+
+
 def test_the_page_stays_small_at_200_environments():
     from recovery.fleet.html import render
     from tests.fleetseed import T0, drill_report

@@ -287,3 +287,21 @@ def test_environments_sharing_a_bucket_see_only_their_own_records(aws, emulator_
     assert rows["one"]["drift"]["result"] == "drift" and rows["one"]["drills"]["records"] == 2
     assert rows["two"]["drift"] is None and rows["two"]["drills"]["records"] == 0
     assert rows["two"]["ledger"]["head_at"] is None and rows["one"]["ledger"]["head_at"] is not None
+
+
+def test_a_failed_drift_check_is_shown_as_failed_with_its_reason(aws, emulator_endpoint):
+    # Failed scheduled checks are recorded with `outcome: "failed"` and a `reason`; whatever their name, the newest
+    # record is read in full when its name does not carry a clean/drift verdict.
+    s3 = aws.client("s3")
+    bucket = _bucket()
+    seed_environment(s3, "flaky", bucket, Seed(drift_records=2, drill_records=0))
+    record = drift_record("flaky", [], clock=lambda: 1_764_000_000.0 + 86400, check_id="c-9")
+    record |= {"outcome": "failed", "reason": "the preview failed: AccessDenied reading a subnet"}
+    name = record_name(record).rsplit("--", 1)[0] + "--failed"
+    ObjectStore(s3, bucket).put(f".groundctl/drift/flaky/{name}.json", json.dumps(record).encode())
+    spec = parse_spec(spec_data("flaky", bucket, emulator_endpoint), "flaky")
+    row = fleet_report(read_fleet([Source(spec, ObjectStore(s3, bucket), s3)]), {"flaky": spec},
+                       now=1_764_000_000.0 + 86400 + 60)["environments"][0]
+    assert row["drift"]["result"] == "failed" and "AccessDenied" in row["drift"]["reason"]
+    failed = next(f for f in row["findings"] if f["rule"] == "drift-check-failed")
+    assert failed["level"] == "warning" and "AccessDenied reading a subnet" in failed["what"]
