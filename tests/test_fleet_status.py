@@ -305,3 +305,24 @@ def test_a_failed_drift_check_is_shown_as_failed_with_its_reason(aws, emulator_e
     assert row["drift"]["result"] == "failed" and "AccessDenied" in row["drift"]["reason"]
     failed = next(f for f in row["findings"] if f["rule"] == "drift-check-failed")
     assert failed["level"] == "warning" and "AccessDenied reading a subnet" in failed["what"]
+
+
+def test_a_drill_is_listed_once_after_its_progress_checkpoints(aws, bucket):
+    from dataclasses import replace
+
+    from recovery.drills.report import load_history, write_report
+    from recovery.fleet.reading import scan
+    from tests.fleetseed import drill_report
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    final = drill_report("dev", "rebuild-cluster", 1, rto_minutes=30, recovery=600)
+    progress = replace(final, verdict=replace(final.verdict, outcome="running", reason="InProgress"))
+    assert write_report(progress, store=store).bucket_key == f".groundctl/drills/dev/{final.drill_id}.json"
+    assert [d["outcome"] for d in scan(store, "dev")["drills"]["rebuild-cluster"]] == [None]  # read in full
+    key = write_report(final, store=store).bucket_key
+    assert key.endswith("--passed-600s.json") and [k for k, _s, _m in store.keys(".groundctl/drills/dev/")] == [key]
+    records, unreadable = load_history(store, "dev")
+    assert [r["verdict"]["outcome"] for r in records] == ["passed"] and unreadable == []
+    # A checkpoint left beside its finished record (its delete failed) is still one drill.
+    store.put(f".groundctl/drills/dev/{final.drill_id}.json", b"{}")
+    assert [d["outcome"] for d in scan(store, "dev")["drills"]["rebuild-cluster"]] == ["passed"]

@@ -121,7 +121,9 @@ def scan(store, env: str) -> dict:
 
 def _sorted(found: dict) -> dict:
     # Drill ids start with their UTC start time, so name order is time order.
-    found["drills"] = {k: sorted(v, key=lambda d: d["drill_id"])[-MAX_DRILLS_PER_KIND:]
+    # A drill whose finished record and progress checkpoint are both listed is one drill: its finished record.
+    found["drills"] = {k: sorted({d["drill_id"]: d for d in sorted(v, key=lambda d: d["outcome"] is not None)}.values(),
+                                 key=lambda d: d["drill_id"])[-MAX_DRILLS_PER_KIND:]
                        for k, v in sorted(found["drills"].items())}
     return found
 
