@@ -147,8 +147,7 @@ def _drills(r: dict) -> str:
 
 
 def _show(report: dict) -> None:
-    console.info(_summary(report))
-    rows = table("fleet status", "level", "environment", "drift", "last drills (RTO trend)", "lock", "ledger head",
+    rows = table(f"fleet status — {_summary(report)}", "level", "environment", "drift", "last drills (RTO trend)", "lock", "ledger head",
                  "bucket vs RPO")
     for r in report["environments"]:
         name = Text(r["environment"] + (" (production)" if r.get("production") else ""))

@@ -186,8 +186,10 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
                                                  "what": "drift in network"} in drifty["findings"]
     failed = _fleet_dir(tmp_path / "b", aws, emulator_endpoint, {
         "broken": Seed(drift_records=3, drill_records=4, failed_kinds=("state-loss",))})
-    proc, _ = _status(failed, "--fail-on", "critical")
+    proc, _ = _status(failed, "--fail-on", "critical", env_extra={"COLUMNS": "400"})
     assert proc.returncode == 1, proc.stderr
+    # The counts, naming the critical ones, head the table (and close the report on stderr).
+    assert "1 critical" in proc.stdout.splitlines()[0] and "Critical: broken" in proc.stdout.splitlines()[0]
     assert "1 critical" in proc.stderr and "Critical: broken" in proc.stderr
     assert "critical: broken: last state-loss drill failed" in proc.stderr
     proc, _ = _status(failed, "--fail-on", "attention")
