@@ -140,9 +140,10 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
     if not last:
         return f"<li>{escape(kind)}: no drill recorded</li>"
     took = last.get("recovery_seconds")
-    text = (f"{kind}: {last.get('verdict')} ({last.get('reason')}) {_age(last.get('age_seconds'))}"
-            + (f", recovery {took:.0f} s of {last.get('rto_seconds') or 0:.0f} s RTO" if isinstance(took, (int, float)) else "")
-            + f"; trend of passing drills: {trend.get('trend')}"
+    reason = f" ({last.get('reason')})" if last.get("reason") else ""
+    text = (f"{kind}: {last.get('verdict')}{reason} {_age(last.get('age_seconds'))}"
+            + (f", recovered in {took:.0f} s (RTO {last.get('rto_seconds') or 0:.0f} s)" if _num(took) is not None else "")
+            + f"; trend (passing drills): {trend.get('trend')}"
             + (f" (median {trend['baseline']:.0f} s ± {trend['threshold_seconds']:.0f} s)"
                if trend.get("baseline") is not None else ""))
     failed = next((p for p in (timeline or {}).get("phases") or [] if isinstance(p, dict)
