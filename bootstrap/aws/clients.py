@@ -6,9 +6,12 @@ wrapped in `retry_transient` blindly; its caller decides how to resume (see `Obj
 
 Waiting is bounded three ways, so a command against an endpoint that accepts connections and never
 answers (or drips a byte at a time) fails with one paragraph within a minute: socket timeouts sized
-for the calls groundctl makes; a deadline per call across all its attempts (enforced in the main
-thread even while a response trickles in, which no socket timeout catches); and a budget for the
-whole process, after which an endpoint that has not answered is not waited on again.
+for the calls groundctl makes; a deadline per call across all its attempts (enforced on every thread,
+even while a response trickles in, which no socket timeout catches: see `bootstrap.aws.deadline`); and
+a budget for the whole process, after which an endpoint that has not answered is not waited on again.
+
+Throttling (503 SlowDown and its kin) is waited out for the whole call deadline, not a fixed number of
+attempts: a storm of a few tens of seconds must not fail a restore half-way or strand the lock.
 """
 
 from __future__ import annotations
@@ -16,17 +19,16 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 import os
-import signal
 import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 import botocore.exceptions
 import botocore.parsers
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
+from bootstrap.aws import deadline as _deadline
 from bootstrap.errors import BadInput, CloudError
 
 T = TypeVar("T")
@@ -49,9 +51,7 @@ CALL_DEADLINE = 40.0
 BUDGET_SLACK = 5.0
 
 
-class _Deadline(BaseException):
-    # A BaseException, so no `except Exception` between here and the socket swallows it.
-    pass
+_Deadline = _deadline.Cut
 
 
 def call_deadline() -> float:
@@ -146,35 +146,6 @@ def _unanswered(exc: BaseException) -> bool:
                             botocore.exceptions.ConnectTimeoutError, _Deadline))
 
 
-@contextmanager
-def _hard_deadline(seconds: float) -> Iterator[None]:
-    """Raise _Deadline in the main thread after `seconds`, even inside a blocking read."""
-    if seconds <= 0 and threading.current_thread() is threading.main_thread():
-        raise _Deadline()  # a retry whose jittered wait ran past the deadline is not started
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
-        # Signals only reach the main thread; and an alarm someone else set (a test runner's timeout) wins.
-        yield
-        return
-
-    armed = [True]
-
-    def fire(signum, frame):
-        if armed[0]:  # an alarm that lands after the call returned is ignored, not raised into the caller
-            raise _Deadline()
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        armed[0] = False
-        try:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-
-
 def endpoint_name(url: Optional[str]) -> str:
     """How a message names where a call went: AWS itself, or the emulator an endpoint override points at
     (groundctl allows an override only for non-production environments, which is what an emulator serves)."""
@@ -239,18 +210,22 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         started = time.monotonic()
         if started >= ends and "last" in seen:
             raise seen["last"]  # the wait before this retry ran past the deadline: the last failure stands
-        try:
-            with _hard_deadline(ends - started):
+        with _deadline.bounded(ends) as call:
+            try:
                 result = fn()
-            BUDGET.answered()  # an endpoint that answers again has its budget back
-            return result
-        except BaseException as exc:
-            seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
-            if not isinstance(exc, _Deadline):
-                seen["last"] = exc
-            if _unanswered(exc):
-                BUDGET.charge(time.monotonic() - started)
-            raise
+            except BaseException as exc:
+                seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or call.where or seen.get("url")
+                if call.cut and not isinstance(exc, _Deadline):
+                    exc = _Deadline()  # the watchdog shut the connection: whatever broke, the deadline did it
+                if not isinstance(exc, _Deadline):
+                    seen["last"] = exc
+                if _unanswered(exc):
+                    BUDGET.charge(time.monotonic() - started)
+                if isinstance(exc, _Deadline):
+                    raise exc from None
+                raise
+        BUDGET.answered()  # an endpoint that answers again has its budget back
+        return result
 
     try:
         for attempt in Retrying(
@@ -316,4 +291,5 @@ class AwsClients:
                 )
             except CREDENTIAL_FAILURES as exc:  # botocore resolves credentials when it makes a client
                 raise credentials_error(f"open an AWS {service} client", exc) from None
+            _deadline.deadline_aware(self._cache[key])
         return self._cache[key]
