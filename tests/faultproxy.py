@@ -136,7 +136,7 @@ class FaultProxy:
                 if drip == "head":  # the status line and headers too: the client is stuck before any answer
                     self._drip(self._head_bytes(status, headers, len(body) if length is None else length) + body)
                     return
-                self.send_response(status)
+                self.send_response_only(status)  # the upstream's own Date, not a second one of ours
                 for k, v in headers:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body) if length is None else length))

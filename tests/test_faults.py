@@ -138,3 +138,95 @@ def test_lost_create_key_response_does_not_leave_two_keys(local_spec, emulator_e
             if {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=k["KeyId"])["Tags"]}
             .get("groundctl:env") == env]
     assert len(ours) == 1 and report.kms_key_arn.endswith(ours[0])
+
+
+# -- a throttling storm is not an outage of the lock (issue 19 item 4) --------------------------------
+
+
+def _writes(method, path, headers, body) -> bool:
+    return method in ("PUT", "POST", "DELETE")
+
+
+def _restore_write(method, path, headers, body) -> bool:
+    return method == "PUT" and bool(headers.get("x-amz-copy-source"))  # the restore's first write is a copy
+
+
+def _recover(spec, endpoint: str, deadline: float, *extra: str):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
+    env.update(GROUNDCTL_CLOUD_DEADLINE=str(deadline), PATH="/usr/bin:/bin")  # no Pulumi: verify cannot run
+    args = ["recover", str(spec), "network", "--yes", "--json", "--endpoint-url", endpoint, *extra]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "groundctl", *args], cwd=REPO, capture_output=True, text=True,
+                          env=env, timeout=240)
+    return proc, time.monotonic() - started
+
+
+def _phases(proc) -> dict:
+    assert proc.stdout.startswith("{"), proc.stderr
+    return {p["phase"]: p for p in json.loads(proc.stdout)["phases"]}
+
+
+@pytest.fixture
+def lost_state(aws, bucket, tmp_path, monkeypatch):
+    """The local spec as a file; its bucket holds three updates of `network`, then the state was deleted."""
+    import tests.test_recovery_scenarios as sc
+    from tests.conftest import local_spec_with_bucket
+
+    monkeypatch.setattr(sc, "ENV", "local")
+    monkeypatch.setattr(sc, "KEY", sc.layout.stack_key(sc.LAYER, "local"))
+    store = ObjectStore(aws.client("s3"), bucket)
+    sc.history(store)
+    store.delete(sc.KEY)
+    return local_spec_with_bucket(tmp_path, bucket), store
+
+
+@pytest.mark.timeout(300)
+def test_a_storm_shorter_than_the_deadline_is_waited_out_by_the_restore_and_the_lock_release(
+        emulator_endpoint, lost_state):
+    spec, store = lost_state
+    with FaultProxy(emulator_endpoint, fraction=0, storm=_writes, storm_trigger=_restore_write,
+                    storm_seconds=8) as proxy:
+        proc, took = _recover(spec, proxy.endpoint_url, 20)
+        assert proxy.stats["fault_storm"] > 3  # the restore's writes met the storm, more than once
+    phases = _phases(proc)
+    assert phases["restore"]["achieved"], proc.stdout
+    assert proc.returncode == 1 and phases["verify"]["attempted"]  # only the verification (no engine) is left
+    assert store.get(layout.lock_key("local")) is None  # released once the storm was over
+    assert took > 8  # it did wait the storm out
+
+
+@pytest.mark.timeout(300)
+def test_after_a_storm_longer_than_the_deadline_the_named_command_works(emulator_endpoint, lost_state):
+    import re
+    import shlex
+    import time
+
+    spec, store = lost_state
+    with FaultProxy(emulator_endpoint, fraction=0, storm=_writes, storm_trigger=_restore_write,
+                    storm_seconds=25) as proxy:
+        proc, _ = _recover(spec, proxy.endpoint_url, 4)
+        phases = _phases(proc)
+        assert proc.returncode == 4 and not phases["restore"]["achieved"], proc.stdout
+        said = " ".join(phases["restore"]["message"].split())
+        assert "SlowDown" in said and "throttling" in said, said
+        # The lock could not be released in the storm either: the message says so, and what happens to it.
+        assert store.get(layout.lock_key("local")) is not None
+        assert "lock" in said and "takes it over" in said, said
+        named = re.search(r"re-run `(groundctl [^`]+)`", said)
+        assert named, said
+        while not proxy.storm_over:
+            time.sleep(0.5)
+        # The very command the message names, once the storm is over.
+        argv = shlex.split(named.group(1))
+        assert argv[1:4] == ["recover", str(spec), "network"], argv
+        again, _ = _recover(spec, proxy.endpoint_url, 4)
+    again_phases = _phases(again)
+    assert again_phases["restore"]["achieved"], again.stdout
+    assert again.returncode == 1 and store.get(layout.lock_key("local")) is None

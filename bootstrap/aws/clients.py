@@ -26,13 +26,19 @@ from urllib.parse import urlsplit
 
 import botocore.exceptions
 import botocore.parsers
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
 from bootstrap.aws import deadline as _deadline
 from bootstrap.errors import BadInput, CloudError
+from bootstrap.invocation import rerun
 
 T = TypeVar("T")
 
+# Throttling is an answer ("not now"), not an outage: it is retried for the whole call deadline.
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "SlowDown",
+    "TooManyRequestsException", "RequestThrottled", "503", "429",
+})
 TRANSIENT_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "SlowDown",
     "TooManyRequestsException", "RequestThrottled", "ServiceUnavailable", "InternalError",
@@ -40,7 +46,8 @@ TRANSIENT_CODES = frozenset({
     "PriorRequestNotComplete", "OperationAborted",
 })
 
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 8  # for failures other than throttling (a dropped connection, a 500)
+THROTTLED_ATTEMPTS = 200  # a backstop only: throttling is retried until the call deadline
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 # One call, all its attempts: long enough to stream a large state, short enough to fail within a minute.
@@ -95,6 +102,13 @@ def error_code(exc: BaseException) -> str:
         err = exc.response.get("Error", {})
         return str(err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
     return ""
+
+
+def is_throttling(exc: BaseException) -> bool:
+    if not isinstance(exc, botocore.exceptions.ClientError):
+        return False
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return error_code(exc) in THROTTLING_CODES or status in (429, 503)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -168,7 +182,8 @@ def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
     return CloudError(f"Could not {what}: {where} {why}.{outcome} {fix}, then re-run.")
 
 
-def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], pred, attempts: int) -> BaseException:
+def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], pred, tries: int,
+               elapsed: float) -> BaseException:
     """The groundctl error for a call's last failure; anything groundctl cannot explain is returned as it is."""
     if isinstance(exc, botocore.parsers.ResponseParserError):
         return _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
@@ -177,8 +192,9 @@ def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], 
         if error_code(exc) in CREDENTIAL_CODES:
             return credentials_error(what, exc)
         if pred(exc):
-            return CloudError(f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
-                              "throttling or an outage, not a problem with your input; wait a minute and re-run.")
+            return CloudError(f"AWS kept refusing to {what} ({error_code(exc)}) for {elapsed:.0f} s ({tries} "
+                              f"attempt{'s' if tries != 1 else ''}). This is throttling or an outage, not a problem "
+                              f"with your input; wait a minute and {rerun()}.")
         return exc
     if isinstance(exc, (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)):
         return _unreachable(what, f"did not answer within {limit:.0f} s", url)
@@ -203,13 +219,22 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         raise _unreachable(what, "left earlier calls of this run unanswered until its time budget "
                                  f"({deadline + BUDGET_SLACK:.0f} s) was spent, so it was not tried again")
     limit = min(deadline, BUDGET.left(deadline))
-    ends = time.monotonic() + limit
-    seen: dict = {}  # the endpoint a failed attempt names, for the message
+    begun = time.monotonic()
+    ends = begun + limit
+    seen: dict = {"tries": 0}  # the endpoint a failed attempt names, and how many were made, for the message
+
+    def stop(state) -> bool:
+        if time.monotonic() >= ends:
+            return True
+        failure = state.outcome.exception() if state.outcome is not None else None
+        cap = THROTTLED_ATTEMPTS if failure is not None and is_throttling(failure) else attempts
+        return state.attempt_number >= cap
 
     def attempt_once() -> T:
         started = time.monotonic()
         if started >= ends and "last" in seen:
             raise seen["last"]  # the wait before this retry ran past the deadline: the last failure stands
+        seen["tries"] += 1
         with _deadline.bounded(ends) as call:
             try:
                 result = fn()
@@ -230,7 +255,7 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
     try:
         for attempt in Retrying(
             retry=retry_if_exception(pred),
-            stop=stop_after_attempt(attempts) | stop_after_delay(limit),
+            stop=stop,
             wait=wait_random_exponential(multiplier=0.05, max=2.0),
             reraise=True,
         ):
@@ -242,9 +267,9 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection "
                                      "but its response never completed)", seen.get("url")) from None
         # The deadline cut a retry short: the failure that caused the retries says what is wrong.
-        raise _explained(prior, what, limit, seen.get("url"), pred, attempts) from None
+        raise _explained(prior, what, limit, seen.get("url"), pred, seen["tries"], time.monotonic() - begun) from None
     except Exception as exc:
-        raise _explained(exc, what, limit, seen.get("url"), pred, attempts) from None
+        raise _explained(exc, what, limit, seen.get("url"), pred, seen["tries"], time.monotonic() - begun) from None
 
 
 def _client_config():
