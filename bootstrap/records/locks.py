@@ -354,7 +354,8 @@ class EnvironmentLock:
 
     def _left_behind(self, failure: GroundctlError) -> str:
         """What happens to a lock this run could not release, and what to run."""
-        return (f"the environment lock {self.key} could not be released ({failure.message}) and is left behind, "
+        why = failure.message.split(". ")[0].rstrip(".")  # what went wrong; the re-run is said once, by the run
+        return (f"the environment lock {self.key} could not be released ({why}) and is left behind, "
                 f"naming this run ({self.run_id}, pid {self.pid} on {self.host}). Once this process has exited, the "
                 f"next run on {self.host} takes it over at once; from another host it is stale {self.ttl_seconds} s "
                 f"after its last heartbeat, when `groundctl lock break {self.environment}` removes it.")
