@@ -273,8 +273,9 @@ def test_a_read_trickling_in_a_worker_thread_ends_by_the_deadline(emulator_endpo
         said = " ".join((proc.stdout + proc.stderr).split()) if command[0] == "recover" else _one_paragraph(proc)
         assert "Traceback" not in proc.stderr and "internal error" not in said, (command, said)
         assert f"did not finish answering within {deadline} s" in said and where in said, (command, said)
-        # One deadline (reads started side by side end together), the slack, and a start-up under load.
-        assert took < deadline + clients.BUDGET_SLACK + 20, (command, took)
+        # Cut by the deadline (the message says so), not by the trickle's end, which is minutes away; the
+        # bound is loose because start-ups of several processes side by side are slow on a loaded machine.
+        assert took < 60, (command, took)
 
 
 def _trickling_get(store, key: str, results: dict, name: str) -> None:

@@ -223,6 +223,8 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
     ends = begun + limit
     seen: dict = {"tries": 0}  # the endpoint a failed attempt names, and how many were made, for the message
 
+    backoff = wait_random_exponential(multiplier=0.05, max=2.0)
+
     def stop(state) -> bool:
         if time.monotonic() >= ends:
             return True
@@ -256,7 +258,7 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
         for attempt in Retrying(
             retry=retry_if_exception(pred),
             stop=stop,
-            wait=wait_random_exponential(multiplier=0.05, max=2.0),
+            wait=lambda state: min(backoff(state), max(0.0, ends - time.monotonic())),  # never past the deadline
             reraise=True,
         ):
             with attempt:
