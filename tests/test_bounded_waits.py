@@ -312,3 +312,28 @@ def test_a_trickled_read_is_cut_on_any_thread_and_only_that_read(aws, bucket, em
         message, took = results[name]
         assert "did not finish answering within 2 s" in message, (name, message)
         assert took < 2 + 5, (name, took)  # cut at its deadline, not at the end of the trickle
+
+
+def test_a_pool_thread_with_a_budget_of_its_own_is_not_charged_for_another_threads_stuck_endpoint(monkeypatch):
+    """What fleet status's pool uses per environment: one stuck environment spends its own budget, not the fleet's."""
+    monkeypatch.setenv(clients.DEADLINE_ENV, "1")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+    results: dict = {}
+
+    def stuck():
+        with clients.separate_budget():
+            clients._budget().charge(1 + clients.BUDGET_SLACK)  # its endpoint left calls unanswered
+            try:
+                clients.retry_transient(lambda: "answered", what="read a stuck thing")
+            except CloudError as exc:
+                results["stuck"] = exc.message
+
+    def healthy():
+        with clients.separate_budget():
+            results["healthy"] = clients.retry_transient(lambda: "answered", what="read a healthy thing")
+
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(stuck).result()
+        pool.submit(healthy).result()
+    assert "was not tried again" in results["stuck"] and results["healthy"] == "answered"
+    assert clients.BUDGET.spent == 0  # the process's own budget was never charged

@@ -21,7 +21,8 @@ from typing import Callable, TypeVar
 import os
 import threading
 import time
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 from urllib.parse import urlsplit
 
 import botocore.exceptions
@@ -95,6 +96,23 @@ class _Budget:
 
 
 BUDGET = _Budget()
+_scoped = threading.local()
+
+
+def _budget() -> _Budget:
+    return getattr(_scoped, "budget", None) or BUDGET
+
+
+@contextmanager
+def separate_budget() -> Iterator[None]:
+    """Calls on this thread spend a budget of their own: a pool reading many environments (fleet status) keeps
+    one stuck endpoint's unanswered calls from costing the other environments their attempts."""
+    outer = getattr(_scoped, "budget", None)
+    _scoped.budget = _Budget()
+    try:
+        yield
+    finally:
+        _scoped.budget = outer
 
 
 def error_code(exc: BaseException) -> str:
@@ -215,10 +233,11 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
     """
     pred = (lambda e: is_transient(e) or extra(e)) if extra else is_transient
     deadline = call_deadline()
-    if BUDGET.left(deadline) <= 0:
+    budget = _budget()
+    if budget.left(deadline) <= 0:
         raise _unreachable(what, "left earlier calls of this run unanswered until its time budget "
                                  f"({deadline + BUDGET_SLACK:.0f} s) was spent, so it was not tried again")
-    limit = min(deadline, BUDGET.left(deadline))
+    limit = min(deadline, budget.left(deadline))
     begun = time.monotonic()
     ends = begun + limit
     seen: dict = {"tries": 0}  # the endpoint a failed attempt names, and how many were made, for the message
@@ -247,11 +266,11 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
                 if not isinstance(exc, _Deadline):
                     seen["last"] = exc
                 if _unanswered(exc):
-                    BUDGET.charge(time.monotonic() - started)
+                    budget.charge(time.monotonic() - started)
                 if isinstance(exc, _Deadline):
                     raise exc from None
                 raise
-        BUDGET.answered()  # an endpoint that answers again has its budget back
+        budget.answered()  # an endpoint that answers again has its budget back
         return result
 
     try:
