@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Callable, Optional
 
+from bootstrap.aws.clients import separate_budget
 from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
@@ -202,7 +203,9 @@ def read_fleet(sources: list[Source], *, workers: int = 8, deadline: float = 60.
             with mutex:
                 started[i] = time.monotonic()
             try:
-                row = read_environment(sources[i], clock=clock)
+                # A budget of its own: a stuck environment's unanswered calls must not cost the others theirs.
+                with separate_budget():
+                    row = read_environment(sources[i], clock=clock)
             except Exception as exc:  # noqa: BLE001 - one environment's surprise is its row, not the fleet's end
                 row = _failed(sources[i], f"could not be read ({type(exc).__name__})")
             with mutex:
