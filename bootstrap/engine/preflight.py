@@ -124,15 +124,16 @@ class Plugin:
         return f"pulumi-resource-{self.name}-v{self.version}-{system.lower()}-{arch}.tar.gz"
 
 
-def imported_modules(source: str) -> set[str]:
-    """Every absolute module name a Python source imports (`import a.b`, `from a.b import c` → a.b, a.b.c). Pure."""
-    found: set[str] = set()
+def imported_modules(source: str) -> set[tuple[str, bool]]:
+    """(module, certain) for every absolute import in a Python source: `import a.b` and `from a.b import c`
+    name a.b for certain; a.b.c only maybe (c may be a name in a.b rather than a module). Pure."""
+    found: set[tuple[str, bool]] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found.update((alias.name, True) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+            found.add((node.module, True))
+            found.update((f"{node.module}.{alias.name}", False) for alias in node.names if alias.name != "*")
     return found
 
 
@@ -145,15 +146,15 @@ def program_imports(entry: str, local_sources: Callable[[str], Optional[str]]) -
     tops: set[str] = set()
     pending = sorted(imported_modules(entry))
     while pending and len(seen) < MAX_MODULES:
-        module = pending.pop()
+        module, certain = pending.pop()
         if module in seen:
             continue
         seen.add(module)
         source = local_sources(module)
-        if source is None:
+        if source is not None:
+            pending.extend(sorted(m for m in imported_modules(source) if m[0] not in seen))
+        elif certain and local_sources(module.split(".")[0]) is None:
             tops.add(module.split(".")[0])
-        else:
-            pending.extend(sorted(imported_modules(source) - seen))
     return tops
 
 
