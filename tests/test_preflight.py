@@ -254,3 +254,35 @@ def test_recover_without_the_pulumi_cli_stops_before_the_restore(tmp_path, aws, 
     assert phases["verify"]["status"] == "not-attempted" and "Traceback" not in proc.stderr
     assert versions(store) == before
     assert [r.operation for r in read_ledger(store, "network", "local").records] == ["up", "up", "up"]
+
+
+# -- one Pulumi version everywhere ---------------------------------------------------------------------
+
+
+def test_the_readme_dockerfile_and_pyproject_state_the_versions_groundctl_supports():
+    import inspect
+    import re
+    from importlib.metadata import version
+
+    from pulumi.automation import Stack
+
+    from bootstrap.engine.versions import PULUMI_SDK_MIN
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    prerequisites = readme[readme.index("## Prerequisites for real runs"):readme.index("## Layers")]
+    assert f"v{PULUMI_CLI_MIN} or later" in prerequisites and f"v{PULUMI_CLI_PINNED}" in prerequisites
+    assert f"`pulumi>={PULUMI_SDK_MIN}`" in prerequisites and "any Pulumi CLI 3.x" not in readme
+    dockerfile = (REPO / "Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
+    assert args["PULUMI_VERSION"] == PULUMI_CLI_PINNED
+    # The image installs the SDKs at its plugins' versions, so its preflight finds what the SDKs ask for.
+    for sdk, arg, plugin in (("pulumi-aws", "PULUMI_AWS_VERSION", "aws"),
+                             ("pulumi-kubernetes", "PULUMI_KUBERNETES_VERSION", "kubernetes")):
+        assert f'"{sdk}==${{{arg}}}"' in dockerfile
+        assert f"`{plugin} v{args[arg]}`" in prerequisites
+    assert f"pulumi plugin install resource aws v{args['PULUMI_AWS_VERSION']} --file" in prerequisites
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'"pulumi>=([0-9.]+),<4"', pyproject)[1] == PULUMI_SDK_MIN
+    # The SDK installed here meets the floor, and has what the floor is for.
+    assert preflight.parse_version(version("pulumi")) >= preflight.parse_version(PULUMI_SDK_MIN)
+    assert "clear_pending_creates" in inspect.signature(Stack.refresh).parameters
