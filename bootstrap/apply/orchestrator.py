@@ -1,7 +1,8 @@
 """The runner: executes the steps `bootstrap.apply.steps` builds, and alone does the I/O for up/destroy/plan/drift.
 
-Per layer, `up` runs preview → render → gate → up → ledger record → output contract check, and the
-run record is saved after every phase. A failure stops at that layer with the record kept; a re-run
+Nothing is written before the engine is known to run (the "engine" preflight: CLI, version, plugins). Per
+layer, `up` runs (for a new stack or the backend's adoption: setup gate → create → adopt) → preview → render
+→ gate → up → ledger record → output contract check, and the run record is saved after every phase. A failure stops at that layer with the record kept; a re-run
 resumes cleanly because a layer that is already up to date previews to no changes and is not applied
 again (its contract is still checked). Everything the runner calls that is not the engine comes in
 through `Services`, so tests can count, fail or replace any of it.
