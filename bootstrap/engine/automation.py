@@ -121,8 +121,6 @@ def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str
 # -- the product implementation over pulumi.automation --------------------------------------------
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
-# `preview --save-plan` and `up --plan` (update plans) appeared in CLI v3.24.0 (changelog/v3.24.0.md).
-SAVED_PLANS_SINCE = "3.24.0"
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -132,7 +130,7 @@ def pulumi_available() -> bool:
 
 
 def require_pulumi() -> None:
-    """Fail early, in one paragraph, when the CLI is missing."""
+    """Fail early, in one paragraph, when the CLI is missing (its version is checked when an engine is built)."""
     if not pulumi_available():
         raise missing_cli_error()
 
@@ -272,6 +270,11 @@ class PulumiEngine:
     def _pulumi_command(self):
         from pulumi.automation import PulumiCommand
 
+        from bootstrap.engine.preflight import require_cli
+
+        # The floor first, in one paragraph (an older CLI fails later with a raw "unknown flag"); asked once
+        # per process, and before the command writes anything.
+        require_cli()
         try:
             # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
             return PulumiCommand()
@@ -413,8 +416,9 @@ class PulumiEngine:
     # -- Engine protocol --------------------------------------------------------------------------
 
     def supports_saved_plans(self) -> bool:
-        version = getattr(self._command, "version", None)
-        return version is not None and version >= SAVED_PLANS_SINCE
+        # `preview --save-plan` / `up --plan` exist from CLI v3.24.0 (changelog/v3.24.0.md); `_pulumi_command`
+        # refused any CLI older than PULUMI_CLI_MIN, far above it, before this engine was built.
+        return True
 
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
                 save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
