@@ -139,3 +139,14 @@ def test_kms_at_the_emulator_goes_through_the_kms_endpoint_variable_not_the_url(
     assert "PULUMI_CONFIG_PASSPHRASE" not in s.env and s.secret_values == ()
     assert "AWS_ENDPOINT_URL_KMS" not in workspace_settings(load_spec("dev"), environ={}).env
 
+
+
+def test_the_passphrase_from_a_file_is_among_the_values_every_record_and_message_is_scrubbed_of(tmp_path):
+    from bootstrap.target import Target
+
+    (tmp_path / "pass").write_text(CANARY + "\n")
+    target = Target(load_spec("local"), None, None, None, None, None,
+                    environ={"PULUMI_CONFIG_PASSPHRASE_FILE": str(tmp_path / "pass")})
+    assert CANARY in target.secret_values()
+    assert Target(load_spec("local"), None, None, None, None, None,
+                  environ={"PULUMI_CONFIG_PASSPHRASE_FILE": str(tmp_path / "none")}).secret_values() == []
