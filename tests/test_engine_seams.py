@@ -100,6 +100,8 @@ def test_a_passphrase_file_is_accepted_trimmed_as_pulumi_reads_it_and_handed_ove
     assert passphrase_from({"PULUMI_CONFIG_PASSPHRASE": "p", "PULUMI_CONFIG_PASSPHRASE_FILE": "pass"}) == (
         "p", {"PULUMI_CONFIG_PASSPHRASE": "p"})
     assert passphrase_from({}) == (None, {})
+    with pytest.raises(BadInput, match="set but empty"):  # Pulumi would take the empty variable
+        passphrase_from({"PULUMI_CONFIG_PASSPHRASE": "", "PULUMI_CONFIG_PASSPHRASE_FILE": "pass"})
 
     s = workspace_settings(load_spec("local"), endpoint_url="http://127.0.0.1:1",
                            environ={"PULUMI_CONFIG_PASSPHRASE_FILE": str(tmp_path / "pass")})

@@ -208,6 +208,11 @@ def passphrase_from(environ: Mapping[str, str], passphrase_env: str = PULUMI_PAS
     path = environ.get(PULUMI_PASSPHRASE_FILE_VAR, "")
     if not path:
         return None, {}
+    if PULUMI_PASSPHRASE_VAR in environ:
+        # Pulumi takes a set variable, even an empty one, over the file.
+        raise BadInput(f"{PULUMI_PASSPHRASE_VAR} is set but empty, and Pulumi would use that empty passphrase "
+                       f"instead of the one in {PULUMI_PASSPHRASE_FILE_VAR}. Unset it (`unset "
+                       f"{PULUMI_PASSPHRASE_VAR}`) and run the command again.")
     # Pulumi runs in another folder than groundctl's: hand it an absolute path.
     path = os.path.abspath(path)
     try:
