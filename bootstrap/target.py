@@ -159,7 +159,7 @@ class Target:
     def secret_values(self) -> list[str]:
         values = [v for v in (self.environ.get(name, "") for name in SECRET_ENV_VARS) if v]
         if self.environ.get(PASSPHRASE_FILE_ENV) and not self.environ.get("PULUMI_CONFIG_PASSPHRASE"):
-            from bootstrap.engine.automation import passphrase_from
+            from bootstrap.engine.passphrase import passphrase_from
 
             try:
                 values.append(passphrase_from(self.environ)[0] or "")

@@ -20,6 +20,7 @@ from bootstrap.engine.errors import (
     StackMissing, UnexpectedChanges, Where, expected_no_changes, map_error, missing_cli_error,
 )
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
+from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_FILE_VAR, PULUMI_PASSPHRASE_VAR, passphrase_from
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import STACKS_DIR, layer as layer_named
 from bootstrap.planning.plan import Plan
@@ -120,9 +121,6 @@ def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str
 
 # -- the product implementation over pulumi.automation --------------------------------------------
 
-PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
-PULUMI_PASSPHRASE_FILE_VAR = "PULUMI_CONFIG_PASSPHRASE_FILE"
-PASSPHRASE_FILE_MAX = 64 * 1024
 # Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports (these win over
 # the inherited environment: the Automation API lays env_vars over os.environ):
 # - PULUMI_SKIP_CHECKPOINTS=true keeps only the final state of an update; recovery walks the mid-update
@@ -187,44 +185,6 @@ def kms_provider(alias: str, region: str) -> str:
     AWS_ENDPOINT_URL_KMS (aws-sdk-go-v2 config env_config.go GetServiceBaseEndpoint, which gocloud's
     awskms opener loads when the URL has no `endpoint`), so the state never records a port."""
     return f"awskms://{alias}?region={region}"
-
-
-def _read_passphrase_file(path: str) -> str:
-    with open(path, "rb") as fh:
-        data = fh.read(PASSPHRASE_FILE_MAX + 1)
-    if len(data) > PASSPHRASE_FILE_MAX:
-        raise ValueError("larger than 64 KiB")
-    return data.decode("utf-8")
-
-
-def passphrase_from(environ: Mapping[str, str], passphrase_env: str = PULUMI_PASSPHRASE_VAR, *,
-                    read: Callable[[str], str] = _read_passphrase_file) -> tuple[str | None, dict[str, str]]:
-    """The passphrase (for scrubbing) and the variables that hand it to Pulumi, from `passphrase_env` or else
-    PULUMI_CONFIG_PASSPHRASE_FILE, read as Pulumi reads it: whitespace trimmed
-    (pkg/secrets/passphrase/manager.go readPassphrase). (None, {}) when neither is set."""
-    passphrase = environ.get(passphrase_env)
-    if passphrase:
-        return passphrase, {PULUMI_PASSPHRASE_VAR: passphrase}
-    path = environ.get(PULUMI_PASSPHRASE_FILE_VAR, "")
-    if not path:
-        return None, {}
-    if PULUMI_PASSPHRASE_VAR in environ:
-        # Pulumi takes a set variable, even an empty one, over the file.
-        raise BadInput(f"{PULUMI_PASSPHRASE_VAR} is set but empty, and Pulumi would use that empty passphrase "
-                       f"instead of the one in {PULUMI_PASSPHRASE_FILE_VAR}. Unset it (`unset "
-                       f"{PULUMI_PASSPHRASE_VAR}`) and run the command again.")
-    # Pulumi runs in another folder than groundctl's: hand it an absolute path.
-    path = os.path.abspath(path)
-    try:
-        passphrase = read(path).strip()
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{PULUMI_PASSPHRASE_FILE_VAR} names {path!r}, which cannot be read as a passphrase "
-                       f"({type(exc).__name__}: {exc}). Point it at a readable file holding the passphrase, "
-                       "and run the command again.") from None
-    if not passphrase:
-        raise BadInput(f"{PULUMI_PASSPHRASE_FILE_VAR} names {path!r}, which is empty. Put the passphrase in "
-                       "it (keep the same value for every later run) and run the command again.")
-    return passphrase, {PULUMI_PASSPHRASE_FILE_VAR: path}
 
 
 def workspace_settings(spec, *, endpoint_url: str | None = None,
