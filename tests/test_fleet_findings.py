@@ -220,7 +220,11 @@ def test_a_stuck_environment_is_its_row_and_the_others_are_printed(tmp_path, aws
         proc, took = _status(envs, "--json", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "4"})
     assert proc.returncode == 0, proc.stderr
     rows = {r["environment"]: r for r in json.loads(proc.stdout)["environments"]}
-    assert "was not read within 4 s" in rows["stuck"]["error"] and rows["stuck"]["level"] == "warning"
+    # Cut either by the call deadline on its reading thread (naming the endpoint) or, failing that, by the
+    # fleet's own per-environment deadline: either way it is that row's error.
+    error = rows["stuck"]["error"]
+    assert ("did not finish answering within 4 s" in error or "was not read within 4 s" in error), error
+    assert rows["stuck"]["level"] == "warning"
     assert rows["fine"]["drift"]["result"] == "clean" and rows["also-fine"]["drills"]["records"] == 4
     assert took < 40, took  # the stuck thread is left behind, not joined at exit
 
