@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
+from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from recovery import choose as ch
@@ -445,16 +446,24 @@ class _Run:
                          f"{getattr(rec, 'serial', '-')}.", "verify", details=details)
 
     def verify(self) -> Condition:
+        o = self.o
         try:
-            plan = self.s.engine().preview(self.o.layer, refresh=True, expect_no_changes=True)
-        except GroundctlError as exc:
-            if isinstance(getattr(exc, "plan", None), Plan) and only_unfinished_creates(exc.plan, self.never_made):
+            plan = self.s.engine().preview(o.layer, refresh=True, expect_no_changes=True)
+        except UnexpectedChanges as exc:
+            if only_unfinished_creates(exc.plan, self.never_made):
                 return self._unfinished(exc.plan)
-            details = {"plan": exc.plan.to_dict()} if hasattr(exc, "plan") else {}
-            return Condition("verify", "failed", "ChangesRemain" if details or "expected no changes" in
-                             exc.message else "VerificationFailed", exc.message,
+            return Condition("verify", "failed", "ChangesRemain", exc.message,
                              "review the plan; the recovery is not complete until it shows no changes",
-                             details=details)
+                             details={"plan": exc.plan.to_dict()})
+        except GroundctlError as exc:
+            # The preview itself failed (a resource it could not read, the CLI, the cloud): nothing was
+            # verified, which is neither drift nor success.
+            return Condition("verify", "failed", "VerificationFailed",
+                             f"The verification preview of {o.project}/{o.environment} failed, so the recovery is "
+                             f"not verified: {exc.message}",
+                             f"fix what the engine names, then re-run `groundctl recover {o.environment} {o.layer}`, "
+                             "which finds the restored state current and verifies it again",
+                             exit_code=exc.exit_code)
         if only_unfinished_creates(plan, self.never_made):
             return self._unfinished(plan)
         if plan.has_changes:

@@ -79,6 +79,22 @@ def test_complete_only_when_the_verification_plan_shows_no_changes(store, aws):
     assert ("preview", sc.LAYER) in engine.calls
 
 
+def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_not_drift(store, aws):
+    from bootstrap.errors import EngineError
+
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    engine.fail[("preview", sc.LAYER)] = EngineError(
+        "Pulumi preview of layer 'network' in environment 'dev' failed: reading vpc: AccessDenied.")
+    t = sc.guide(store, aws, engine)
+    assert sc.phase(t, "restore").status == "achieved"
+    v = sc.phase(t, "verify")
+    assert (v.status, v.reason, v.exit_code) == ("failed", "VerificationFailed", 4)
+    assert "AccessDenied" in v.message and "not verified" in v.message and "plan" not in v.details
+    assert f"groundctl recover {sc.ENV} {sc.LAYER}" in v.next_step
+    assert t.outcome == "incomplete" and t.exit_code == 4
+
+
 def test_healthy_stack_has_nothing_to_restore(store, aws):
     engine = sc.history(store)
     before = sc.all_versions(store)
@@ -155,11 +171,14 @@ def test_recover_command_restores_and_says_verification_needs_the_engine(store, 
     sc.history(store)
     store.delete(sc.KEY)
     r = groundctl("recover", str(spec_file), "network", "--yes", "--json", "--endpoint-url", emulator_endpoint,
-                  env={"PATH": "/usr/bin:/bin"})
+                  env={"PATH": "/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "guide-test"})
     data = json.loads(r.stdout)
     phases = {p["phase"]: p for p in data["phases"]}
     assert phases["restore"]["achieved"] and not phases["verify"]["achieved"]
-    assert phases["verify"]["attempted"] and data["outcome"] == "incomplete" and r.returncode == 1
+    # The verification could not run at all: that is the engine's failure (exit 4), not a plan with changes.
+    verify = phases["verify"]
+    assert verify["attempted"] and verify["reason"] == "VerificationFailed" and "Pulumi CLI" in verify["message"]
+    assert data["outcome"] == "incomplete" and r.returncode == 4
     assert store.get(sc.KEY) is not None
 
 

@@ -433,9 +433,11 @@ class PulumiEngine:
                           expect_no_changes=expect_no_changes or None, color="never", diff=False,
                           plan=plan_file)
         except Exception as exc:  # noqa: BLE001
-            plan = plan_from_events(layer, self.environment, events)
-            if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
-                raise UnexpectedChanges(plan) from None
+            # Only the CLI's own --expect-no-changes failure means "changes": a preview that failed for any
+            # other reason (a resource it could not read, a program error) proved nothing about drift, and
+            # the steps it announced before failing (a refresh that never finished) are not changes.
+            if expect_no_changes and expected_no_changes(exc):
+                raise UnexpectedChanges(plan_from_events(layer, self.environment, events)) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)
         if expect_no_changes and plan.has_changes:
