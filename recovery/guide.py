@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
+from bootstrap.engine.automation import other_pending_operations, refuse_other_pending
 from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
@@ -158,6 +159,7 @@ class _Run:
         self.covered: frozenset[str] = frozenset()  # the types inventory looked for
         self.planned_urns: frozenset[str] = frozenset()  # resources of the chosen state, and those the import adds
         self.never_made: frozenset[str] = frozenset()    # pending creates cleared as having made nothing
+        self.other_pending: tuple[tuple[str, str], ...] = ()  # pending operations that are not creates
 
     # -- Assess ------------------------------------------------------------------------------------
 
@@ -358,6 +360,7 @@ class _Run:
         dep = self._state_json()
         resources = [r for r in dep.get("resources") or [] if isinstance(r, dict)]
         pending = [p for p in dep.get("pending_operations") or [] if isinstance(p, dict)]
+        self.other_pending = tuple(other_pending_operations(dep))
         inv = self.s.inventory(self.o.environment, self.o.layer)
         cls = classify(resources, inv.items, pending, inv.types_covered or None)
         plan = plan_for_survivors(cls.survivors, resources)
@@ -380,7 +383,11 @@ class _Run:
                f"state are not live; {len(cls.pending_creates)} pending creates.")
         nxt = "import the survivors" if n else "verify with a refresh preview"
         if cls.in_state_not_live:
-            nxt += "; review the resources in state that are not live (the refresh in the verification drops them)"
+            # The verification is a preview: it refreshes in memory only (a DIY preview never saves a
+            # snapshot), so these stay in the state whatever it shows.
+            nxt += ("; review the resources in state that are not live: they stay in the state (the verification "
+                    "is a preview, which writes no state) and its plan shows each one the program still declares "
+                    f"as a create; `groundctl up {self.o.environment} --layers {self.o.layer}` makes them again")
         return Condition("reconcile", "achieved", "SurvivorsFound" if n else "StateMatchesLive", msg, nxt,
                          details=details)
 
@@ -392,6 +399,8 @@ class _Run:
         if not entries:
             return Condition("import", "skipped", "NothingToImport", "No live resource is missing from state.",
                              "verify", details={})
+        if self.other_pending:  # `pulumi import` is an update: it would drop them too
+            return self._other_pending_refusal("import")
         if not (o.yes or s.confirm(f"Import {len(entries)} live resources into {o.project}/{o.environment}?")):
             raise _Stop("declined")
         with s.lock_factory(s.store, o.environment, o.run_id):
@@ -407,6 +416,8 @@ class _Run:
 
         o, s = self.o, self.s
         creates = self.classification.pending_creates if self.classification else ()
+        if self.other_pending:
+            return self._other_pending_refusal("pending")
         if not creates:
             return Condition("pending", "skipped", "NoPendingCreates", "The state holds no pending create.",
                              "verify", details={})
@@ -444,6 +455,15 @@ class _Run:
         return Condition("pending", "achieved", "PendingCreatesResolved",
                          f"Dropped {len(creates)} pending creates from state ({res.summary()}); ledger serial "
                          f"{getattr(rec, 'serial', '-')}.", "verify", details=details)
+
+    def _other_pending_refusal(self, phase: str) -> Condition:
+        o = self.o
+        refusal = refuse_other_pending(o.environment, o.layer, self.other_pending)
+        return Condition(phase, "refused", "OtherPendingOperations", refusal.message,
+                         f"check each of those resources in the cloud, refresh them (`pulumi refresh --stack "
+                         f"{o.environment} --target <urn>` in stacks/{o.layer}), then re-run `groundctl recover "
+                         f"{o.environment} {o.layer}`",
+                         details={"operations": [{"type": t, "urn": u} for t, u in self.other_pending]})
 
     def verify(self) -> Condition:
         o = self.o

@@ -95,6 +95,42 @@ def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_n
     assert t.outcome == "incomplete" and t.exit_code == 4
 
 
+def test_resources_in_state_but_not_live_are_said_to_stay_in_the_state(store, aws):
+    """The verification is `preview --refresh`, and a DIY preview saves no snapshot (pkg/backend/diy/backend.go,
+    Preview): it drops nothing from the state, so the reconcile must not say it does."""
+    engine = sc.history(store)
+    t = sc.guide(store, aws, engine, dry_run=True)  # nothing the fake program declares is live in the emulator
+    rec = sc.phase(t, "reconcile")
+    assert rec.details["in_state_not_live"]
+    assert "drops them" not in rec.next_step
+    assert "stay in the state" in rec.next_step and "writes no state" in rec.next_step
+    assert f"groundctl up {sc.ENV} --layers {sc.LAYER}" in rec.next_step
+
+
+def test_a_pending_delete_beside_a_pending_create_is_never_dropped(store, aws):
+    """Every Pulumi update keeps only the base snapshot's pending creates (pkg/backend/snapshot.go): clearing
+    the creates, or importing, would silently drop the pending delete. The recovery refuses first, dry run
+    or not, and the engine is never asked to clear."""
+    engine = sc.history(store, ups=2)
+    subnet = f"urn:pulumi:{sc.ENV}::{sc.LAYER}::aws:ec2/subnet:Subnet"
+    engine.pending[sc.LAYER] = [
+        {"type": "creating", "resource": {"urn": f"{subnet}::subnet-new", "type": "aws:ec2/subnet:Subnet",
+                                          "custom": True}},
+        {"type": "deleting", "resource": {"urn": f"{subnet}::subnet-0", "type": "aws:ec2/subnet:Subnet",
+                                          "custom": True, "id": "subnet-0"}}]
+    engine._write_checkpoint(sc.LAYER)
+    before = store.get(sc.KEY).body
+    for dry_run in (True, False):
+        t = run_guide(GuideOptions(sc.ENV, sc.LAYER, yes=True, dry_run=dry_run, clear_unchecked_creates=True),
+                      sc.services(store, aws, engine))
+        stop = next(c for c in t.conditions if c.status == "refused")
+        assert stop.phase in ("import", "pending") and stop.reason == "OtherPendingOperations"
+        assert f"deleting {subnet}::subnet-0" in stop.message and "nothing was changed" in stop.message
+        assert "pulumi refresh" in stop.next_step and t.exit_code == 3
+    assert store.get(sc.KEY).body == before
+    assert ("clear_pending_creates", sc.LAYER) not in engine.calls and ("import", sc.LAYER) not in engine.calls
+
+
 def test_healthy_stack_has_nothing_to_restore(store, aws):
     engine = sc.history(store)
     before = sc.all_versions(store)
