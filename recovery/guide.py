@@ -512,7 +512,8 @@ def only_unfinished_creates(plan: Plan, never_made: frozenset[str]) -> bool:
 
 def _reason(code: str) -> str:
     return {"rollback": "RollbackRefused", "foreign-lineage": "ForeignLineageRefused", "damaged": "DamagedRefused",
-            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate", "tampered-ledger": "TamperedLedger"}.get(code, "Refused")
+            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate", "tampered-ledger": "TamperedLedger",
+            "foreign-stack": "ForeignStackRefused"}.get(code, "Refused")
 
 
 def run_guide(opts: GuideOptions, svc: GuideServices,
@@ -566,5 +567,6 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
                        "allow_foreign_lineage": opts.flags.allow_foreign_lineage,
                        "allow_damaged": opts.flags.allow_damaged,
                        "allow_tampered_ledger": opts.flags.allow_tampered_ledger,
+                       "allow_foreign_stack": opts.flags.allow_foreign_stack,
                        "allow_clear_unchecked_creates": opts.clear_unchecked_creates},
                       tuple(conditions), outcome, run.evaluator.downloads)
