@@ -209,6 +209,15 @@ class _Run:
             by_source[c.source] = by_source.get(c.source, 0) + 1
         n = len(self.cset.candidates)
         details = {"count": n, "by_source": by_source, "delete_markers": len(self.cset.delete_markers)}
+        if not n and self._ledger_reads[0].result().missing:
+            o = self.o
+            return Condition("candidates", "refused", "NeverDeployed",
+                             f"{o.layer} has never been deployed in {o.environment}: the bucket holds no copy of "
+                             f"organization/{o.layer}/{o.environment}'s state and no ledger record, so there is "
+                             "nothing to recover.", f"`groundctl up {o.environment} --layers {o.layer}` creates it (only "
+                             "if it was deployed and its whole history is gone: rebuild its state from a file you hold "
+                             "with `groundctl state import-plan <file>`)",
+                             details=details)
         if not n:
             return Condition("candidates", "refused", "NoCandidates",
                              "No copy of this stack's state exists in the bucket (no version, .bak, history "

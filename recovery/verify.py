@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from bootstrap.records import ledger as led
+from bootstrap.records import layout, ledger as led
 from recovery.integrity import foreign_stacks, verify_integrity
 from recovery.state import NotAState, parse_state
 
@@ -33,7 +33,11 @@ def verify_report(store, project: str, stack: str) -> dict:
         problem(f"ledger-{f.code}", f.sentence)
 
     obj = led.current_state(store, project, stack)
-    if obj is None:
+    if obj is None and ledger.missing and not any(True for _ in store.versions(layout.stack_key(project, stack))):
+        problem("never-deployed", f"{project} has never been deployed in {stack}: the bucket holds no state of "
+                f"organization/{project}/{stack} (no version of it) and no ledger record, so there is nothing to "
+                f"verify or recover; `groundctl up {stack} --layers {project}` creates it")
+    elif obj is None:
         problem("state-missing", "the stack has no current state object (deleted or never written); run "
                 f"`groundctl recover {stack} {project} --dry-run` to see what can be restored")
     else:

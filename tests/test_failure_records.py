@@ -62,3 +62,41 @@ def test_a_drill_refused_at_its_preflight_is_stored_and_shown_by_history(store, 
     [row] = json.loads(h.stdout)["drills"]
     assert (row["kind"], row["verdict"], row["reason"]) == ("state-loss", "refused", stored["verdict"]["reason"])
     assert row["message"] == stored["verdict"]["message"]
+
+
+# -- the next step names the real cause and the command that fixes it --------------------------------------
+
+
+def test_recover_on_a_never_deployed_layer_says_up_not_import_plan(store, spec_file, emulator_endpoint):
+    r = groundctl("recover", str(spec_file), "cluster", "--dry-run", "--json", "--endpoint-url", emulator_endpoint,
+                  env=NO_CLI)
+    t = json.loads(r.stdout)
+    stop = next(c for c in t["phases"] if c["status"] == "refused")
+    assert r.returncode == 3 and (stop["phase"], stop["reason"]) == ("candidates", "NeverDeployed"), r.stdout
+    assert stop["next_step"].startswith("`groundctl up local --layers cluster` creates it")
+
+
+def test_rebuild_preflight_on_a_never_deployed_environment_says_up_not_recover(store, spec_file, emulator_endpoint):
+    r = groundctl("drill", "rebuild-cluster", str(spec_file), "--dry-run", "--json", "--endpoint-url",
+                  emulator_endpoint, env=NO_CLI)
+    pre = next(p for p in json.loads(r.stdout)["phases"] if p["name"] == "preflight")
+    assert pre["status"] == "refused", r.stdout + r.stderr
+    assert "groundctl recover" not in pre["message"]
+    assert "backend has never been deployed in local" in pre["message"]
+    assert "`groundctl up local --layers backend` creates it" in pre["message"]
+
+
+def test_state_loss_drill_without_the_cli_names_the_cli_not_the_cluster(store, aws, spec_file, emulator_endpoint,
+                                                                         tmp_path, monkeypatch):
+    import tests.test_recovery_scenarios as sc
+
+    monkeypatch.setattr(sc, "ENV", "local")
+    monkeypatch.setattr(sc, "KEY", sc.layout.stack_key(sc.LAYER, "local"))
+    sc.history(store)  # a deployed, verified network layer
+    r = groundctl("drill", "state-loss", str(spec_file), "--layer", "network", "--yes", "--json", "--out",
+                  str(tmp_path), "--endpoint-url", emulator_endpoint, env=NO_CLI)
+    baseline = next(p for p in json.loads(r.stdout)["phases"] if p["name"] == "baseline")
+    assert r.returncode == 4 and baseline["status"] == "failed", r.stdout + r.stderr
+    assert "cluster" not in baseline["next_step"] and "Flux" not in baseline["next_step"]
+    assert "the Pulumi CLI is not on PATH" in baseline["next_step"] and "`pulumi version`" in baseline["next_step"]
+    assert "groundctl drill state-loss local --layer network --dry-run" in baseline["next_step"]
