@@ -80,12 +80,13 @@ def test_a_pending_delete_left_by_a_killed_update_is_never_dropped_by_clearing_p
                "--allow-destroy")
     assert {("creating", "private-2"), ("deleting", "private-1")} <= _ops(tier)
     before = tier.checkpoint("network")
-    create_urn = next(p["resource"]["urn"] for p in before["checkpoint"]["latest"]["pending_operations"]
-                      if p["type"] == "creating")
+    creates = [p["resource"]["urn"] for p in before["checkpoint"]["latest"]["pending_operations"]
+               if p["type"] == "creating"]
 
-    # The engine boundary: Pulumi's refresh --clear-pending-creates would drop the pending delete with them.
+    # The engine boundary, told about every pending create: Pulumi's refresh --clear-pending-creates would
+    # drop the pending delete with them (before the fix it did, and the test failed here).
     with pytest.raises(Refused) as refused:
-        tier.engine().clear_pending_creates("network", [create_urn])
+        tier.engine().clear_pending_creates("network", creates)
     assert "deleting" in refused.value.message and "private-1" in refused.value.message
     assert tier.checkpoint("network") == before  # nothing changed
 
