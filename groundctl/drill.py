@@ -84,9 +84,13 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
         files = write_report(report, out_dir=out_dir, secret_values=ctx.secrets).files
     except OSError as exc:
         notes.append(f"the report files could not be written under {out_dir} ({exc.strerror})")
-    pre = report.phase("preflight")
-    if not dry_run and pre is not None and pre.achieved:  # before that, the bucket may not exist
+    if not dry_run:
+        # A drill refused at its preflight is stored too (a scheduled run that failed must show as failed),
+        # wherever the state bucket exists to hold it.
         try:
+            pre = report.phase("preflight")
+            if pre is None or not pre.achieved:
+                ctx.require_bucket()
             key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
         except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
             notes.append(f"the drill record could not be stored in the state bucket "
@@ -198,8 +202,11 @@ def history(
         return
     drills = table(f"drills of {environment}", "drill", "kind", "started", "verdict", "recovery s", "RTO s")
     for row in summary["drills"]:
+        verdict = f"{row['verdict']} ({row['reason']})"
+        if row["verdict"] in ("failed", "refused") and row.get("failed_phase"):
+            verdict += f" at {row['failed_phase']}"
         drills.add_row(str(row["drill_id"]), f"{row['kind']}" + (f" ({row['layer']})" if row["layer"] else ""),
-                      str(row["started_at"]), f"{row['verdict']} ({row['reason']})",
+                      str(row["started_at"]), verdict,
                       "—" if row["recovery_seconds"] is None else f"{row['recovery_seconds']:.1f}",
                       "—" if row["rto_seconds"] is None else f"{row['rto_seconds']:.0f}")
     console.data(drills)

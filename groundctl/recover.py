@@ -73,6 +73,9 @@ def recover(
     allow_rollback: bool = typer.Option(False, "--allow-rollback", help="Allow restoring a state older than the ledger head."),
     allow_foreign_lineage: bool = typer.Option(False, "--allow-foreign-lineage", help="Allow restoring a state of another lineage."),
     allow_damaged: bool = typer.Option(False, "--allow-damaged", help="Allow restoring a state that fails integrity checks."),
+    allow_foreign_stack: bool = typer.Option(
+        False, "--allow-foreign-stack",
+        help="Allow restoring a state whose resources' URNs name another stack or project."),
     allow_tampered_ledger: bool = typer.Option(
         False, "--allow-tampered-ledger",
         help="Go on when S3's own history contradicts the ledger (a rewritten or forged record): the ledger is set "
@@ -94,7 +97,9 @@ def recover(
 
     lay = layer_named(layer)
     writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome
-    flags = Flags(allow_rollback, allow_foreign_lineage, allow_damaged, allow_tampered_ledger)
+    flags = Flags(allow_rollback=allow_rollback, allow_foreign_lineage=allow_foreign_lineage,
+                  allow_damaged=allow_damaged, allow_tampered_ledger=allow_tampered_ledger,
+                  allow_foreign_stack=allow_foreign_stack)
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         opts = GuideOptions(target.name, lay.name, yes=yes, dry_run=dry_run, flags=flags,
                             clear_unchecked_creates=allow_clear_unchecked_creates)

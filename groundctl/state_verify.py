@@ -1,5 +1,6 @@
 """`groundctl state verify <env> <layer>`: is the current state integral, of the stack's lineage, and
-the head of an intact ledger? Exit 0 when all hold, 1 on any problem (each named with what to do)."""
+the head of an intact ledger? Exit 0 when all hold, 1 on any problem (each named with what to do), 5
+when nothing is wrong with the state but the stack has no ledger to check its lineage and serial with."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from bootstrap import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from groundctl.state import printable, state_app
 
+# The README's exit-code table: a check that could not reach a verdict because what it needs is missing.
+UNVERIFIED_EXIT = 5
+
 
 @state_app.command("verify")
 def verify(
@@ -19,7 +23,7 @@ def verify(
     json_out: bool = json_opt("the verdict"),
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
-    """Integrity, lineage and ledger chain of a stack's current state. Exit 1 on any problem."""
+    """Integrity, lineage and ledger chain of a stack's current state. Exit 1 on any problem, 5 without a ledger."""
     from rich.table import Table
 
     from bootstrap.layers import layer as layer_named
@@ -42,9 +46,13 @@ def verify(
             for p in report["problems"]:
                 table.add_row(p["code"], printable(p["message"]))
             console.data(table)
+        elif report["verdict"] == "unverified":
+            console.data(f"UNVERIFIED: the state is readable and integral, but {printable(report['unverified_reason'])}.")
         else:
             console.data("OK: integral, of the ledger's lineage, and the head of an intact ledger.")
         for w in report["warnings"]:
             console.warn(w)
+    if report["verdict"] == "unverified":
+        raise typer.Exit(UNVERIFIED_EXIT)
     if not report["ok"]:
         raise typer.Exit(1)

@@ -70,6 +70,17 @@ def status(
     console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
 
 
+def _record_failure(target, record: dict, save) -> None:
+    """Keep the failed check's record; when even that cannot be written, say so and let the error stand."""
+    try:
+        key = save(target.store, record, target.secret_values())
+    except Exception as exc:  # noqa: BLE001 - the check's own error is the one to report
+        console.warn(f"the failed drift check could not be recorded in the state bucket "
+                     f"({getattr(exc, 'message', None) or type(exc).__name__})")
+        return
+    console.info(f"Drift record (failed): {key} in the state bucket")
+
+
 def _s(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -107,12 +118,18 @@ def drift(
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
     from bootstrap.apply.orchestrator import default_services, preview_all
     from bootstrap.apply.steps import build_preview
-    from bootstrap.records.drift import drift_record, save_drift_record
+    from bootstrap.errors import GroundctlError
+    from bootstrap.records.drift import drift_record, failed_drift_record, save_drift_record
     from bootstrap.target import open_target
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
-        plans = preview_all(target, steps, default_services())
+        try:
+            plans = preview_all(target, steps, default_services())
+        except GroundctlError as exc:
+            if record:  # a scheduled check that failed is seen as failed, with its reason
+                _record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
+            raise
         rows = [drift_row(p) for p in plans]
         if record:
             key = save_drift_record(target.store, drift_record(target.name, rows), target.secret_values())

@@ -6,7 +6,9 @@ recovery point); and refuse, each with its own flag, to
 
 - roll back past the ledger head (`--allow-rollback`): "serial 4 over newer serial 7";
 - restore a foreign lineage (`--allow-foreign-lineage`): a state of another stack or another life of it;
-- restore a candidate that fails Pulumi's integrity rules (`--allow-damaged`).
+- restore a candidate that fails Pulumi's integrity rules (`--allow-damaged`);
+- restore a state whose resources' URNs name another stack or project (`--allow-foreign-stack`), with a
+  ledger or without one: it is that stack's state, whatever its lineage says.
 
 A fork (two writers) has no flag: groundctl does not pick a side.
 
@@ -27,6 +29,7 @@ FLAG_ROLLBACK = "--allow-rollback"
 FLAG_FOREIGN = "--allow-foreign-lineage"
 FLAG_DAMAGED = "--allow-damaged"
 FLAG_TAMPERED = "--allow-tampered-ledger"
+FLAG_FOREIGN_STACK = "--allow-foreign-stack"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Option:
     findings: int = 0
     pending: tuple[str, ...] = ()
     is_current: bool = False
+    foreign: tuple[str, ...] = ()      # `<stack>::<project>` its URNs name other than this stack's
 
     @property
     def position(self) -> Optional[tuple[int, int]]:
@@ -70,7 +74,7 @@ class Option:
                 "time": self.when.isoformat(), "verdict": self.verdict, "lineage": self.lineage,
                 "sha256": self.sha256, "serial": self.serial, "after_serial": self.after_serial,
                 "resources": self.resources, "findings": self.findings, "pending": list(self.pending),
-                "is_current": self.is_current}
+                "is_current": self.is_current, "foreign_stacks": list(self.foreign)}
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class Flags:
     allow_foreign_lineage: bool = False
     allow_damaged: bool = False
     allow_tampered_ledger: bool = False
+    allow_foreign_stack: bool = False
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,14 @@ def _damaged_refusal(o: Option) -> Refusal:
                    f"`groundctl state versions`; re-run with {FLAG_DAMAGED} to restore it anyway.")
 
 
+def _foreign_stack_refusal(o: Option) -> Refusal:
+    named = ", ".join(f"stack {n.split('::')[0]} of project {n.split('::')[1]}" for n in o.foreign[:3])
+    return Refusal("foreign-stack", FLAG_FOREIGN_STACK,
+                   f"{o.label()} holds resources whose URNs name {named}, not this stack: it is another stack's "
+                   f"state, copied or imported here. Restored, Pulumi would manage that stack's resources under "
+                   f"this one's name. Re-run with {FLAG_FOREIGN_STACK} only if you mean to move them here.")
+
+
 def _label_lineage(lineage: Optional[str]) -> str:
     return lineage if lineage else "(none recorded)"
 
@@ -218,6 +231,7 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
     best: Optional[Option] = None
     foreign: Optional[Option] = None
     damaged: Optional[Option] = None
+    foreign_stack: Optional[Option] = None
     skipped: list[tuple[Option, str]] = []
     notes: list[str] = list(evidence.notes)
 
@@ -227,6 +241,11 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
         lineage = _lineage_of(o, evidence)
         if o.verdict in ("unreadable", "missing"):
             skipped.append((o, f"{o.verdict}"))
+            continue
+        if o.foreign and not flags.allow_foreign_stack:
+            # Never a candidate, and never the one that names the lineage when there is no ledger.
+            skipped.append((o, f"its URNs name another stack ({', '.join(o.foreign[:3])})"))
+            foreign_stack = foreign_stack or o
             continue
         if expected is None and evidence.strength == "weaker" and o.verdict == "integral" and lineage:
             expected = lineage  # without a ledger, the newest integral state names the lineage
@@ -242,6 +261,16 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
         skipped.append((o, f"damaged ({o.findings} integrity findings)"))
         if right or lineage is None:
             damaged = damaged or o
+
+    current = next((o for o in opts if o.is_current), None)
+    if best is not None and current is not None and best is not current and best.sha256:
+        # A copy byte-identical to the current state (a backup or .bak Pulumi wrote of it) is the current
+        # state: choosing it would "restore" what is already there.
+        if current.verdict is None:
+            return Need(current.ident)
+        if current.sha256 == best.sha256:
+            notes.append(f"{best.label()} holds the same bytes as the current state: the current state is chosen")
+            best = current
 
     refusals: list[Refusal] = []
     overridden: list[Refusal] = []
@@ -277,7 +306,9 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
                 chosen = o
                 del refusals[:]  # an allowed fallback settles it; the others were alternatives
                 break
-        if not fallbacks:
+        if not fallbacks and foreign_stack is not None:
+            refusals.append(_foreign_stack_refusal(foreign_stack))
+        elif not fallbacks:
             refusals.append(Refusal(
                 "no-candidate", None,
                 "No readable copy of this stack's state is left (no S3 version, .bak, history checkpoint or "
@@ -302,6 +333,8 @@ def decide(options: Sequence[Option], evidence: Evidence, flags: Flags = Flags()
         else:
             refusals.insert(0, tampered)
 
+    if chosen is not None and chosen.foreign:
+        overridden.append(_foreign_stack_refusal(chosen))  # only reachable with --allow-foreign-stack
     newer: tuple[Option, ...] = ()
     lost: tuple[int, ...] = ()
     if chosen is not None:
@@ -362,7 +395,7 @@ def recovery_point(choice: Choice, chosen_urns: Iterable[str], newest: Optional[
 def newest_readable(choice: Choice) -> Optional[Option]:
     """The newest candidate at or before which a state could be read: the chosen one or a newer damaged one."""
     for o in choice.newer:
-        if o.verdict in ("integral", "damaged"):
+        if o.verdict in ("integral", "damaged") and not o.foreign:  # another stack's resources are not "lost"
             return o
     return choice.chosen
 
@@ -465,5 +498,6 @@ def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) ->
             lineage=ev.lineage if ev else None, sha256=ev.sha256 if ev else None,
             serial=rec.serial if rec else None, after_serial=pos,
             resources=ev.resource_count if ev else None, findings=len(ev.findings) if ev else 0,
-            pending=ev.pending_operations if ev else (), is_current=c.source == "current"))
+            pending=ev.pending_operations if ev else (), is_current=c.source == "current",
+            foreign=ev.foreign if ev else ()))
     return out

@@ -27,6 +27,8 @@ from typing import Any, Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
+from bootstrap.engine.automation import other_pending_operations, refuse_other_pending
+from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from recovery import choose as ch
@@ -160,6 +162,7 @@ class _Run:
         self.covered: frozenset[str] = frozenset()  # the types inventory looked for
         self.planned_urns: frozenset[str] = frozenset()  # resources of the chosen state, and those the import adds
         self.never_made: frozenset[str] = frozenset()    # pending creates cleared as having made nothing
+        self.other_pending: tuple[tuple[str, str], ...] = ()  # pending operations that are not creates
 
     # -- Assess ------------------------------------------------------------------------------------
 
@@ -209,6 +212,15 @@ class _Run:
             by_source[c.source] = by_source.get(c.source, 0) + 1
         n = len(self.cset.candidates)
         details = {"count": n, "by_source": by_source, "delete_markers": len(self.cset.delete_markers)}
+        if not n and self._ledger_reads[0].result().missing:
+            o = self.o
+            return Condition("candidates", "refused", "NeverDeployed",
+                             f"{o.layer} has never been deployed in {o.environment}: the bucket holds no copy of "
+                             f"organization/{o.layer}/{o.environment}'s state and no ledger record, so there is "
+                             "nothing to recover.", f"`groundctl up {o.environment} --layers {o.layer}` creates it (only "
+                             "if it was deployed and its whole history is gone: rebuild its state from a file you hold "
+                             "with `groundctl state import-plan <file>`)",
+                             details=details)
         if not n:
             return Condition("candidates", "refused", "NoCandidates",
                              "No copy of this stack's state exists in the bucket (no version, .bak, history "
@@ -360,6 +372,7 @@ class _Run:
         dep = self._state_json()
         resources = [r for r in dep.get("resources") or [] if isinstance(r, dict)]
         pending = [p for p in dep.get("pending_operations") or [] if isinstance(p, dict)]
+        self.other_pending = tuple(other_pending_operations(dep))
         inv = self.s.inventory(self.o.environment, self.o.layer)
         cls = classify(resources, inv.items, pending, inv.types_covered or None)
         plan = plan_for_survivors(cls.survivors, resources)
@@ -382,7 +395,11 @@ class _Run:
                f"state are not live; {len(cls.pending_creates)} pending creates.")
         nxt = "import the survivors" if n else "verify with a refresh preview"
         if cls.in_state_not_live:
-            nxt += "; review the resources in state that are not live (the refresh in the verification drops them)"
+            # The verification is a preview: it refreshes in memory only (a DIY preview never saves a
+            # snapshot), so these stay in the state whatever it shows.
+            nxt += ("; review the resources in state that are not live: they stay in the state (the verification "
+                    "is a preview, which writes no state) and its plan shows each one the program still declares "
+                    f"as a create; `groundctl up {self.o.environment} --layers {self.o.layer}` makes them again")
         return Condition("reconcile", "achieved", "SurvivorsFound" if n else "StateMatchesLive", msg, nxt,
                          details=details)
 
@@ -394,6 +411,8 @@ class _Run:
         if not entries:
             return Condition("import", "skipped", "NothingToImport", "No live resource is missing from state.",
                              "verify", details={})
+        if self.other_pending:  # `pulumi import` is an update: it would drop them too
+            return self._other_pending_refusal("import")
         if not (o.yes or s.confirm(f"Import {len(entries)} live resources into {o.project}/{o.environment}?")):
             raise _Stop("declined")
         with s.lock_factory(s.store, o.environment, o.run_id):
@@ -409,6 +428,8 @@ class _Run:
 
         o, s = self.o, self.s
         creates = self.classification.pending_creates if self.classification else ()
+        if self.other_pending:
+            return self._other_pending_refusal("pending")
         if not creates:
             return Condition("pending", "skipped", "NoPendingCreates", "The state holds no pending create.",
                              "verify", details={})
@@ -447,17 +468,34 @@ class _Run:
                          f"Dropped {len(creates)} pending creates from state ({res.summary()}); ledger serial "
                          f"{getattr(rec, 'serial', '-')}.", "verify", details=details)
 
+    def _other_pending_refusal(self, phase: str) -> Condition:
+        o = self.o
+        refusal = refuse_other_pending(o.environment, o.layer, self.other_pending)
+        return Condition(phase, "refused", "OtherPendingOperations", refusal.message,
+                         f"check each of those resources in the cloud, refresh them (`pulumi refresh --stack "
+                         f"{o.environment} --target <urn>` in stacks/{o.layer}), then re-run `groundctl recover "
+                         f"{o.environment} {o.layer}`",
+                         details={"operations": [{"type": t, "urn": u} for t, u in self.other_pending]})
+
     def verify(self) -> Condition:
+        o = self.o
         try:
-            plan = self.s.engine().preview(self.o.layer, refresh=True, expect_no_changes=True)
-        except GroundctlError as exc:
-            if isinstance(getattr(exc, "plan", None), Plan) and only_unfinished_creates(exc.plan, self.never_made):
+            plan = self.s.engine().preview(o.layer, refresh=True, expect_no_changes=True)
+        except UnexpectedChanges as exc:
+            if only_unfinished_creates(exc.plan, self.never_made):
                 return self._unfinished(exc.plan)
-            details = {"plan": exc.plan.to_dict()} if hasattr(exc, "plan") else {}
-            return Condition("verify", "failed", "ChangesRemain" if details or "expected no changes" in
-                             exc.message else "VerificationFailed", exc.message,
+            return Condition("verify", "failed", "ChangesRemain", exc.message,
                              "review the plan; the recovery is not complete until it shows no changes",
-                             details=details)
+                             details={"plan": exc.plan.to_dict()})
+        except GroundctlError as exc:
+            # The preview itself failed (a resource it could not read, the CLI, the cloud): nothing was
+            # verified, which is neither drift nor success.
+            return Condition("verify", "failed", "VerificationFailed",
+                             f"The verification preview of {o.project}/{o.environment} failed, so the recovery is "
+                             f"not verified: {exc.message}",
+                             f"fix what the engine names, then re-run `groundctl recover {o.environment} {o.layer}`, "
+                             "which finds the restored state current and verifies it again",
+                             exit_code=exc.exit_code)
         if only_unfinished_creates(plan, self.never_made):
             return self._unfinished(plan)
         if plan.has_changes:
@@ -486,7 +524,8 @@ def only_unfinished_creates(plan: Plan, never_made: frozenset[str]) -> bool:
 
 def _reason(code: str) -> str:
     return {"rollback": "RollbackRefused", "foreign-lineage": "ForeignLineageRefused", "damaged": "DamagedRefused",
-            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate", "tampered-ledger": "TamperedLedger"}.get(code, "Refused")
+            "fork": "ForkRefused", "no-candidate": "NoUsableCandidate", "tampered-ledger": "TamperedLedger",
+            "foreign-stack": "ForeignStackRefused"}.get(code, "Refused")
 
 
 def run_guide(opts: GuideOptions, svc: GuideServices,
@@ -544,5 +583,6 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
                        "allow_foreign_lineage": opts.flags.allow_foreign_lineage,
                        "allow_damaged": opts.flags.allow_damaged,
                        "allow_tampered_ledger": opts.flags.allow_tampered_ledger,
+                       "allow_foreign_stack": opts.flags.allow_foreign_stack,
                        "allow_clear_unchecked_creates": opts.clear_unchecked_creates},
                       tuple(conditions), outcome, run.evaluator.downloads)

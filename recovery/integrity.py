@@ -85,6 +85,31 @@ def stack_matches(actual: Optional[str], expected: str) -> bool:
     return a[-n:] == e[-n:]
 
 
+def foreign_stacks(doc: StateDoc, expected_stack: Optional[str]) -> tuple[str, ...]:
+    """Every `<stack>::<project>` the state's URNs name other than the expected stack's, in first-seen order.
+
+    A URN is `urn:pulumi:<stack>::<project>::<type>::<name>`. A state whose resources name another stack
+    or project is that stack's state (copied or imported here): restored, Pulumi would manage another
+    stack's resources under this one's name. Pulumi's integrity rules do not look at it. Pure."""
+    if not expected_stack:
+        return ()
+    parts = expected_stack.split("/")
+    if len(parts) < 2:
+        return ()
+    want = f"{parts[-1]}::{parts[-2]}"
+    seen: dict[str, None] = {}
+    urns = [r.urn for r in doc.resources] + [p.urn for p in doc.pending_operations]
+    for urn in urns:
+        if not urn or not urn.startswith(URN_PREFIX):
+            continue
+        stack, sep, rest = urn[len(URN_PREFIX):].partition("::")
+        project = rest.partition("::")[0]
+        named = f"{stack}::{project}"
+        if sep and named != want:
+            seen.setdefault(named)
+    return tuple(seen)
+
+
 def _label(r: Resource) -> str:
     return r.urn or f"the resource at index {r.index}"
 

@@ -1,14 +1,17 @@
 """Is a stack's current state integral, of the stack's lineage, and the head of an intact ledger?
 
-One verdict as plain data, used by `groundctl state verify` and by the drills' preflight.
+One verdict as plain data, used by `groundctl state verify` and by the drills' preflight: `verified`
+(all of it holds), `problems` (something does not), or `unverified` (nothing is wrong with the state
+itself, but the stack has no ledger, so its lineage and serial are unknown: a rollback, a fork or a
+state of another life of this stack cannot be told from the right one).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from bootstrap.records import ledger as led
-from recovery.integrity import verify_integrity
+from bootstrap.records import layout, ledger as led
+from recovery.integrity import foreign_stacks, verify_integrity
 from recovery.state import NotAState, parse_state
 
 
@@ -28,12 +31,13 @@ def verify_report(store, project: str, stack: str) -> dict:
                         "head_serial": head.serial if head else None, "chain_ok": chain.ok}
     for f in (*ledger.problems, *chain.findings):
         problem(f"ledger-{f.code}", f.sentence)
-    if ledger.missing:
-        warnings.append("this stack has no ledger: lineage and serial cannot be checked (a stack groundctl has "
-                        "not applied yet has none)")
 
     obj = led.current_state(store, project, stack)
-    if obj is None:
+    if obj is None and ledger.missing and not any(True for _ in store.versions(layout.stack_key(project, stack))):
+        problem("never-deployed", f"{project} has never been deployed in {stack}: the bucket holds no state of "
+                f"organization/{project}/{stack} (no version of it) and no ledger record, so there is nothing to "
+                f"verify or recover; `groundctl up {stack} --layers {project}` creates it")
+    elif obj is None:
         problem("state-missing", "the stack has no current state object (deleted or never written); run "
                 f"`groundctl recover {stack} {project} --dry-run` to see what can be restored")
     else:
@@ -47,6 +51,12 @@ def verify_report(store, project: str, stack: str) -> dict:
             doc = None
         if doc is not None:
             findings = verify_integrity(doc, f"organization/{project}/{stack}")
+            foreign = foreign_stacks(doc, f"organization/{project}/{stack}")
+            if foreign:
+                problem("foreign-stack", f"the state's resources have URNs of another stack ({', '.join(foreign[:3])}"
+                        f"; this is {stack}::{project}): it is another stack's state, copied or imported here; "
+                        f"`groundctl recover {stack} {project} --dry-run` shows the versions of this stack's own",
+                        stacks=list(foreign))
             cur.update(resources=len(doc.resources), lineage=doc.lineage,
                        pending_operations=[p.type for p in doc.pending_operations])
             for f in findings:
@@ -75,5 +85,15 @@ def verify_report(store, project: str, stack: str) -> dict:
                         "written by an interrupted run or outside groundctl")
     report["problems"] = problems
     report["warnings"] = warnings
-    report["ok"] = not problems
+    unknown = ledger.missing and obj is not None and not problems
+    report["verdict"] = "problems" if problems else ("unverified" if unknown else "verified")
+    report["ok"] = report["verdict"] == "verified"
+    if unknown:
+        report["unverified_reason"] = (
+            f"{project}/{stack} has no ledger (nothing under .groundctl/ledger/{project}/{stack}/), so its lineage "
+            "and serial are unknown: a rollback, a fork or another life of this stack cannot be told from the "
+            "right state. groundctl's own `up`, `destroy` and `recover` write the ledger; a stack changed only "
+            "outside groundctl has none, and one groundctl changed has lost its records (check the bucket's "
+            f"versions of that prefix). `groundctl recover {stack} {project} --dry-run` shows the stored copies "
+            "ordered by time (weaker evidence)")
     return report

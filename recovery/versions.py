@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
-from recovery.integrity import verify_integrity
+from recovery.integrity import foreign_stacks, verify_integrity
 from recovery.state import Finding, NotAState, StateDoc, parse_state
 
 SOURCES = ("current", "version", "bak", "history", "backup", "retained")
@@ -53,6 +53,7 @@ class Evaluation:
     stack: Optional[str] = None
     error: Optional[str] = None
     via: str = "download"             # "download" | "etag-equal"
+    foreign: tuple[str, ...] = ()     # `<stack>::<project>` its URNs name other than the expected stack's
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Candidate:
             "pending_operations": list(ev.pending_operations) if read else None,
             "findings": [f.to_dict() for f in ev.findings] if ev else None,
             "error": ev.error if ev else None, "via": ev.via if ev else None,
+            "foreign_stacks": list(ev.foreign) if ev else None,
         }
 
 
@@ -218,7 +220,7 @@ def evaluate_bytes(raw: Optional[bytes], expected_stack: Optional[str], source: 
     return Evaluation(
         "integral" if not findings else "damaged", sha256=doc.sha256, findings=findings, lineage=doc.lineage,
         resource_count=len(doc.resources), pending_operations=tuple(p.type for p in doc.pending_operations),
-        stack=doc.stack,
+        stack=doc.stack, foreign=foreign_stacks(doc, expected_stack),
     ), doc
 
 

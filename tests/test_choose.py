@@ -158,4 +158,42 @@ def test_a_bak_written_in_the_same_second_as_a_recorded_version_is_placed_before
 class _Eval:
     def __init__(self, sha):
         self.sha256, self.verdict, self.lineage, self.resource_count = sha, "integral", L, 3
-        self.findings, self.pending_operations = (), ()
+        self.findings, self.pending_operations, self.foreign = (), (), ()
+
+
+WEAKER = ch.Evidence("weaker", notes=("there is no ledger for this stack",))
+
+
+def test_a_state_of_another_stack_is_never_chosen_without_its_flag_ledger_or_not():
+    other = ("prod::billing",)
+    for evidence in (WEAKER, ledger()):
+        theirs = ch.Option(ident=("k", "v9"), source="current", when=T0 + timedelta(minutes=9), verdict="integral",
+                           lineage="lineage-b", sha256="sha9", resources=4, is_current=True, foreign=other,
+                           after_serial=7 if evidence.strength == "ledger" else None)
+        mine = opt(7, serial=7 if evidence.strength == "ledger" else None)
+        c = ch.decide([theirs, mine], evidence)
+        # Skipped, and without a ledger it does not get to name the lineage either: this stack's own is chosen.
+        assert c.allowed and c.chosen.ident == ("k", "v7")
+        assert any("another stack (prod::billing)" in why for _o, why in c.skipped)
+        alone = ch.decide([theirs], evidence)
+        assert not alone.allowed and [r.code for r in alone.refusals] == ["foreign-stack"]
+        assert alone.refusals[0].flag == "--allow-foreign-stack" and "stack prod of project billing" in \
+            alone.refusals[0].message
+        lifted = ch.decide([theirs], evidence, ch.Flags(allow_foreign_stack=True))
+        if evidence.strength == "ledger":  # its own lineage is another one as well: that has its own flag
+            assert [r.code for r in lifted.refusals] == ["foreign-lineage"]
+            lifted = ch.decide([theirs], evidence, ch.Flags(allow_foreign_stack=True, allow_foreign_lineage=True))
+        assert lifted.chosen is theirs and "foreign-stack" in [r.code for r in lifted.overridden]
+
+
+def test_a_copy_identical_to_the_current_state_is_the_current_state():
+    current = opt(5, current=True)
+    backup = ch.Option(ident=("backups/k.1", None), source="backup", when=T0 + timedelta(minutes=6),
+                       verdict="integral", lineage=L, sha256=current.sha256, resources=3)
+    c = ch.decide([backup, current], WEAKER)
+    assert c.chosen is current and c.already_current
+    assert any("same bytes as the current state" in n for n in c.notes)
+    # Not evaluated yet: the decision asks for the current state before it settles on the copy.
+    need = ch.decide([backup, ch.Option(ident=current.ident, source="current", when=current.when,
+                                        is_current=True)], WEAKER)
+    assert need == ch.Need(current.ident)

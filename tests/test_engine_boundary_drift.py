@@ -114,6 +114,34 @@ def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_event
     assert not isinstance(plain.value, UnexpectedChanges)
 
 
+def test_a_failed_preview_is_the_engines_error_not_unexpected_changes(monkeypatch):
+    """A refresh that announced its step and then could not read the resource (AccessDenied): the preview
+    failed, which says nothing about drift. Before, the announced refresh step made it "1 refresh"."""
+    import bootstrap.engine.automation as engine_mod
+    from bootstrap.engine.automation import PulumiEngine
+    from bootstrap.spec import load_spec
+    from pulumi.automation._cmd import CommandResult
+    from pulumi.automation.errors import create_command_error
+
+    class Stack:
+        name = "dev"
+
+        def preview(self, *, on_event, **kwargs):
+            on_event(pre(md("refresh", "a", st("a", "one"), None)))
+            raise create_command_error(CommandResult(
+                "", "error: preview failed: reading a: operation error S3: GetObject, AccessDenied: Access Denied",
+                255))
+
+    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
+    engine = PulumiEngine(load_spec("dev"))
+    engine._stacks["network"] = Stack()
+    with pytest.raises(EngineError) as raised:
+        engine.preview("network", refresh=True, expect_no_changes=True)
+    assert not isinstance(raised.value, UnexpectedChanges)
+    assert raised.value.exit_code == 4 and "AccessDenied" in raised.value.message
+
+
 def test_a_plan_whose_stack_has_only_creates_is_still_not_deployed():
     events = [pre(md("create", "a", None, st("a", "one")))]
     assert drift_row(Plan("network", "local", changes_from_events(events)))["state"] == "not deployed"

@@ -158,7 +158,7 @@ def test_a_drift_record_name_carries_its_time_and_verdict():
                                   {"layer": "flux", "state": "clean", "summary": "", "counts": {}}],
                           clock=lambda: 1_764_000_000.25, check_id="20251124T160000Z-abc123")
     parsed = parse_name(record_name(record))
-    assert parsed == {"check_id": "20251124T160000Z-abc123", "at": record["at"], "drift": True,
+    assert parsed == {"check_id": "20251124T160000Z-abc123", "at": record["at"], "outcome": "drift", "drift": True,
                       "drifted_layers": ["network", "cluster"]}
     clean = drift_record("dev", [], clock=lambda: 1_764_000_001.0, check_id="x-1")
     assert parse_name(record_name(clean))["drift"] is False

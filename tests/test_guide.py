@@ -79,6 +79,58 @@ def test_complete_only_when_the_verification_plan_shows_no_changes(store, aws):
     assert ("preview", sc.LAYER) in engine.calls
 
 
+def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_not_drift(store, aws):
+    from bootstrap.errors import EngineError
+
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    engine.fail[("preview", sc.LAYER)] = EngineError(
+        "Pulumi preview of layer 'network' in environment 'dev' failed: reading vpc: AccessDenied.")
+    t = sc.guide(store, aws, engine)
+    assert sc.phase(t, "restore").status == "achieved"
+    v = sc.phase(t, "verify")
+    assert (v.status, v.reason, v.exit_code) == ("failed", "VerificationFailed", 4)
+    assert "AccessDenied" in v.message and "not verified" in v.message and "plan" not in v.details
+    assert f"groundctl recover {sc.ENV} {sc.LAYER}" in v.next_step
+    assert t.outcome == "incomplete" and t.exit_code == 4
+
+
+def test_resources_in_state_but_not_live_are_said_to_stay_in_the_state(store, aws):
+    """The verification is `preview --refresh`, and a DIY preview saves no snapshot (pkg/backend/diy/backend.go,
+    Preview): it drops nothing from the state, so the reconcile must not say it does."""
+    engine = sc.history(store)
+    t = sc.guide(store, aws, engine, dry_run=True)  # nothing the fake program declares is live in the emulator
+    rec = sc.phase(t, "reconcile")
+    assert rec.details["in_state_not_live"]
+    assert "drops them" not in rec.next_step
+    assert "stay in the state" in rec.next_step and "writes no state" in rec.next_step
+    assert f"groundctl up {sc.ENV} --layers {sc.LAYER}" in rec.next_step
+
+
+def test_a_pending_delete_beside_a_pending_create_is_never_dropped(store, aws):
+    """Every Pulumi update keeps only the base snapshot's pending creates (pkg/backend/snapshot.go): clearing
+    the creates, or importing, would silently drop the pending delete. The recovery refuses first, dry run
+    or not, and the engine is never asked to clear."""
+    engine = sc.history(store, ups=2)
+    subnet = f"urn:pulumi:{sc.ENV}::{sc.LAYER}::aws:ec2/subnet:Subnet"
+    engine.pending[sc.LAYER] = [
+        {"type": "creating", "resource": {"urn": f"{subnet}::subnet-new", "type": "aws:ec2/subnet:Subnet",
+                                          "custom": True}},
+        {"type": "deleting", "resource": {"urn": f"{subnet}::subnet-0", "type": "aws:ec2/subnet:Subnet",
+                                          "custom": True, "id": "subnet-0"}}]
+    engine._write_checkpoint(sc.LAYER)
+    before = store.get(sc.KEY).body
+    for dry_run in (True, False):
+        t = run_guide(GuideOptions(sc.ENV, sc.LAYER, yes=True, dry_run=dry_run, clear_unchecked_creates=True),
+                      sc.services(store, aws, engine))
+        stop = next(c for c in t.conditions if c.status == "refused")
+        assert stop.phase in ("import", "pending") and stop.reason == "OtherPendingOperations"
+        assert f"deleting {subnet}::subnet-0" in stop.message and "nothing was changed" in stop.message
+        assert "pulumi refresh" in stop.next_step and t.exit_code == 3
+    assert store.get(sc.KEY).body == before
+    assert ("clear_pending_creates", sc.LAYER) not in engine.calls and ("import", sc.LAYER) not in engine.calls
+
+
 def test_healthy_stack_has_nothing_to_restore(store, aws):
     engine = sc.history(store)
     before = sc.all_versions(store)
@@ -156,7 +208,7 @@ def test_recover_command_without_the_engine_restores_nothing_and_says_why(store,
     store.delete(sc.KEY)
     before = sc.all_versions(store)
     r = groundctl("recover", str(spec_file), "network", "--yes", "--json", "--endpoint-url", emulator_endpoint,
-                  env={"PATH": "/usr/bin:/bin"})
+                  env={"PATH": "/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "guide-test"})
     data = json.loads(r.stdout)
     phases = {p["phase"]: p for p in data["phases"]}
     # The phases after the restore need the engine: checked before the restore, which then writes nothing.

@@ -3,7 +3,7 @@ and the engine boundary's rule for dropping them (bootstrap/engine/automation.py
 
 from __future__ import annotations
 
-from bootstrap.engine.automation import pending_create_urns, unexpected_pending_creates
+from bootstrap.engine.automation import other_pending_operations, pending_create_urns, unexpected_pending_creates
 from recovery.imports import CLEAR_UNCHECKED_FLAG, LiveItem, PendingCreate, classify, resolve_pending
 
 SUBNET, TOPIC = "aws:ec2/subnet:Subnet", "aws:sns/topic:Topic"
@@ -97,3 +97,11 @@ def test_the_engine_drops_only_pending_creates_it_was_told_about():
     assert unexpected_pending_creates(dep, ["u1"]) == ["u3"]
     assert unexpected_pending_creates(dep, ["u1", "u3", "gone"]) == []
     assert pending_create_urns({}) == []
+
+
+def test_pending_operations_that_are_not_creates_are_named_for_the_refusal():
+    dep = {"pending_operations": [
+        {"type": "creating", "resource": {"urn": "u1"}}, {"type": "deleting", "resource": {"urn": "u2"}},
+        {"type": "updating", "resource": {"urn": "u3"}}, "junk", {"type": "reading"}]}
+    assert other_pending_operations(dep) == [("deleting", "u2"), ("updating", "u3"), ("reading", "(no resource)")]
+    assert other_pending_operations({"pending_operations": [{"type": "creating", "resource": {"urn": "u1"}}]}) == []

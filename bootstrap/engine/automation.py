@@ -113,6 +113,33 @@ def pending_create_urns(deployment: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def other_pending_operations(deployment: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(type, URN) of every pending operation that is not a create (deleting, updating, reading,
+    importing), in order. Any Pulumi update that writes a snapshot drops these: only the base snapshot's
+    pending creates are carried into the new one (pkg/backend/snapshot.go, the snapshot manager's
+    `snap()`). Pure."""
+    out = []
+    for op in deployment.get("pending_operations") or []:
+        if not isinstance(op, Mapping) or op.get("type") == "creating":
+            continue
+        res = op.get("resource")
+        urn = res.get("urn") if isinstance(res, Mapping) else None
+        out.append((str(op.get("type") or "unknown"), urn if isinstance(urn, str) else "(no resource)"))
+    return out
+
+
+def refuse_other_pending(environment: str, layer: str, others: Sequence[tuple[str, str]]) -> Refused:
+    """Why pending creates are not cleared while other pending operations are in the state."""
+    named = "; ".join(f"{kind} {urn}" for kind, urn in others)
+    return Refused(
+        f"Layer '{layer}' of environment '{environment}' also has {len(others)} pending operation(s) that are "
+        f"not creates ({named}): an interrupted update was changing or deleting these resources. Clearing the "
+        "pending creates runs a Pulumi refresh, and every Pulumi update keeps only pending creates, so these "
+        "would be dropped silently; nothing was changed. Check each resource in the cloud, then refresh them so "
+        f"the state says what is live (in stacks/{layer}: `pulumi refresh --stack {environment} --target <urn>`, "
+        "see the README's Layers section for running Pulumi by hand), and run `groundctl recover` again.")
+
+
 def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str]) -> list[str]:
     """The deployment's pending creates that are not in `urns`: clearing them all would drop these. Pure."""
     allowed = set(urns)
@@ -484,9 +511,11 @@ class PulumiEngine:
                           expect_no_changes=expect_no_changes or None, color="never", diff=False,
                           plan=plan_file)
         except Exception as exc:  # noqa: BLE001
-            plan = plan_from_events(layer, self.environment, events)
-            if expect_no_changes and (plan.has_changes or expected_no_changes(exc)):
-                raise UnexpectedChanges(plan) from None
+            # Only the CLI's own --expect-no-changes failure means "changes": a preview that failed for any
+            # other reason (a resource it could not read, a program error) proved nothing about drift, and
+            # the steps it announced before failing (a refresh that never finished) are not changes.
+            if expect_no_changes and expected_no_changes(exc):
+                raise UnexpectedChanges(plan_from_events(layer, self.environment, events)) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)
         if expect_no_changes and plan.has_changes:
@@ -565,6 +594,9 @@ class PulumiEngine:
                               on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
         deployment = self.export_state(layer).get("deployment") or {}
+        not_creates = other_pending_operations(deployment)
+        if not_creates:
+            raise refuse_other_pending(self.environment, layer, not_creates)
         others = unexpected_pending_creates(deployment, urns)
         if others:
             raise Refused(

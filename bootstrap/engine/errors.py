@@ -95,9 +95,13 @@ def expected_no_changes(exc: BaseException) -> bool:
     return bool(re.search(r"no changes were expected( for \w+)? but changes were proposed", str(exc)))
 
 
+class CliMissing(EngineError):
+    """The Pulumi CLI cannot be started: not installed, or not on PATH."""
+
+
 def missing_cli_error(detail: str = "") -> EngineError:
     extra = f" ({detail})" if detail else ""
-    return EngineError(
+    return CliMissing(
         f"The Pulumi CLI is not installed or not on PATH{extra}, so groundctl cannot preview or apply "
         f"any layer. Install it from {INSTALL_URL}, check that `pulumi version` works in this shell, "
         f"and run the command again; groundctl never downloads it."

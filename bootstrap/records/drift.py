@@ -2,10 +2,15 @@
 
 Stored at `.groundctl/drift/<env>/<newest-first>-<check_id>--<verdict>.json`: the name starts with the
 milliseconds left until 2286 (13 digits), so S3's ascending listing returns the newest record first,
-and ends with the verdict, so `fleet status` learns the latest result from a one-key listing alone,
-however long the history grows. Only
+and ends with the verdict (`clean`, `drift-<layers>` or `failed`), so `fleet status` learns the latest
+result from a one-key listing alone, however long the history grows. Only
 the per-layer verdicts and counts are kept (no property values), and every message is redacted with
 the secret values the run knows of.
+
+A check that could not finish (a preview that failed, the engine missing) is recorded too, so a
+scheduled run that failed is seen as failed: `outcome: "failed"`, its `reason` (the error's one
+paragraph), `drift: null` (unknown) and the layers it did check. Every record has `outcome`
+(`clean` | `drift` | `failed`); records written before it have none, and their `drift` says which.
 """
 
 from __future__ import annotations
@@ -28,7 +33,16 @@ def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], floa
                "skipped_reason": r.get("skipped_reason"), "changed": len(r.get("changes") or [])} for r in rows]
     drifted = [r["layer"] for r in layers if r["state"] in DRIFTED]
     return {"check_id": check_id or new_run_id(clock), "environment": environment, "at": iso(clock()),
-            "drift": bool(drifted), "drifted_layers": drifted, "layers": layers}
+            "outcome": "drift" if drifted else "clean", "drift": bool(drifted), "drifted_layers": drifted,
+            "layers": layers}
+
+
+def failed_drift_record(environment: str, reason: str, rows: list[dict] = (), *,
+                        clock: Callable[[], float] = time.time, check_id: str | None = None) -> dict:
+    """The record of a drift check that could not finish: why (`reason`, one paragraph), and the layers it
+    checked before it stopped. Whether the environment drifted is unknown (`drift` None). Pure given the clock."""
+    done = drift_record(environment, list(rows), clock=clock, check_id=check_id)
+    return done | {"outcome": "failed", "reason": reason, "drift": None}
 
 
 _END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
@@ -38,21 +52,28 @@ def record_name(record: dict) -> str:
     """The record's file name: newest first in a listing (to the millisecond), the check id, then the verdict
     (`clean`, or `drift-` and the drifted layers joined by `+`), so a listing alone tells the latest result."""
     at = datetime.fromisoformat(record["at"].replace("Z", "+00:00")).timestamp()
-    verdict = "drift-" + "+".join(record["drifted_layers"]) if record["drift"] else "clean"
+    if record.get("outcome") == "failed":
+        verdict = "failed"
+    else:
+        verdict = "drift-" + "+".join(record["drifted_layers"]) if record["drift"] else "clean"
     return f"{_END_OF_TIME_MS - round(at * 1000):013d}-{record['check_id']}--{verdict}"
 
 
 def parse_name(name: str) -> Optional[dict]:
-    """What `record_name` put in a name: {at, check_id, drift, drifted_layers}; None for another shape. Pure."""
+    """What `record_name` put in a name: {at, check_id, outcome, drift, drifted_layers}; None for another shape.
+    A failed check's name holds no reason: the record itself does. Pure."""
     head, sep, verdict = name.partition("--")
     inverted, _, check_id = head.partition("-")
     if not sep or not inverted.isdigit() or len(inverted) != 13 or not check_id:
         return None
-    if verdict != "clean" and not verdict.startswith("drift-"):
+    if verdict not in ("clean", "failed") and not verdict.startswith("drift-"):
         return None
     at = (_END_OF_TIME_MS - int(inverted)) / 1000
+    if verdict == "failed":
+        return {"check_id": check_id, "at": iso(at), "outcome": "failed", "drift": None, "drifted_layers": []}
     layers = verdict[len("drift-"):].split("+") if verdict != "clean" else []
-    return {"check_id": check_id, "at": iso(at), "drift": bool(layers), "drifted_layers": layers}
+    return {"check_id": check_id, "at": iso(at), "outcome": "drift" if layers else "clean", "drift": bool(layers),
+            "drifted_layers": layers}
 
 
 def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:

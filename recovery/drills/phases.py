@@ -111,8 +111,25 @@ def not_attempted(name: str) -> PhaseResult:
     return PhaseResult(name, NOT_ATTEMPTED, "NotAttempted", "An earlier phase stopped the drill.", False)
 
 
-def next_step(phase: str, environment: str, layer: str = "cluster") -> str:
-    """What the operator does when `phase` failed: the environment may be half-rebuilt."""
+def next_step(phase: str, environment: str, layer: str = "cluster", *, kind: str = "rebuild-cluster",
+              error: Optional[BaseException] = None) -> str:
+    """What the operator does when `phase` failed (the environment may be half-rebuilt): the real cause's fix,
+    from the drill's kind and the error that stopped the phase."""
+    from bootstrap.engine.errors import CliMissing
+
+    if isinstance(error, CliMissing):
+        again = (f"`groundctl drill {kind} {environment}" + (f" --layer {layer}" if kind == "state-loss" else "")
+                 + " --dry-run`")
+        return (("nothing was changed; " if phase in ("preflight", "baseline") else "")
+                + "the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), check "
+                f"`pulumi version` in this shell, then run {again}")
+    if kind == "state-loss" and phase == "baseline":
+        if getattr(error, "reason", None) == "BaselineDrift":
+            return (f"nothing was changed; {layer} differs from what is live: review `groundctl drift {environment} "
+                    f"--layers {layer}`, converge it with `groundctl up {environment} --layers {layer}`, then run "
+                    "the drill again")
+        return (f"nothing was changed; the refresh preview of {layer} failed: fix the cause the message names, "
+                f"check with `groundctl drift {environment} --layers {layer}`, then run the drill again")
     up = f"groundctl up {environment} --layers cluster,flux --yes"
     return {
         "preflight": "nothing was changed; fix what the preflight names (see its message) and run the drill again",

@@ -267,6 +267,8 @@ def summarize_history(records: list[dict], last_n: int = 5) -> dict:
     rows = sorted(({"drill_id": r.get("drill_id"), "kind": r.get("kind"), "layer": r.get("layer"),
                     "started_at": r.get("started_at"), "verdict": (r.get("verdict") or {}).get("outcome"),
                     "reason": (r.get("verdict") or {}).get("reason"),
+                    "message": (r.get("verdict") or {}).get("message"),
+                    "failed_phase": (r.get("verdict") or {}).get("failed_phase"),
                     "recovery_seconds": (r.get("verdict") or {}).get("recovery_seconds"),
                     "rto_seconds": (r.get("verdict") or {}).get("rto_seconds"),
                     "total_seconds": r.get("total_seconds"),

@@ -129,17 +129,19 @@ def public_outputs(outputs) -> dict:
     return {k: v for k, v in outputs.values.items() if k not in outputs.secret_keys}
 
 
-def _result_from_error(plan: PhasePlan, exc: GroundctlError, environment: str, layer: str) -> PhaseResult:
+def _result_from_error(plan: PhasePlan, exc: GroundctlError, environment: str, layer: str,
+                       kind: str) -> PhaseResult:
     refused = isinstance(exc, Refused)
     reason = getattr(exc, "reason", None) or type(exc).__name__
     return PhaseResult(plan.name, dp.REFUSED if refused else dp.FAILED, reason, exc.message, True,
-                       dp.next_step(plan.name, environment, layer), details=getattr(exc, "details", {}) or {},
-                       exit_code=exc.exit_code)
+                       dp.next_step(plan.name, environment, layer, kind=kind, error=exc),
+                       details=getattr(exc, "details", {}) or {}, exit_code=exc.exit_code)
 
 
 def run_phases(ctx: DrillContext, plans: tuple[PhasePlan, ...], methods: dict[str, Callable[[], tuple]], *,
                dry_run: bool, read_only: frozenset[str], dry_details: Callable[[str], dict], layer: str,
-               snapshot: Callable[[list[PhaseResult]], DrillReport]) -> list[PhaseResult]:
+               snapshot: Callable[[list[PhaseResult]], DrillReport],
+               kind: str = "rebuild-cluster") -> list[PhaseResult]:
     """Run each phase (a method returns (reason, message, details)); stop at the first that does not succeed."""
     results: list[PhaseResult] = []
     stopped = False
@@ -163,7 +165,7 @@ def run_phases(ctx: DrillContext, plans: tuple[PhasePlan, ...], methods: dict[st
                 result = PhaseResult(plan.name, dp.ACHIEVED, reason, message, True, details=details)
             except GroundctlError as exc:
                 exc.message = redact(exc.message, ctx.secrets)  # an engine error may quote a secret output
-                result = _result_from_error(plan, exc, ctx.environment, layer)
+                result = _result_from_error(plan, exc, ctx.environment, layer, kind)
                 stopped = True
             results.append(dp.with_timing(result, at, ctx.clock()))
             if dry_run and result.status != dp.ACHIEVED:
@@ -189,12 +191,12 @@ def build_report(kind: str, ctx: DrillContext, drill_id: str, started: float, re
 
 
 def run_and_release(ctx: DrillContext, plans: tuple[PhasePlan, ...], runner, *, dry_run: bool, layer: str,
-                    snapshot: Callable[[list], DrillReport]) -> DrillReport:
+                    snapshot: Callable[[list], DrillReport], kind: str = "rebuild-cluster") -> DrillReport:
     """Run a drill's phases, always release its lock, and report a lock that could not be released."""
     try:
         results = run_phases(ctx, plans, runner.methods(), dry_run=dry_run,
                              read_only=frozenset({"preflight", "baseline"}), dry_details=runner.dry_details,
-                             layer=layer, snapshot=snapshot)
+                             layer=layer, snapshot=snapshot, kind=kind)
     finally:
         lock_note = release_lock(runner.lock)
     report = snapshot(results)

@@ -173,4 +173,5 @@ def run_state_loss(ctx: DrillContext, opts: StateLossOptions) -> DrillReport:
                              layer=opts.layer, baseline=runner.baseline, after=runner.after,
                              recovery_point=runner.recovery_point)
 
-    return run_and_release(ctx, plans, runner, dry_run=opts.dry_run, layer=opts.layer, snapshot=snapshot)
+    return run_and_release(ctx, plans, runner, dry_run=opts.dry_run, layer=opts.layer, snapshot=snapshot,
+                           kind="state-loss")

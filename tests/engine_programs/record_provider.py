@@ -8,6 +8,8 @@ engine tier puts this folder on PYTHONPATH for the program and for the provider 
 Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail", "sleep:<seconds>" or
 "write-then-sleep:<seconds>"), read when a record is created, so a test can fail or stall one create of a
 real update, before its object is written or after (a create that made its resource but never answered).
+Two more act elsewhere: "read-fail" makes a refresh's read of the record fail (as an AccessDenied would),
+and "delete-sleep:<seconds>" stalls its delete before the object is removed.
 """
 
 from __future__ import annotations
@@ -31,11 +33,15 @@ def _s3(props: dict):
 
 
 def _fault(name: str, written: bool) -> None:
-    action = json.loads(os.environ.get(FAULTS_ENV) or "{}").get(name) or ""
+    action = _action(name)
     if action == "fail" and not written:
         raise RuntimeError(f"injected failure creating record {name}")
     if action.startswith("write-then-sleep:" if written else "sleep:"):
         time.sleep(float(action.split(":", 1)[1]))
+
+
+def _action(name: str) -> str:
+    return json.loads(os.environ.get(FAULTS_ENV) or "{}").get(name) or ""
 
 
 def _put(props: dict) -> None:
@@ -51,6 +57,8 @@ class RecordProvider(ResourceProvider):
         return CreateResult(id_=props["key"], outs=props)
 
     def read(self, id_, props):
+        if _action(props.get("name", "")) == "read-fail":
+            raise RuntimeError(f"injected failure reading record {props.get('name')}: AccessDenied")
         s3 = _s3(props)
         try:
             body = json.loads(s3.get_object(Bucket=props["bucket"], Key=id_)["Body"].read())
@@ -68,6 +76,9 @@ class RecordProvider(ResourceProvider):
         return UpdateResult(outs=news)
 
     def delete(self, id_, props):
+        action = _action(props.get("name", ""))
+        if action.startswith("delete-sleep:"):
+            time.sleep(float(action.split(":", 1)[1]))
         _s3(props).delete_object(Bucket=props["bucket"], Key=id_)
 
 

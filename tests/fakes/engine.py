@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
-from bootstrap.engine.automation import (OperationResult, StackOutputs, pending_create_urns,
-                                         unexpected_pending_creates)
+from bootstrap.engine.automation import (OperationResult, StackOutputs, other_pending_operations,
+                                         pending_create_urns, refuse_other_pending, unexpected_pending_creates)
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
 from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
@@ -203,11 +203,13 @@ class InMemoryEngine:
         self._record("clear_pending_creates", layer)
         self._require(layer)
         ops = {"pending_operations": self.pending.get(layer, [])}
+        if other_pending_operations(ops):
+            raise refuse_other_pending(self.environment, layer, other_pending_operations(ops))
         others = unexpected_pending_creates(ops, urns)
         if others:
             raise Refused(f"pending creates not decided on: {', '.join(others)}")
         cleared = len(pending_create_urns(ops))
-        self.pending[layer] = [op for op in self.pending.get(layer, []) if op.get("type") != "creating"]
+        self.pending[layer] = []
         self._write_checkpoint(layer)
         return OperationResult(layer, "clear-pending-creates", {"cleared": cleared}, self.outputs(layer))
 
