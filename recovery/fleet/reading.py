@@ -146,7 +146,9 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         newest = found["drift_key"]
         raw["drift"] = None
         if newest:
-            raw["drift"] = parse_name(_stem(newest)) or _json(store, newest)
+            named = parse_name(_stem(newest))
+            # A failed check's name carries no reason: its record does, so that one is read in full.
+            raw["drift"] = named if named and named["outcome"] != "failed" else (_json(store, newest) or named)
             if raw["drift"] is None:
                 raw["problems"].append(f"{newest} is not a readable drift record")
         raw["problems"] += [f"{k} is not a drill record name" for k in found["odd_drills"][:5]]
