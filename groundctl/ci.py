@@ -171,7 +171,7 @@ def _read_changed(path: Path) -> list[str]:
 def _refuse_unusable_names(paths: list[str]) -> None:
     from bootstrap.ci.touched import ENV_NAME, environment_of
 
-    bad = sorted({p for p in paths if (name := environment_of(p)) is not None and not ENV_NAME.match(name)})
+    bad = sorted({p for p in paths if (name := environment_of(p)) is not None and not ENV_NAME.fullmatch(name)})
     if bad:
         raise BadInput(f"{', '.join(bad)}: an environment file's name must be the environment's name, made of "
                        "lowercase letters, digits and hyphens (it becomes the Pulumi stack name). Rename it.")
@@ -188,7 +188,7 @@ def _environments(repo: Path) -> list:
                        "environments/<env>.yaml, or point --dir at it.")
     found = []
     for path in sorted(folder.glob("*.yaml")):
-        if not ENV_NAME.match(path.stem):
+        if not ENV_NAME.fullmatch(path.stem):
             continue  # never an environment; a change that adds one is refused by `targets`
         try:
             spec = load_spec(path.stem, base=folder)
@@ -274,7 +274,7 @@ def comment(
     from bootstrap.ci.touched import ENV_NAME
     from bootstrap.planning.render import live_combined_names
 
-    if not ENV_NAME.match(environment):
+    if not ENV_NAME.fullmatch(environment):
         raise BadInput(f"'{environment}' is not an environment name (lowercase letters, digits, hyphens).")
     offline, live = plan_dir / "offline", plan_dir / "live"
     live_json, live_md = live_combined_names(environment)

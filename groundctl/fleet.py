@@ -52,10 +52,10 @@ def manifests(
 
     from recovery.fleet.manifests import render, to_yaml
 
-    if not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", namespace):
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise BadInput(f"--namespace '{namespace}' is not a Kubernetes namespace name; use lowercase letters, "
                        "digits and hyphens (at most 63).")
-    if not re.match(r"^[^\s]+$", image) or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+    if not re.fullmatch(r"[^\s]+", image) or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
         raise BadInput(f"--image '{image}' is not pinned: give a tag (registry/groundctl:0.1.0) or, better, a digest "
                        "(registry/groundctl@sha256:…), so every scheduled run uses the same groundctl.")
     rendered = render(_spec_files(environments), image=image, ns=namespace)

@@ -61,14 +61,14 @@ def problems(options: WorkflowOptions) -> list[str]:
     if not options.install.strip() or any(c in options.install for c in "\n\r\"'$`\\"):
         found.append(f"--install {options.install!r} must be one pip requirement or path, without quotes, "
                      "'$', backslashes or line breaks (e.g. groundctl==0.1.0, or . for this repository)")
-    if not re.match(r"^3\.\d{1,2}$", options.python_version):
+    if not re.fullmatch(r"3\.\d{1,2}", options.python_version):
         found.append(f"--python-version {options.python_version!r} is not a Python 3 minor version such as 3.11")
-    if not re.match(r"^\d+\.\d+\.\d+$", options.pulumi_version):
+    if not re.fullmatch(r"\d+\.\d+\.\d+", options.pulumi_version):
         found.append(f"--pulumi-version {options.pulumi_version!r} is not a Pulumi CLI release such as 3.150.0")
-    if not _BRANCH.match(options.default_branch) or ".." in options.default_branch:
+    if not _BRANCH.fullmatch(options.default_branch) or ".." in options.default_branch:
         found.append(f"--default-branch {options.default_branch!r} is not a branch name")
     fields = options.drift_cron.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+    if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
         found.append(f"--drift-schedule {options.drift_cron!r} is not a five-field cron schedule such as '17 6 * * *'")
     return found
 
