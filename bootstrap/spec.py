@@ -457,6 +457,21 @@ def environments_dir() -> Path:
     return here if here.is_dir() else ENVIRONMENTS_DIR
 
 
+_NOTED: set[str] = set()
+
+
+def bundled_example(path: Path) -> bool:
+    """True when `path` is one of groundctl's shipped example specs reached only because the working folder
+    holds no environments/ of its own: acting on it unknowingly would act on an example account."""
+    return not (Path.cwd() / "environments").is_dir() and path.resolve().parent == ENVIRONMENTS_DIR
+
+
+def bundled_note(path: Path, account_id: str) -> str:
+    return (f"{Path.cwd()} holds no environments/ folder, so this is groundctl's bundled example spec {path} "
+            f"(account {account_id}), not one of yours. Run groundctl from the folder that holds your "
+            "environments/, or give your spec's path.")
+
+
 def spec_path(name_or_path: str, base: Path) -> Path:
     """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
@@ -480,4 +495,9 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
         raise SpecError(
             str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]
         )
+    if bundled_example(path) and str(path) not in _NOTED:
+        from bootstrap import console
+
+        _NOTED.add(str(path))  # once per run, on stderr: --json stays one document
+        console.warn(bundled_note(path, spec.aws.account_id))
     return spec

@@ -19,16 +19,20 @@ fleet_app = typer.Typer(cls=Group, help="Scheduled drift checks and drills acros
                         no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 
-_ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments, else the "
-                     "shipped examples).")
+_ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments).")
 
 
 def _spec_files(folder: Optional[Path]):
     """Every `*.yaml` of the folder, validated, with its text as written."""
-    from bootstrap.spec import environments_dir, load_spec
+    from bootstrap.spec import ENVIRONMENTS_DIR, environments_dir, load_spec
     from recovery.fleet.manifests import SpecFile
 
     base = folder or environments_dir()
+    if folder is None and base == ENVIRONMENTS_DIR and not (Path.cwd() / "environments").is_dir():
+        # A fleet of the shipped examples (account 111111111111) is never what an operator means to schedule.
+        raise BadInput(f"{Path.cwd()} holds no environments/ folder, and the fleet commands never fall back to "
+                       "groundctl's bundled example specs. Run from the folder that holds your environments/, or "
+                       "give it with --environments.")
     if not base.is_dir():
         raise BadInput(f"--environments {base} is not a folder. Give the folder that holds the fleet's "
                        "<env>.yaml specs.")
