@@ -54,6 +54,7 @@ def init(
 ) -> None:
     """Write .github/workflows/groundctl-{pr,apply,drift}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
+    from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
 
     environments = _environments(repo)
     options = workflows.WorkflowOptions(
@@ -71,6 +72,12 @@ def init(
     status = {}
     for rel, text in rendered.items():
         path = repo / rel
+        link = symlink_on_the_way(repo, rel)
+        if link is not None:
+            # A link planted in a repository (a pull request can add one) would send the write anywhere.
+            raise Refused(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
+                          f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
+                          "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
         if path.is_file():
             status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
         elif path.exists():
@@ -84,15 +91,11 @@ def init(
             "nothing was written. Review the difference (the repository's history keeps the old file), then "
             "re-run with --force to replace them."
         )
-    for rel, text in rendered.items():
-        if status[rel] == "unchanged":
-            continue
-        path = repo / rel
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"Cannot write {path} ({exc.strerror or exc}). Give a writable repository with --dir.") from None
+    pending = {rel: text for rel, text in rendered.items() if status[rel] != "unchanged"}
+    if pending:
+        check_dir(repo / workflows.WORKFLOW_DIR, "--dir")  # every file can be written, or none is
+    for rel, text in pending.items():
+        write_text(repo / rel, text, "--dir")
         status[rel] = "replaced" if status[rel] == "differs" else "written"
     plan_roles = _select(environments, None, "plan")
     apply_roles = _select(environments, None, "apply")
@@ -219,11 +222,10 @@ def _select(environments: list, names: Optional[list[str]], needs: Optional[str]
 
 def _write_or_print(text: str, out: Optional[Path], json_doc: Optional[dict]) -> None:
     if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"Cannot write {out} ({exc.strerror or exc}). Give a writable path with --out.") from None
+        from bootstrap.destinations import check_file, write_text
+
+        check_file(out)
+        write_text(out, text)
     if json_doc is not None:
         console.emit_json(json_doc)
     elif out is None:

@@ -62,11 +62,14 @@ def manifests(
     if not re.fullmatch(r"[^\s]+", image) or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
         raise BadInput(f"--image '{image}' is not pinned: give a tag (registry/groundctl:0.1.0) or, better, a digest "
                        "(registry/groundctl@sha256:…), so every scheduled run uses the same groundctl.")
+    from bootstrap.destinations import check_file, write_text
+
+    check_file(out)
     rendered = render(_spec_files(environments), image=image, ns=namespace)
     if json_out:
         console.emit_json({"manifests": list(rendered.manifests), "notes": list(rendered.notes)})
     elif out is not None:
-        out.write_text(to_yaml(rendered.manifests))
+        write_text(out, to_yaml(rendered.manifests))
         console.info(f"Wrote {len(rendered.manifests)} manifests to {out}")
     else:
         typer.echo(to_yaml(rendered.manifests), nl=False)
@@ -123,9 +126,9 @@ def status(
     if html is not None:
         from recovery.fleet.html import render
 
-        html.mkdir(parents=True, exist_ok=True)
-        page = html / "fleet-status.html"
-        page.write_text(render(report))
+        from bootstrap.destinations import write_files
+
+        page, = write_files(html, {"fleet-status.html": render(report)}, "--html")
         report["html"] = str(page)
     for row in report["environments"]:
         # The timelines are the page's drawing material (every phase of the latest drills): a JSON reader
