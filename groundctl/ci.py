@@ -75,9 +75,9 @@ def init(
         link = symlink_on_the_way(repo, rel)
         if link is not None:
             # A link planted in a repository (a pull request can add one) would send the write anywhere.
-            raise Refused(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
-                          f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
-                          "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
+            raise BadInput(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
+                           f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
+                           "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
         if path.is_file():
             status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
         elif path.exists():

@@ -181,3 +181,36 @@ def test_recover_without_a_change_keeps_bad_input(monkeypatch, capsys):
     assert not state_may_have_changed({"phases": [{"phase": "assess", "attempted": True},
                                                   {"phase": "restore", "attempted": False}]})
     assert state_may_have_changed({"phases": [{"phase": "pending", "attempted": True}]})
+
+
+@pytest.mark.parametrize("link", [".github", ".github/workflows", ".github/workflows/groundctl-pr.yml"])
+def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, link):
+    """A link planted in the repository (a pull request can add one) at the workflows folder, its parent or a
+    workflow file: refused with the link's path, nothing written anywhere, with or without --force."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "environments").mkdir(parents=True)
+    (repo / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
+    outside.mkdir()
+    target = outside / "victim.yml" if link.endswith(".yml") else outside
+    if link.endswith(".yml"):
+        target.write_text("keep me\n")
+    (repo / link).parent.mkdir(parents=True, exist_ok=True)
+    (repo / link).symlink_to(target)
+    for extra in ([], ["--force"]):
+        rc, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(repo), "--install", ".", *extra)
+        assert rc == 2, err
+        assert f"{repo / link} is a symbolic link" in " ".join(err.split())
+    assert sorted(p.name for p in outside.rglob("*")) == (["victim.yml"] if link.endswith(".yml") else [])
+    if link.endswith(".yml"):
+        assert target.read_text() == "keep me\n"
+
+
+def test_ci_init_on_a_read_only_repository(monkeypatch, capsys, tmpfs):
+    repo = tmpfs("repo")
+    (repo / "environments").mkdir()
+    (repo / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
+    subprocess.run(["mount", "-o", "remount,ro", str(repo)], check=True)
+    rc, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(repo), "--install", ".")
+    assert rc == 2, err
+    said = " ".join(err.split())
+    assert str(repo / ".github" / "workflows") in said and "read-only" in said
