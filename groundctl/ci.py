@@ -41,12 +41,14 @@ def _version(package: str, fallback: str) -> str:
 @ci_app.command("init")
 def init(
     repo: Path = _DIR,
-    install: Optional[str] = typer.Option(
-        None, "--install", help="What the workflows `pip install` (default: this groundctl release, "
-                                "groundctl==VERSION; `.` for a repository that is groundctl itself)."),
+    install: str = typer.Option(
+        "groundctl-requirements.txt", "--install",
+        help="What the workflows install: the repository's requirements file pinning groundctl and its "
+             "dependencies with sha256 hashes (installed with --require-hashes), or `.` for a repository that "
+             "is groundctl itself."),
     python_version: str = typer.Option("3.11", "--python-version", help="Python for the workflows."),
     pulumi_version: Optional[str] = typer.Option(
-        None, "--pulumi-version", help="Pulumi CLI release the workflows install (default: the Pulumi SDK's)."),
+        None, "--pulumi-version", help="Pulumi CLI release the workflows install (default: the one groundctl pins)."),
     default_branch: str = typer.Option("main", "--default-branch", help="Branch that merges apply to."),
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
@@ -56,16 +58,18 @@ def init(
     from bootstrap.ci import workflows
     from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
 
+    from bootstrap.engine.versions import PULUMI_CLI_PINNED
+
     environments = _environments(repo)
     options = workflows.WorkflowOptions(
-        install=install or f"groundctl=={_version('groundctl', '0.1.0')}",
+        install=install,
         python_version=python_version,
-        pulumi_version=pulumi_version or _version("pulumi", ""),
+        pulumi_version=pulumi_version or PULUMI_CLI_PINNED,
         default_branch=default_branch,
         drift_cron=drift_schedule,
         groundctl_version=_version("groundctl", "unknown"),
     )
-    wrong = workflows.problems(options)
+    wrong = workflows.problems(options) or _requirements_problems(repo, options.install)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
     rendered = workflows.render(options)
@@ -122,6 +126,24 @@ def init(
                  "trust policies.")
 
 
+def _requirements_problems(repo: Path, install: str) -> list[str]:
+    from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+
+    if install == CHECKOUT:
+        return []
+    path = repo / install
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text is None:
+        return [f"{install} is not a readable file in {repo.resolve()}: the workflows install groundctl from the "
+                "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
+                "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
+                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
+    return requirements_problems(text, install)
+
+
 # -- targets --------------------------------------------------------------------------------------------
 
 
@@ -163,12 +185,28 @@ def targets(
 
 
 def _read_changed(path: Path) -> list[str]:
+    from bootstrap.ci.touched import environment_of, not_paths
+
+    how = "Give a text file with one changed path per line, such as the output of `git diff --name-only`"
+    if environment_of(str(path)) is not None:
+        raise BadInput(f"--changed-files {path} is an environment spec, not a list of changed paths. {how} (a file "
+                       f"holding the line {path} touches that environment), or --all for every environment.")
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read --changed-files {path} ({exc}). Give a text file with one path per line, "
-                       "such as the output of `git diff --name-only`.") from None
-    return [line for line in text.splitlines() if line.strip()]
+        raise BadInput(f"Cannot read --changed-files {path} ({exc}). {how}.") from None
+    lines = text.splitlines()
+    bad = not_paths(lines)
+    if bad:
+        number, line = bad[0]
+        raise BadInput(f"--changed-files {path} is not a list of changed paths: line {number} ({printable(line)!r}) "
+                       f"is not a path{f', nor are {len(bad) - 1} more lines' if len(bad) > 1 else ''}. {how}.")
+    return [line for line in lines if line.strip()]
+
+
+def printable(text: str, limit: int = 60) -> str:
+    shown = "".join(c if c.isprintable() else "?" for c in text)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
 
 
 def _refuse_unusable_names(paths: list[str]) -> None:
