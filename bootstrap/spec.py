@@ -16,10 +16,10 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bootstrap.errors import BadInput, SpecError
-from bootstrap.spec_file import bounded_quotes, check_name, read_spec_data
+from bootstrap.spec_file import (ENVIRONMENTS_DIR, bounded_quotes, bundled_notice, check_name,  # noqa: F401
+                                 environments_dir, read_spec_data, spec_path)
 from stacks.common.subnets import SubnetLayoutError, subnet_layout
 
-ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 _ACCOUNT = re.compile(r"^\d{12}$")
@@ -451,34 +451,6 @@ def parse_spec(data: object, source: str) -> EnvironmentSpec:
         raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
 
 
-def environments_dir() -> Path:
-    """`./environments` when the operator works in a checkout of their own, else the shipped examples."""
-    here = Path.cwd() / "environments"
-    return here if here.is_dir() else ENVIRONMENTS_DIR
-
-
-_NOTED: set[str] = set()
-
-
-def bundled_example(path: Path) -> bool:
-    """True when `path` is one of groundctl's shipped example specs reached only because the working folder
-    holds no environments/ of its own: acting on it unknowingly would act on an example account."""
-    return not (Path.cwd() / "environments").is_dir() and path.resolve().parent == ENVIRONMENTS_DIR
-
-
-def bundled_note(path: Path, account_id: str) -> str:
-    return (f"{Path.cwd()} holds no environments/ folder, so this is groundctl's bundled example spec {path} "
-            f"(account {account_id}), not one of yours. Run groundctl from the folder that holds your "
-            "environments/, or give your spec's path.")
-
-
-def spec_path(name_or_path: str, base: Path) -> Path:
-    """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
-    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
-        return Path(name_or_path)
-    return base / f"{name_or_path}.yaml"
-
-
 def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec:
     check_name(name_or_path)
     base = base or environments_dir()
@@ -495,9 +467,9 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
         raise SpecError(
             str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]
         )
-    if bundled_example(path) and str(path) not in _NOTED:
+    notice = bundled_notice(path, spec.aws.account_id)
+    if notice:
         from bootstrap import console
 
-        _NOTED.add(str(path))  # once per run, on stderr: --json stays one document
-        console.warn(bundled_note(path, spec.aws.account_id))
+        console.warn(notice)  # on stderr: --json stays one document
     return spec
