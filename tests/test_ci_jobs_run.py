@@ -148,7 +148,7 @@ def test_the_aggregate_check_passes_only_when_every_plan_did(tmp_path, detect, p
 
 
 FAKE_GH = r'''#!/bin/sh
-# Answers as the GitHub API would for the case in $GH_CASE (the already-filtered --jq output).
+# Answers as the GitHub API would for the case in $GH_RUN and $GH_RESULT (the already-filtered --jq output).
 case "$*" in
   *commits/*/pulls*) echo 7 ;;
   *pulls/7*) echo headsha ;;
