@@ -1,7 +1,9 @@
 # The image `groundctl fleet manifests` schedules: groundctl, the Pulumi CLI and the provider plugins
 # its layers use, run as a non-root user. Everything is pinned, so two runs a month apart are the
 # same software: the base image by its exact release, the Pulumi CLI by version and checksum, the
-# plugins by version.
+# plugins by version. The versions are groundctl's (bootstrap/engine/versions.py: PULUMI_CLI_PINNED; the
+# SDKs are pinned to the plugin versions, since each SDK asks for its own version of its plugin and
+# groundctl refuses to run without it; tests/test_preflight.py holds this file to both).
 #   docker build --build-arg PULUMI_SHA256=<sha256 of the linux-x64 tarball> -t REGISTRY/groundctl:0.1.0 .
 # (the checksum is in the Pulumi release's checksums file; the build refuses to start without it)
 FROM python:3.11.11-slim-bookworm
@@ -42,7 +44,8 @@ COPY groundctl /src/groundctl
 COPY bootstrap /src/bootstrap
 COPY recovery /src/recovery
 COPY stacks /src/stacks
-RUN pip install --no-cache-dir /src \
+RUN pip install --no-cache-dir /src "pulumi-aws==${PULUMI_AWS_VERSION}" \
+        "pulumi-kubernetes==${PULUMI_KUBERNETES_VERSION}" \
     && groupadd --gid 10001 groundctl \
     && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin groundctl \
     && mkdir -p /work/environments

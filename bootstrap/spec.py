@@ -308,12 +308,22 @@ class FleetSpec(_Model):
     state_loss_layer: Literal["backend", "network", "cluster", "flux"] = "network"
     # Drills destroy and recreate; a production environment runs them on a schedule only when it says so.
     scheduled_drills_in_production: bool = False
+    # The role `fleet status` assumes to read this environment's state bucket (a fleet across accounts);
+    # unset: the caller's own credentials.
+    status_role_arn: Optional[str] = None
 
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not _CRON.fullmatch(v.strip()):
             raise ValueError(f"'{v}' is not a five-field cron schedule such as '17 * * * *'")
+        return v
+
+    @field_validator("status_role_arn")
+    @classmethod
+    def _role(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _ROLE_ARN.match(v):
+            raise ValueError(f"'{v}' is not an IAM role ARN; use arn:aws:iam::<account>:role/<name>")
         return v
 
 

@@ -33,6 +33,7 @@ ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
 # Environment variables whose values are secrets the engine may be handed; their values are redacted
 # from everything groundctl prints or stores. (The Pulumi passphrase for `local`, the Flux deploy key.)
 SECRET_ENV_VARS = ("PULUMI_CONFIG_PASSPHRASE", "GROUNDCTL_FLUX_DEPLOY_KEY")
+PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"  # its contents are the passphrase
 _URL = re.compile(r"^https?://[^\s/]+(:\d+)?/?$")
 
 
@@ -157,6 +158,13 @@ class Target:
 
     def secret_values(self) -> list[str]:
         values = [v for v in (self.environ.get(name, "") for name in SECRET_ENV_VARS) if v]
+        if self.environ.get(PASSPHRASE_FILE_ENV) and not self.environ.get("PULUMI_CONFIG_PASSPHRASE"):
+            from bootstrap.engine.passphrase import passphrase_from
+
+            try:
+                values.append(passphrase_from(self.environ)[0] or "")
+            except BadInput:
+                pass  # unreadable: the engine refuses the run, and no value of it can leak
         values += sorted(self.extra_secrets)
         # A deploy key or kubeconfig is several lines; a message quoting one line must not leak it.
         lines = [ln.strip() for v in values if "\n" in v for ln in v.splitlines() if len(ln.strip()) >= 16]

@@ -77,51 +77,30 @@ def manifests(
         console.info(note)
 
 
-def _sources(files, endpoint_url: Optional[str]):
-    """One `Source` per spec; AWS clients shared by every environment of the same region and endpoint."""
-    from bootstrap.aws.clients import AwsClients
-    from bootstrap.aws.objectstore import ObjectStore
-    from bootstrap.target import ENDPOINT_ENV, resolve_endpoint
-    from recovery.fleet.status import Source
-
-    shared: dict[tuple, AwsClients] = {}
-    out = []
-    for f in files:
-        spec = f.spec
-        try:
-            url = resolve_endpoint(spec, endpoint_url, os.environ).url
-        except BadInput as exc:
-            out.append(Source(spec, skip=exc.message))
-            continue
-        if url == "embedded":
-            out.append(Source(spec, skip=f"it uses the embedded emulator, whose state lives only while one runs; "
-                                         f"start one (`groundctl emulator start`) and pass --endpoint-url or {ENDPOINT_ENV}"))
-            continue
-        resolved = spec.model_copy(update={"aws": spec.aws.model_copy(update={"endpoint_url": url})})
-        key = (spec.aws.region, url, None if url else spec.aws.profile)
-        if key not in shared:
-            shared[key] = AwsClients.for_spec(resolved, url)
-        s3 = shared[key].client("s3")
-        out.append(Source(resolved, ObjectStore(s3, spec.backend.bucket), s3))
-    return out
-
-
 @fleet_app.command("status")
 def status(
     environments: Optional[Path] = _ENVS,
-    json_out: bool = json_opt("the status of every environment"),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write fleet-status.html (one static file with the "
-                                        "drill timelines) into this folder."),
-    workers: int = typer.Option(8, "--workers", min=1, max=10, help="Environments read at once."),
+    json_out: bool = json_opt("the status of every environment, with each finding's level"),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write fleet-status.html (one static file: a summary, "
+                                        "then one row per environment linking to its collapsed details) into this folder."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when any finding is at this level or worse: "
+                                          "critical, or warning (critical and warning). Without it the exit is 0."),
+    workers: int = typer.Option(8, "--workers", min=1, max=16, help="Environments read at once."),
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
-    """Per environment: last drift and its age, last drill and RTO trend, lock, ledger head age, bucket protection vs RPO."""
-    from recovery.fleet.status import fleet_report, read_fleet
+    """Per environment, worst first: findings (critical / warning / info), drift and its age, the last drill of each
+    kind and its RTO trend, lock, ledger head age, bucket protection vs RPO."""
+    from bootstrap.aws.clients import call_deadline
+    from recovery.fleet.access import sources
+    from recovery.fleet.status import failing, fleet_report, read_fleet
 
+    if fail_on is not None and fail_on not in ("critical", "warning"):
+        raise BadInput(f"--fail-on '{fail_on[:40]}' is not a level; use --fail-on critical (exit 1 on critical findings) "
+                       "or --fail-on warning (on critical or warning findings).")
     writable_dir(html, "--html")
     files = _spec_files(environments)
-    sources = _sources(files, endpoint_url)
-    raws = read_fleet(sources, workers=workers)
+    # Each environment gets what one AWS call may take (GROUNDCTL_CLOUD_DEADLINE): a stuck one is its own row.
+    raws = read_fleet(sources(files, endpoint_url, os.environ), workers=workers, deadline=call_deadline())
     report = fleet_report(raws, {f.spec.name: f.spec for f in files}, time.time())
     if html is not None:
         from recovery.fleet.html import render
@@ -135,11 +114,13 @@ def status(
         # gets the verdicts and trends, and `groundctl drill history <env>` for the phases.
         (row.get("drills") or {}).pop("timelines", None)
     if json_out:
-        console.emit_json(report)
+        console.emit_json(report | {"fail_on": fail_on, "failing": failing(report, fail_on)})
     else:
         _show(report)
     if report.get("html"):
         console.info(f"Wrote {report['html']}")
+    if failing(report, fail_on):
+        raise typer.Exit(1)
 
 
 def _age(seconds: Optional[float]) -> str:
@@ -150,26 +131,50 @@ def _age(seconds: Optional[float]) -> str:
     return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
 
 
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
+
+
+def _summary(report: dict) -> str:
+    c = report["counts"]
+    lv = c["by_level"]
+    crit = c["critical_environments"]
+    return (f"{c['environments']} environments: {lv['critical']} critical, {lv['warning']} warning, {lv['info']} info, "
+            f"{lv['ok']} ok ({c['unreadable']} unreadable, {c['skipped']} skipped)"
+            + (f". Critical: {', '.join(crit[:20])}{' …' if len(crit) > 20 else ''}" if crit else ""))
+
+
+def _drills(r: dict) -> str:
+    parts = []
+    for kind, k in ((r.get("drills") or {}).get("per_kind") or {}).items():
+        last = k.get("last")
+        if last:
+            trend = (k.get("trend") or {}).get("trend")
+            parts.append(f"{kind} {last['verdict']}" + (f" ({trend})" if trend in ("slower", "faster", "steady") else ""))
+    return "; ".join(parts) or "none"
+
+
 def _show(report: dict) -> None:
-    rows = table("fleet status", "environment", "drift", "last drill (RTO trend)", "lock", "ledger head", "bucket vs RPO")
+    rows = table(f"fleet status — {_summary(report)}", "level", "environment", "drift", "last drills (RTO trend)", "lock", "ledger head",
+                 "bucket vs RPO")
     for r in report["environments"]:
-        if r.get("skipped"):
-            rows.add_row(Text(r["environment"]), Text(f"skipped: {r['skipped']}"), *(Text("") for _ in range(4)))
+        name = Text(r["environment"] + (" (production)" if r.get("production") else ""))
+        level = Text(r["level"], style=_STYLE[r["level"]])
+        if r.get("skipped") or r.get("error") or r.get("note"):
+            why = (f"skipped: {r['skipped']}" if r.get("skipped") else f"unreadable: {r['error']}" if r.get("error")
+                   else r["note"])
+            rows.add_row(level, name, Text(why), *(Text("") for _ in range(4)))
             continue
-        d, dr, lock, led, prot = (r.get("drift"), (r.get("drills") or {}), r.get("lock") or {}, r.get("ledger") or {},
-                                  r.get("protection") or {})
-        last = dr.get("last")
-        trends = ", ".join(f"{k} {t['trend']}" for k, t in (dr.get("trends") or {}).items())
+        d, lock, led, prot = r.get("drift"), r.get("lock") or {}, r.get("ledger") or {}, r.get("protection") or {}
         rows.add_row(
-            Text(r["environment"] + (" (error: " + r["error"] + ")" if r.get("error") else "")),
+            level, name,
             Text(f"{d['result']} {_age(d['age_seconds'])} ago" if d else "never checked"),
-            Text(f"{last['kind']} {last['verdict']}" + (f" ({trends})" if trends else "") if last else "none"),
+            Text(_drills(r)),
             Text(("stale: " if lock.get("stale") else "") + (lock.get("holder") or "held") if lock.get("held") else "free"),
             Text(f"{_age(led.get('head_age_seconds'))} ago" if led.get("head_at") else "no ledger"),
             Text(f"{prot.get('verdict', '—')} (RPO {r['rpo_minutes']} min)"))
     console.data(rows)
-    c = report["counts"]
-    console.info(f"{c['environments']} environments, {c['needing_attention']} needing attention, {c['skipped']} skipped")
     for r in report["environments"]:
-        for item in r.get("attention") or []:
-            console.warn(f"{r['environment']}: {item}")
+        for f in r["findings"]:
+            if f["level"] in ("critical", "warning"):
+                console.info(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]")
+    console.info(_summary(report))

@@ -14,7 +14,7 @@ import typer
 from bootstrap import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
-from bootstrap.errors import BadInput
+from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_named
 
 _STATUS = {"achieved": "ok", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
@@ -43,6 +43,25 @@ def state_may_have_changed(transcript: dict) -> bool:
     from recovery.guide import WRITES
 
     return any(p.get("attempted") and p.get("phase") in WRITES for p in transcript.get("phases") or ())
+
+
+def engine_ready(target, layer: str) -> None:
+    """What the phases after the restore need, checked before it: the account of the credentials in use, the
+    Pulumi CLI and its version, the engine's settings (the passphrase) and the layer's provider plugins."""
+    from bootstrap.aws.backend import check_account
+    from bootstrap.engine.preflight import require_engine
+
+    try:
+        check_account(target.spec, target.clients)
+        target.engine_check()
+        require_engine(target.engine, [layer])
+    except GroundctlError as exc:
+        message = (f"Nothing was restored or written: the phases after the restore (reconcile, import, pending "
+                   f"creates, verify) could not run here. {exc.message}")
+        for kind in (Refused, BadInput, EngineError):
+            if isinstance(exc, kind):
+                raise kind(message) from None
+        raise GroundctlError(message) from None
 
 
 @app.command("recover")
@@ -85,7 +104,7 @@ def recover(
             store=target.store, engine=lambda: target.engine,
             inventory=lambda env, name: collect(target.clients, env, name),
             lock_factory=lambda store, env, run_id: EnvironmentLock(store, env, run_id),
-            confirm=console.confirm, lock_status=lock_status)
+            confirm=console.confirm, lock_status=lock_status, ready=lambda: engine_ready(target, lay.name))
         console.info(f"Recovering {lay.name}/{target.name} (run {opts.run_id})"
                      + (" — dry run, nothing will be written" if dry_run else ""))
         transcript = run_guide(opts, svc, on_condition=_show)

@@ -89,6 +89,9 @@ class GuideServices:
     clock: Callable[[], float] = time.time
     lock_status: Optional[Callable] = None         # (store, environment) -> LockStatus
     after_restore_step: Optional[Callable[[int, str], None]] = None
+    # Raises (a GroundctlError saying what is missing) when the phases after a write could not run: called
+    # once, before the first phase that writes, so nothing is written when the way forward is blocked.
+    ready: Optional[Callable[[], None]] = None
 
 
 @dataclass(frozen=True)
@@ -501,6 +504,7 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
     started = _now(svc.clock)
     conditions: list[Condition] = []
     outcome: Optional[str] = None
+    checked = svc.ready is None or opts.dry_run  # a dry run writes nothing and never needs the engine
     for phase, skip in plan_phases(opts):
         if outcome is not None:
             conditions.append(Condition(phase, "not-attempted", "NotAttempted", "An earlier phase stopped the "
@@ -511,6 +515,9 @@ def _run_phases(run: _Run, opts: GuideOptions, svc: GuideServices,
                              attempted=False)
         else:
             try:
+                if phase in WRITES and not checked:
+                    checked = True
+                    svc.ready()
                 cond = getattr(run, "import_" if phase == "import" else phase)()
             except _Stop as stop:
                 outcome = stop.outcome

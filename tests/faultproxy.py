@@ -7,6 +7,11 @@ forwarded, so the write happened and only its response is lost: the case that ma
 of a non-idempotent call create things twice. Choices come from a seeded RNG, so a sequential
 client sees the same faults on every run. The proxy is bounded: it serves at most `max_requests`
 and shuts itself down after `lifetime_seconds` even if a test forgets to stop it.
+
+Two more faults, each limited to the requests a predicate picks: a *trickle* forwards the request and
+sends the answer back one byte a second (from its first byte, or from its body's), which no socket
+timeout ever trips; a *storm* answers every picked request with `503 SlowDown` for a while, starting
+at the first request its trigger picks (a throttling storm that begins mid-run).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import http.client
 import random
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -33,8 +39,14 @@ JSON_THROTTLE = (400, "application/x-amz-json-1.1",
 class FaultProxy:
     def __init__(self, upstream: str, *, fraction: float = 0.10, seed: int = 7, after_share: float = 0.3,
                  max_requests: int = 50_000, lifetime_seconds: float = 300.0,
-                 only=None, max_faults: int | None = None):
-        """`only(method, path, headers, body)` limits faults to matching requests; `max_faults` caps them."""
+                 only=None, max_faults: int | None = None, trickle=None, trickle_from: str = "head",
+                 trickle_interval: float = 1.0, storm=None, storm_trigger=None, storm_seconds: float = 30.0):
+        """`only(method, path, headers, body)` limits faults to matching requests; `max_faults` caps them.
+
+        `trickle(...)` picks the requests whose answer drips a byte per `trickle_interval` (its whole
+        answer with `trickle_from="head"`, its body only with "body"). `storm(...)` picks the requests
+        answered 503 SlowDown for `storm_seconds` from the first request `storm_trigger(...)` picks
+        (`storm` itself when no trigger is given)."""
         up = urlsplit(upstream)
         self.upstream_host, self.upstream_port = up.hostname, up.port or 80
         self.fraction = fraction
@@ -43,6 +55,14 @@ class FaultProxy:
         self.lifetime_seconds = lifetime_seconds
         self.only = only
         self.max_faults = max_faults
+        self.trickle = trickle
+        self.trickle_from = trickle_from
+        self.trickle_interval = trickle_interval
+        self.storm = storm
+        self.storm_trigger = storm_trigger or storm
+        self.storm_seconds = storm_seconds
+        self.storm_started: float | None = None  # time.monotonic() of the storm's first request
+        self._stopped = threading.Event()
         self.stats: Counter = Counter()
         self._rng = random.Random(seed)
         self._mutex = threading.Lock()
@@ -64,6 +84,20 @@ class FaultProxy:
                 return "pass"
             self.stats["decided_faults"] += 1
             return "after" if self._rng.random() < self.after_share else "before"
+
+    def in_storm(self, method: str, path: str, headers, body: bytes) -> bool:
+        if self.storm is None:
+            return False
+        with self._mutex:
+            if self.storm_started is None and self.storm_trigger(method, path, headers, body):
+                self.storm_started = time.monotonic()
+            if self.storm_started is None or time.monotonic() - self.storm_started >= self.storm_seconds:
+                return False
+        return bool(self.storm(method, path, headers, body))
+
+    @property
+    def storm_over(self) -> bool:
+        return self.storm_started is not None and time.monotonic() - self.storm_started >= self.storm_seconds
 
     @staticmethod
     def error_for(headers, body: bytes) -> tuple[int, str, bytes]:
@@ -97,14 +131,38 @@ class FaultProxy:
                         self.rfile.readline()
                 return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-            def _send(self, status: int, headers: list[tuple[str, str]], body: bytes, length: int | None = None):
-                self.send_response(status)
+            def _send(self, status: int, headers: list[tuple[str, str]], body: bytes, length: int | None = None,
+                      drip: str | None = None):
+                if drip == "head":  # the status line and headers too: the client is stuck before any answer
+                    self._drip(self._head_bytes(status, headers, len(body) if length is None else length) + body)
+                    return
+                self.send_response_only(status)  # the upstream's own Date, not a second one of ours
                 for k, v in headers:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body) if length is None else length))
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(body)
+                    self.wfile.flush()
+                    self._drip(body) if drip == "body" else self.wfile.write(body)
+
+            @staticmethod
+            def _head_bytes(status: int, headers: list[tuple[str, str]], length: int) -> bytes:
+                lines = [f"HTTP/1.1 {status} {http.client.responses.get(status, '')}"]
+                lines += [f"{k}: {v}" for k, v in headers] + [f"Content-Length: {length}", "", ""]
+                return "\r\n".join(lines).encode("latin-1")
+
+            def _drip(self, data: bytes) -> None:
+                with proxy._mutex:
+                    proxy.stats["trickled"] += 1
+                for i in range(len(data)):
+                    if proxy._stopped.wait(proxy.trickle_interval):
+                        return
+                    try:
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up: what this fault is for
+                        self.close_connection = True
+                        return
 
             def _fault(self, body: bytes, kind: str) -> None:
                 status, ctype, payload = proxy.error_for(self.headers, body)
@@ -115,6 +173,11 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                if proxy.in_storm(self.command, self.path, self.headers, body):
+                    self._fault(body, "storm")
+                    return
+                drip = proxy.trickle_from if proxy.trickle and proxy.trickle(
+                    self.command, self.path, self.headers, body) else None
                 verdict = proxy.decide(proxy.only is None or proxy.only(self.command, self.path, self.headers, body))
                 if verdict == "refuse":
                     self._send(503, [("Content-Type", "text/plain")], b"fault proxy request budget spent")
@@ -140,7 +203,7 @@ class FaultProxy:
                     self._fault(body, "after")  # the request happened; its answer is lost
                     return
                 length = int(upstream_len) if self.command == "HEAD" and upstream_len else None
-                self._send(resp.status, out_headers, payload, length)
+                self._send(resp.status, out_headers, payload, length, drip)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
@@ -155,6 +218,7 @@ class FaultProxy:
         return self.endpoint_url
 
     def stop(self) -> None:
+        self._stopped.set()
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()

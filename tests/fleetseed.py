@@ -5,6 +5,9 @@ Used by the fleet status tests and by bench/fleet_status.py."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import uuid
 from datetime import datetime, timezone
 from dataclasses import dataclass
@@ -30,10 +33,22 @@ class Seed:
     last_drill_fails: bool = False
     slower_each_drill: float = 0.0   # seconds added to the recovery of each successive drill
     lock_holder: Optional[str] = None
+    lock_stale: bool = False                 # the holder ran on this host and its pid is gone
+    failed_kinds: tuple[str, ...] = ()       # the last drill of these kinds fails (in its last recovery phase)
+    fail_early: bool = False                 # ... in preflight instead: nothing is measured
+    jitter: float = 0.0                      # seconds added and taken in turn: noise, not a trend
+    drift_age_hours: float = 0.0             # with `now`: how old the newest drift record is
     versioning: bool = True
     replication_rtc: Optional[bool] = None   # None: no replication; False: replication without RTC
     noncurrent_days: Optional[int] = None    # None: no lifecycle rule
     layers_with_ledger: tuple[str, ...] = ("backend", "network", "cluster")
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has ended (this host's lock holder that died)."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
 
 
 def _stamp(ts: float) -> str:
@@ -63,15 +78,18 @@ def make_bucket(s3, bucket: str, seed: Seed) -> None:
 
 
 def drill_report(environment: str, kind: str, index: int, *, rto_minutes: int, recovery: float,
-                 fail: bool = False) -> DrillReport:
+                 fail: bool = False, early: bool = False, t0: float = T0) -> DrillReport:
     """A finished drill, timed: each phase gets a share of `recovery` seconds (recovery phases) or 20 s."""
     names = dp.REBUILD if kind == "rebuild-cluster" else dp.STATE_LOSS
     rec = recovery_phases(kind)
-    start = T0 + index * 86400
+    start = t0 + index * 86400
     at, phases = start, []
     for i, name in enumerate(names):
+        if fail and early and i > 0:
+            phases.append(dp.not_attempted(name))
+            continue
         secs = recovery / len(rec) if name in rec else 20.0
-        failed = fail and name == rec[-1]
+        failed = fail and name == (names[0] if early else rec[-1])
         phases.append(PhaseResult(name, dp.FAILED if failed else dp.ACHIEVED, "Timeout" if failed else "Done",
                                   "waited too long" if failed else "ok", True, started_at=at, ended_at=at + secs))
         at += secs
@@ -82,8 +100,13 @@ def drill_report(environment: str, kind: str, index: int, *, rto_minutes: int, r
                        layer="network" if kind == "state-loss" else None)
 
 
-def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minutes: int = 30) -> None:
+def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minutes: int = 30,
+                     now: Optional[float] = None) -> None:
+    """Records as scheduled runs leave them: from T0 on (fixed ids), or, given `now`, hourly drift checks up to
+    `seed.drift_age_hours` before it and daily drills up to a day before it."""
     make_bucket(s3, bucket, seed)
+    drift_t0 = T0 if now is None else now - seed.drift_age_hours * 3600 - (seed.drift_records - 1) * 3600
+    drill_t0 = T0 if now is None else now - seed.drill_records * 86400
     store = ObjectStore(s3, bucket)
     clean = [{"layer": lay, "state": "clean", "summary": "no changes", "counts": {"same": 4}, "changes": []}
              for lay in ("backend", "network", "cluster", "flux")]
@@ -93,22 +116,25 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
             rows = [dict(clean[0]), {**clean[1], "state": "drift", "summary": "1 to update",
                                      "changes": [{"urn": "u", "type": "t", "operation": "update", "diff_keys": []}]},
                     *clean[2:]]
-        stamp = _stamp(T0 + i * 3600)
-        save_drift_record(store, drift_record(environment, rows, clock=lambda: T0 + i * 3600,
+        stamp = _stamp(drift_t0 + i * 3600)
+        save_drift_record(store, drift_record(environment, rows, clock=lambda: drift_t0 + i * 3600,
                                               check_id=f"{stamp}-{i:06x}"))
     kinds = ("rebuild-cluster", "state-loss")
     for i in range(seed.drill_records):
         kind = kinds[i % 2]
-        fail = seed.last_drill_fails and i >= seed.drill_records - 2
-        write_report(drill_report(environment, kind, i, rto_minutes=rto_minutes,
-                                  recovery=600 + seed.slower_each_drill * i, fail=fail), store=store)
+        last_of_kind = i >= seed.drill_records - 2
+        fail = (seed.last_drill_fails or kind in seed.failed_kinds) and last_of_kind
+        noise = seed.jitter * (1 if (i // 2) % 2 else -1)
+        write_report(drill_report(environment, kind, i, rto_minutes=rto_minutes, t0=drill_t0, early=seed.fail_early,
+                                  recovery=600 + seed.slower_each_drill * i + noise, fail=fail), store=store)
     for serial_layer in seed.layers_with_ledger:
         for serial in (1, 2):
             rec = LedgerRecord(str(uuid.UUID(int=7)), serial, "0" * 64, None, None, "up", f"run-{serial}",
                                "2025-11-24T00:00:00.000Z", None, 3, layout.stack_key(serial_layer, environment))
             store.put(layout.ledger_key(serial_layer, environment, serial), rec.to_json())
     if seed.lock_holder:
-        info = LockInfo(environment, seed.lock_holder, "runner-7", 4242, "run-x", "2025-11-24T00:00:00.000Z",
+        host, pid = ("runner-7", 4242) if not seed.lock_stale else (socket.gethostname(), _gone_pid())
+        info = LockInfo(environment, seed.lock_holder, host, pid, "run-x", "2025-11-24T00:00:00.000Z",
                         "2025-11-24T00:00:00.000Z", 300)
         store.put(layout.lock_key(environment), info.body())
 
@@ -135,3 +161,61 @@ def spec_data(environment: str, bucket: str, endpoint: str, *, production: bool 
 
 def dump(data: dict) -> str:
     return json.dumps(data)  # JSON is YAML: a spec file the loader reads as written
+
+
+# -- the seeded fleet an on-call engineer triages: 50 environments, 16 of them production ----------------
+
+def _fleet_stories() -> dict[str, tuple[Seed, dict, str]]:
+    """name: (seed, spec extras, the level its row must have)."""
+    base = dict(drift_records=4, drill_records=10, noncurrent_days=30)
+    prod = dict(base, replication_rtc=True)
+    stories: dict[str, tuple[Seed, dict, str]] = {
+        "prod-payments": (Seed(**prod, drifted_last=True), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-ledger": (Seed(**prod, drifted_last=True), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-checkout": (Seed(**prod, failed_kinds=("rebuild-cluster",)), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-identity": (Seed(**prod, lock_holder="ci", lock_stale=True), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-search": (Seed(**dict(prod, versioning=False, replication_rtc=None)), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-billing": (Seed(**prod, drift_age_hours=84), {"production": True, "replica": "us-west-2"}, "warning"),   # 3.5 days old
+        "prod-reports": (Seed(**dict(prod, drift_records=0)), {"production": True, "replica": "us-west-2"}, "warning"),  # never checked
+        "prod-media": (Seed(**prod, slower_each_drill=90), {"production": True, "replica": "us-west-2"}, "warning"),
+        "stage-api": (Seed(**base, failed_kinds=("rebuild-cluster",)), {}, "critical"),  # a newer state-loss passed
+        "stage-web": (Seed(**base, last_drill_fails=True, fail_early=True), {}, "critical"),
+        "stage-jobs": (Seed(**base, lock_holder="bob", lock_stale=True), {}, "critical"),
+        "dev-batch": (Seed(**base, lock_holder="eve", lock_stale=True), {}, "critical"),
+        "stage-cache": (Seed(**base, drifted_last=True), {}, "warning"),
+        "dev-ml": (Seed(**base, drifted_last=True), {}, "warning"),
+        "dev-edge": (Seed(**base, drifted_last=True), {}, "warning"),
+        "dev-mobile": (Seed(**base, drifted_last=True), {}, "warning"),
+        "dev-queue": (Seed(**base, slower_each_drill=90), {}, "warning"),
+        "dev-stale": (Seed(**base, drift_age_hours=30), {}, "warning"),
+        "dev-fresh": (Seed(**dict(base, drift_records=0)), {}, "warning"),
+        "dev-gone": (Seed(**base), {"missing": True}, "warning"),
+        "dev-noisy": (Seed(**base, jitter=40), {}, "info"),       # ±40 s of noise: no "slower" flag
+        "dev-busy": (Seed(**base, lock_holder="ci"), {}, "info"),  # a live run
+    }
+    for i in range(8):
+        stories[f"prod-ok-{i:02d}"] = (Seed(**prod), {"production": True, "replica": "us-west-2"}, "ok")
+    for i in range(20):
+        stories[f"dev-ok-{i:02d}"] = (Seed(**base), {}, "info")  # no replica: expected outside production
+    return stories
+
+
+def seed_fleet(s3, endpoint: str, now: float, prefix: str) -> tuple[dict, dict[str, str]]:
+    """Seed the 50 environments' buckets; ({name: spec}, {name: expected level})."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bootstrap.spec import parse_spec
+
+    stories = _fleet_stories()
+
+    def one(item):
+        name, (seed, extra, _level) = item
+        bucket = f"{prefix}-{name}"
+        opts = {k: v for k, v in extra.items() if k != "missing"}
+        if not extra.get("missing"):
+            seed_environment(s3, name, bucket, seed, now=now)
+        return name, parse_spec(spec_data(name, bucket, endpoint, **opts), name)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        specs = dict(pool.map(one, stories.items()))
+    return specs, {name: story[2] for name, story in stories.items()}

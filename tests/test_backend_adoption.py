@@ -127,7 +127,10 @@ def test_backend_adoption_first_up_imports_then_plans_no_creates(adopting_world,
     (plan,) = outcome.plans
     assert plan.counts.get("create", 0) == 0 and not plan.has_changes  # no second key, alias or bucket
     backend = next(lay for lay in stored["layers"] if lay["layer"] == "backend")
-    assert [p["name"] for p in backend["phases"]][:3] == ["stack", "adopt", "ledger"]
+    # The adoption is approved (here by --yes) at the setup gate, which names what it imports, before it is done.
+    assert [p["name"] for p in backend["phases"]][:5] == ["stack", "setup-gate", "create", "adopt", "ledger"]
+    gate_detail = next(p["detail"] for p in backend["phases"] if p["name"] == "setup-gate")
+    assert "adopt" in gate_detail and "by import" in gate_detail and local_spec.backend.bucket in gate_detail
     with target_with(engine, local_spec) as target:
         records = read_ledger(target.store, "backend", "local").records
     assert [r.operation for r in records] == ["import", "up"] and records[0].lineage == records[1].lineage

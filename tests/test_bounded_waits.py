@@ -1,6 +1,8 @@
 """Bounded waits (issue 13 item 3): an endpoint that accepts connections and never answers, one that
 drips its answer a byte at a time, and one that answers `200` with an empty body. Every command ends
 with exit 4 and one paragraph, within a minute; `status` never calls such an environment "never applied".
+And on every thread (issue 19 item 1): a read that trickles in a worker thread (the ledger pool, the
+guide's ledger reader, the version read-ahead, any pool) ends by the call deadline too.
 
 Real processes (`python -m groundctl`) against small hostile servers on loopback, started here.
 """
@@ -20,7 +22,8 @@ import pytest
 
 from bootstrap.aws import clients
 from bootstrap.errors import BadInput, CloudError
-from tests.conftest import REPO
+from tests.conftest import REPO, local_spec_with_bucket
+from tests.faultproxy import FaultProxy
 
 
 class _Hostile:
@@ -217,3 +220,120 @@ def test_lock_status_against_a_silent_endpoint_ends_within_a_minute_at_the_defau
     assert took < 60, took
     line = _one_paragraph(proc)
     assert "did not" in line and "--endpoint-url" in line, line
+
+
+# -- every thread (issue 19 item 1) ------------------------------------------------------------------
+
+
+def _get_of(fragment: str):
+    """The proxy's pick: GETs of one object (not listings) whose path holds `fragment`."""
+    return lambda method, path, headers, body: (method == "GET" and fragment in path and "list-type" not in path
+                                                and "?versions" not in path)
+
+
+# Which reads trickle, and the commands that make them on a worker thread: ledger records are read on the
+# ledger's pool (status, state verify, state versions) or the guide's background reader (recover); state
+# versions are downloaded by the read-ahead pool (state versions, recover).
+WORKER_READS = [
+    ("ledger records, the whole answer", _get_of("/.groundctl/ledger/"), "head",
+     [["status", "{spec}"], ["state", "verify", "{spec}", "network"], ["state", "versions", "{spec}", "network"],
+      ["recover", "{spec}", "network", "--dry-run"]]),
+    ("state versions, the body", _get_of("versionId="), "body",
+     [["state", "versions", "{spec}", "network"], ["recover", "{spec}", "network", "--dry-run"]]),
+]
+
+
+@pytest.fixture
+def local_history(aws, bucket, tmp_path, monkeypatch):
+    """The local spec as a file whose bucket holds three updates of `network` with their ledger records."""
+    import tests.test_recovery_scenarios as sc
+    from bootstrap.aws.objectstore import ObjectStore
+
+    monkeypatch.setattr(sc, "ENV", "local")
+    monkeypatch.setattr(sc, "KEY", sc.layout.stack_key(sc.LAYER, "local"))
+    sc.history(ObjectStore(aws.client("s3"), bucket))
+    return local_spec_with_bucket(tmp_path, bucket)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("what,pick,drip,commands", WORKER_READS, ids=[w[0] for w in WORKER_READS])
+def test_a_read_trickling_in_a_worker_thread_ends_by_the_deadline(emulator_endpoint, local_history, what, pick,
+                                                                  drip, commands):
+    deadline = 4
+    with FaultProxy(emulator_endpoint, fraction=0, trickle=pick, trickle_from=drip) as proxy:
+        with ThreadPoolExecutor(len(commands)) as pool:
+            runs = list(pool.map(lambda c: _run([a.replace("{spec}", str(local_history)) for a in c]
+                                                + ["--endpoint-url", proxy.endpoint_url],
+                                                {clients.DEADLINE_ENV: str(deadline)}), commands))
+        assert proxy.stats["trickled"] >= len(commands)  # each command did reach a trickling read
+    where = proxy.endpoint_url.split("//")[1]
+    for command, (proc, took) in zip(commands, runs):
+        assert proc.returncode == 4, (command, proc.returncode, proc.stderr)
+        # `recover` reports it as the failed phase's finding; the other commands as their one `error:` paragraph.
+        said = " ".join((proc.stdout + proc.stderr).split()) if command[0] == "recover" else _one_paragraph(proc)
+        assert "Traceback" not in proc.stderr and "internal error" not in said, (command, said)
+        assert f"did not finish answering within {deadline} s" in said and where in said, (command, said)
+        # Cut by the deadline (the message says so), not by the trickle's end, which is minutes away; the
+        # bound is loose because start-ups of several processes side by side are slow on a loaded machine.
+        assert took < 60, (command, took)
+
+
+def _trickling_get(store, key: str, results: dict, name: str) -> None:
+    started = time.monotonic()
+    try:
+        store.get(key)
+        results[name] = ("answered", time.monotonic() - started)
+    except CloudError as exc:
+        results[name] = (exc.message, time.monotonic() - started)
+
+
+def test_a_trickled_read_is_cut_on_any_thread_and_only_that_read(aws, bucket, emulator_endpoint, monkeypatch):
+    """A pool worker and a plain thread are each cut at the deadline, while a read of a healthy object on a
+    third thread, over the same client, is answered: the cut ends one call, not its neighbours."""
+    from bootstrap.aws.objectstore import ObjectStore
+
+    monkeypatch.setenv(clients.DEADLINE_ENV, "2")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+    direct = ObjectStore(aws.client("s3"), bucket)
+    direct.put("slow/a.json", b"{}")
+    direct.put("fine/b.json", b"{}")
+    with FaultProxy(emulator_endpoint, fraction=0, trickle=_get_of("/slow/"), trickle_from="body") as proxy:
+        store = ObjectStore(clients.AwsClients("us-east-1", proxy.endpoint_url, credentials={
+            "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3"), bucket)
+        results: dict = {}
+        plain = threading.Thread(target=_trickling_get, args=(store, "slow/a.json", results, "thread"), daemon=True)
+        plain.start()
+        with ThreadPoolExecutor(2) as pool:
+            pool.submit(_trickling_get, store, "slow/a.json", results, "pool")
+            pool.submit(_trickling_get, store, "fine/b.json", results, "healthy")
+        plain.join(timeout=30)
+    assert results["healthy"][0] == "answered"
+    for name in ("thread", "pool"):
+        message, took = results[name]
+        assert "did not finish answering within 2 s" in message, (name, message)
+        assert took < 2 + 5, (name, took)  # cut at its deadline, not at the end of the trickle
+
+
+def test_a_pool_thread_with_a_budget_of_its_own_is_not_charged_for_another_threads_stuck_endpoint(monkeypatch):
+    """What fleet status's pool uses per environment: one stuck environment spends its own budget, not the fleet's."""
+    monkeypatch.setenv(clients.DEADLINE_ENV, "1")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+    results: dict = {}
+
+    def stuck():
+        with clients.separate_budget():
+            clients._budget().charge(1 + clients.BUDGET_SLACK)  # its endpoint left calls unanswered
+            try:
+                clients.retry_transient(lambda: "answered", what="read a stuck thing")
+            except CloudError as exc:
+                results["stuck"] = exc.message
+
+    def healthy():
+        with clients.separate_budget():
+            results["healthy"] = clients.retry_transient(lambda: "answered", what="read a healthy thing")
+
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(stuck).result()
+        pool.submit(healthy).result()
+    assert "was not tried again" in results["stuck"] and results["healthy"] == "answered"
+    assert clients.BUDGET.spent == 0  # the process's own budget was never charged

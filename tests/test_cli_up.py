@@ -81,14 +81,6 @@ def test_up_yes_then_status_and_drift(cli):
         "backend": "clean", "network": "drift", "cluster": "clean", "flux": "skipped"}
 
 
-def test_up_without_a_terminal_is_refused_with_the_flag_to_pass(cli):
-    code, out, err = cli("up", "SPEC")
-    assert code == 3
-    # The backend's adoption has nothing to review; the network's creates are refused without --yes.
-    assert "--yes" in err and "network layer was not applied" in err
-    assert "refused" in out and ("up", "network") not in cli.engine.calls
-
-
 def test_destroy_flags_and_exit_codes(cli):
     assert cli("up", "SPEC", "--yes")[0] == 0
     code, _, err = cli("destroy", "SPEC", "--layers", "backend", "--yes")
@@ -145,18 +137,38 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
             assert canary not in text
 
 
-@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="checks the behaviour without the Pulumi CLI")
-def test_up_local_without_pulumi_cli_stops_cleanly_after_backend_and_lock():
-    env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
-    proc = subprocess.run([sys.executable, "-m", "groundctl", "up", "local", "--yes", "--json"],
+def test_up_local_without_pulumi_cli_stops_before_writing_anything(tmp_path, aws, emulator_endpoint):
+    """No CLI on PATH: the engine check comes before the state bucket, the KMS key and the lock."""
+    path = os.path.dirname(sys.executable)
+    if shutil.which("pulumi", path=path):
+        pytest.skip(f"a pulumi binary sits beside the interpreter in {path}")
+    spec = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    spec["backend"]["bucket"] = bucket = f"gl-{uuid.uuid4().hex[:16]}"
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(spec))
+    env = {**{k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}, "PATH": path,
+           "PULUMI_CONFIG_PASSPHRASE": "p"}
+    proc = subprocess.run([sys.executable, "-m", "groundctl", "up", str(tmp_path / "local.yaml"), "--yes", "--json",
+                           "--endpoint-url", emulator_endpoint],
                           capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
     assert proc.returncode == 4, proc.stderr
     record = json.loads(proc.stdout)
     assert record["stopped_at"] == "engine" and record["outcome"] == "failed"
-    assert [(p["name"], p["outcome"]) for p in record["phases"]] == [
-        ("account", "ok"), ("backend", "ok"), ("lock", "ok"), ("engine", "failed"), ("unlock", "ok")]
+    assert [(p["name"], p["outcome"]) for p in record["phases"]] == [("account", "ok"), ("engine", "failed")]
     assert "Pulumi CLI is not installed" in proc.stderr and "Traceback" not in proc.stderr
     assert all(lay["achieved"] == "not-reached" for lay in record["layers"])
+    assert bucket not in [b["Name"] for b in aws.client("s3").list_buckets()["Buckets"]]
+
+
+def test_up_without_a_terminal_is_refused_with_the_flag_to_pass(cli):
+    """`up` with no terminal and no --yes (a pipe, CI): exit 3 before the backend's stack, config or import:
+    its adoption is approved like a plan, before it is done."""
+    code, out, err = cli("up", "SPEC", "--json")
+    assert code == 3, err
+    record = json.loads(out)
+    assert record["stopped_at"] == "backend/setup-gate" and record["outcome"] == "refused"
+    assert "--yes" in err and "did not approve" in err and "Nothing in backend was changed" in err
+    assert not {op for op, _ in cli.engine.calls} & {"create_stack", "import", "up"} and not cli.engine.stacks
+    assert not list(cli.store.versions(".pulumi/")) and not list(cli.store.versions(".groundctl/ledger/"))
 
 
 def test_emulator_start_serves_until_interrupted():

@@ -82,7 +82,7 @@ def test_written_files_and_bucket_record_hold_no_secret(tmp_path, aws, bucket):
     phases = rebuild()
     r = report(phases, baseline={"cluster_outputs": {"cluster_name": "c", "note": f"leaked {CANARY}"}})
     written = write_report(r, store=store, out_dir=tmp_path, secret_values=[CANARY])
-    assert written.bucket_key == layout.drill_key("dev", r.drill_id)
+    assert written.bucket_key == layout.drill_key("dev", f"{r.drill_id}--passed-1322s")  # the verdict in the name
     assert sorted(p.rsplit("/", 1)[-1] for p in written.files) == sorted(
         f"{r.drill_id}.{ext}" for ext in ("svg", "md", "json"))
     for path in written.files:

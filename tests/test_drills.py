@@ -274,14 +274,14 @@ def test_cli_history_lists_stored_drills_with_the_trend(local_spec, aws, emulato
     from bootstrap.aws.objectstore import ObjectStore
     from recovery.drills.report import DrillReport
     store = ObjectStore(s3, store_bucket)
-    ids = []
+    ids, keys = [], []
     for i, secs in enumerate((1000.0, 800.0)):
         phase = dp.PhaseResult("recreate-cluster", "achieved", "Recreated", "ok", True,
                                started_at=1_796_000_000.0 + i * 9000, ended_at=1_796_000_000.0 + i * 9000 + secs)
         verdict = dp.decide((phase,), dp.REBUILD_RECOVERY, 30)
         r = DrillReport(f"2099010{i}T000000Z-rebuild-cluster-{uuid.uuid4().hex[:6]}", "rebuild-cluster", "local",
                         phase.started_at, phase.ended_at, 30, (phase,), verdict)
-        write_report(r, store=store)
+        keys.append(write_report(r, store=store).bucket_key)
         ids.append(r.drill_id)
     result = CliRunner().invoke(app, ["drill", "history", "local", "--json", "--endpoint-url", emulator_endpoint])
     assert result.exit_code == 0, result.output
@@ -289,5 +289,5 @@ def test_cli_history_lists_stored_drills_with_the_trend(local_spec, aws, emulato
     rows = [row for row in doc["drills"] if row["drill_id"] in ids]
     assert [row["recovery_seconds"] for row in rows] == [1000.0, 800.0]
     assert doc["trends"]["rebuild-cluster"]["last_n"] >= 2
-    for drill_id in ids:
-        store.delete(layout.drill_key("local", drill_id))
+    for key in keys:
+        store.delete(key)

@@ -52,7 +52,7 @@ def test_the_deploy_key_and_set_config_secrets_never_appear_in_argv(tmp_path, mo
     for argv in argv_seen:
         text = " ".join(argv)
         assert "CANARY" not in text, f"a secret was on a command line: {argv[:4]}…"
-    settings = yaml.safe_load((tmp_path / "stacks" / "flux" / "Pulumi.local.yaml").read_text())
+    settings = yaml.safe_load(engine._run_dir.stack_settings("flux", "local").read_text())
     assert set(settings["config"]["flux:deployKey"]) == {"secure"}
     assert set(settings["config"]["flux:extraToken"]) == {"secure"}
     stack = engine._stack("flux")

@@ -56,11 +56,11 @@ def test_up_creates_the_layers_and_a_second_up_applies_nothing(tier):
 
 
 def test_outputs_and_a_secret_config_value_and_output_come_back_right(tier):
-    engine = tier.engine()
-    engine.set_config("cluster", "enginetier:adminToken", SECRET_TOKEN, secret=True)
-    code, out, err = tier.cli("up", "SPEC", "--layers", LAYERS, "--yes", "--json")
+    code, out, err = tier.cli("up", "SPEC", "--layers", LAYERS, "--yes", "--json",
+                              env={"ENGINE_TIER_ADMIN_TOKEN": SECRET_TOKEN})
     assert code == 0, err
     assert _layers(json.loads(out))["cluster"]["achieved"] == "applied"
+    engine = tier.engine()
     outputs = engine.outputs("cluster")
     assert outputs.secret_keys == frozenset({"kubeconfig"})
     assert json.loads(outputs.values["kubeconfig"])["token"] == SECRET_TOKEN
@@ -68,7 +68,10 @@ def test_outputs_and_a_secret_config_value_and_output_come_back_right(tier):
     assert engine.outputs("network").values["private_subnet_ids"] == [
         tier.record_key("network", "private-0"), tier.record_key("network", "private-1")]
     # Pulumi keeps the secret encrypted with the passphrase; groundctl never prints or stores it.
-    assert tier.stack_config("cluster")["enginetier:adminToken"].keys() == {"secure"}
+    root = next(r for r in tier.checkpoint("cluster")["checkpoint"]["latest"]["resources"]
+                if r["type"] == "pulumi:pulumi:Stack")
+    kubeconfig = root["outputs"]["kubeconfig"]
+    assert set(kubeconfig) == {"4dabf18193072939515e22adb298388d", "ciphertext"}
     status = tier.cli("status", "SPEC", "--json")
     for text in (out, err, *status[1:], _stored_text(tier)):
         assert SECRET_TOKEN not in text and PASSPHRASE not in text
@@ -120,11 +123,7 @@ def test_drift_made_outside_pulumi_is_reported_through_refresh(tier):
     assert tier.cli_json("drift", "SPEC", "--layers", "network")["drift"] is False
 
 
-def test_a_key_dropped_from_the_spec_is_gone_from_the_stack_config_after_the_next_run(tier):
-    # As a run from a spec that still named an apply role would have left it.
-    tier.engine().set_config("network", "groundctl:assumeRoleArn", "arn:aws:iam::123456789012:role/old-apply")
-    assert "groundctl:assumeRoleArn" in tier.stack_config("network")
-    assert tier.cli_json("up", "SPEC", "--layers", "network", "--yes")["outcome"] == "succeeded"
-    config = tier.stack_config("network")
-    assert "groundctl:assumeRoleArn" not in config
-    assert config["network:azCount"] == "3" and "groundctl:awsEndpoint" in config
+def test_no_run_left_a_file_beside_the_programs(tier):
+    # Every command above ran here; the stack settings of each run lived and died in its own folder.
+    assert tier.program_files() == ["cluster", "cluster/Pulumi.yaml", "cluster/__main__.py",
+                                    "network", "network/Pulumi.yaml", "network/__main__.py"]

@@ -1,21 +1,25 @@
 """The fleet status page in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`)
-driven by Selenium. The page must show one row per environment, draw every drill timeline with visible
-bars and the RTO line, load nothing from outside, and keep a hostile record's markup as text.
-Skipped, with the reason, where no browser or driver is installed. A screenshot is kept under the test's
-temporary folder (and in $GROUNDCTL_SCREENSHOTS when set) for a person to look at."""
+driven by Selenium. On the seeded 50-environment fleet (tests/fleetseed.py, read from the emulator), the first
+1400×900 viewport shows every critical environment and none of the info-only ones; a row's link opens its
+collapsed details, whose drill bars are drawn; the page loads nothing from outside and keeps a hostile
+record's markup as text. Skipped, with the reason, where no browser or driver is installed. The screenshot of
+the first viewport is kept as /tmp/fleet-status-first-viewport.png (and in $GROUNDCTL_SCREENSHOTS when set)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.html import render
-from recovery.fleet.status import fleet_report
-from tests.fleetseed import T0, drill_report, spec_data
+from recovery.fleet.status import Source, fleet_report, read_fleet
+from tests.fleetseed import T0, drill_report, seed_fleet, spec_data
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome"))
                  if p), None)
@@ -26,38 +30,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
                                        "(.ci/run does)")
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
-
-
-def _raw(name: str, *, drifted: bool, drills: list, lock: bool = False, versioning: str = "Enabled") -> dict:
-    return {"environment": name, "bucket": f"{name}-state", "problems": [],
-            "protection": {"bucket": f"{name}-state", "exists": True, "unreadable": [], "versioning": versioning,
-                           "mfa_delete": False, "noncurrent_days": 30,
-                           "replication": {"enabled_rules": 1, "destinations": ["arn:aws:s3:::r"], "time_control": True}},
-            "drift": {"check_id": "c1", "environment": name, "at": "2025-11-25T10:00:00.000Z", "drift": drifted,
-                      "drifted_layers": ["network"] if drifted else [], "layers": []},
-            "drill_count": len(drills), "drills": drills,
-            "lock": {"held": lock, "stale": False, "holder": {"owner": "ci", "host": "runner", "run_id": "r1"} if lock else None,
-                     "reason": "", "pulumi_locks": []},
-            "ledger": {"network": {"serial": 12, "at": "2025-11-24T09:00:00Z"}}}
-
-
-@pytest.fixture
-def page(tmp_path) -> Path:
-    specs, raws = {}, []
-    for i, name in enumerate(("alpha", "beta", "gamma")):
-        specs[name] = parse_spec(spec_data(name, f"{name}-state", "http://127.0.0.1:9"), name)
-        drills = [drill_report(name, "rebuild-cluster", k, rto_minutes=30, recovery=600 + 120 * k * i).to_dict()
-                  for k in range(3)]
-        drills += [drill_report(name, "state-loss", 3, rto_minutes=30, recovery=300, fail=name == "beta").to_dict()]
-        if name == "gamma":  # a record written by someone hostile: its message must stay text
-            drills[-1]["phases"][0]["message"] = HOSTILE
-            drills[-1]["phases"][0]["name"] = HOSTILE
-        raws.append(_raw(name, drifted=name == "beta", drills=drills, lock=name == "gamma",
-                         versioning="Suspended" if name == "gamma" else "Enabled"))
-    report = fleet_report(raws, specs, now=T0 + 10 * 86400)
-    path = tmp_path / "fleet-status.html"
-    path.write_text(render(report))
-    return path
+SCREENSHOT = Path("/tmp/fleet-status-first-viewport.png")
+WIDTH, HEIGHT = 1400, 900
 
 
 @pytest.fixture
@@ -67,50 +41,122 @@ def browser():
 
     opts = Options()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1800"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={WIDTH},{HEIGHT}"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    # The viewport itself, not the window around it, is 1400×900.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
     try:
         yield driver
     finally:
         driver.quit()
 
 
-def test_the_page_renders_every_environment_and_timeline(page, browser, tmp_path):
+_VISIBLE = """
+const [names, w, h] = arguments;
+const out = [];
+for (const el of document.querySelectorAll('body *')) {
+  if (el.children.length || !el.checkVisibility()) continue;
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 || r.height === 0 || r.bottom <= 0 || r.top >= h || r.right <= 0 || r.left >= w) continue;
+  const text = el.textContent.trim();
+  if (names.includes(text)) out.push(text);
+}
+return [...new Set(out)];
+"""
+
+
+@pytest.fixture(scope="module")
+def seeded_page(emulator_endpoint, tmp_path_factory):
+    from bootstrap.aws.clients import AwsClients
+
+    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
+    now = time.time()
+    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"hb-{uuid.uuid4().hex[:8]}")
+    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
+    report = fleet_report(read_fleet(sources, workers=8), specs, now + 60)
+    path = tmp_path_factory.mktemp("fleet") / "fleet-status.html"
+    path.write_text(render(report))
+    return path, report, expected
+
+
+def test_the_first_viewport_shows_every_critical_environment_and_no_info_only_one(seeded_page, browser):
     from selenium.webdriver.common.by import By
 
-    browser.get(page.as_uri())
-    assert browser.title == "groundctl fleet status"
-    rows = browser.find_elements(By.CSS_SELECTOR, "#fleet tbody tr")
-    assert [r.get_attribute("data-env") for r in rows] == ["alpha", "beta", "gamma"]
-    beta = rows[1].text
-    assert "drift" in beta and "in network" in beta and "failed" in beta  # drifted, last drill failed
-    assert "attention" in (rows[1].get_attribute("class") or "")
-    assert "fails" in rows[2].text and "versioning is Suspended" in rows[2].text
-    assert "held" in rows[2].text and "ci@runner" in rows[2].text
-
-    timelines = browser.find_elements(By.CSS_SELECTOR, "details.timeline")
-    assert len(timelines) == 6  # the latest rebuild-cluster and state-loss drill of each environment
-    for t in timelines:
-        bars = t.find_elements(By.CSS_SELECTOR, "rect.phase")
-        assert bars, t.text
-        widths = [b.rect["width"] for b in bars if b.get_attribute("data-status") == "achieved"]
-        assert widths and all(w > 0 for w in widths)  # drawn, not just present in the markup
-        rto = t.find_element(By.CSS_SELECTOR, "line.rto")
-        assert rto.rect["height"] > 0 and rto.value_of_css_property("display") != "none"
-
-    # Markup from a record stays text: nothing ran, and it is shown as written.
-    assert browser.execute_script("return window.__pwned === undefined")
-    assert "<script>" in browser.find_element(By.ID, "env-gamma").get_attribute("textContent")
-    # One static file: no request left the page.
-    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert errors == []
-
-    shot = tmp_path / "fleet-status.png"
-    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    path, report, expected = seeded_page
+    browser.get(path.as_uri())
+    assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [WIDTH, HEIGHT]
+    critical = sorted(n for n, lvl in expected.items() if lvl == "critical")
+    info_only = sorted(n for n, lvl in expected.items() if lvl == "info")
+    assert len(critical) == 9 and len(info_only) == 22
+    visible = set(browser.execute_script(_VISIBLE, critical + info_only, WIDTH, HEIGHT))
+    assert set(critical) <= visible, set(critical) - visible
+    assert not visible & set(info_only), visible & set(info_only)
+    # Each critical environment's own row is on the first screen, not just its name in the summary.
+    for name in critical:
+        row = browser.find_element(By.CSS_SELECTOR, f'#fleet tr[data-env="{name}"]')
+        r = row.rect
+        assert row.is_displayed() and 0 <= r["y"] and r["y"] + r["height"] <= HEIGHT, (name, r)
+        assert row.get_attribute("data-level") == "critical"
+    strip = browser.find_element(By.ID, "summary").text
+    assert "9 critical" in strip and "11 warning" in strip and all(n in strip for n in critical)
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
     keep = os.environ.get("GROUNDCTL_SCREENSHOTS")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / shot.name)
+        shutil.copy(SCREENSHOT, Path(keep) / SCREENSHOT.name)
+
+
+def test_a_rows_link_opens_its_details_with_the_drill_bars_drawn(seeded_page, browser):
+    from selenium.webdriver.common.by import By
+
+    path, _report, _expected = seeded_page
+    browser.get(path.as_uri())
+    details = browser.find_element(By.XPATH, '//div[@id="env-stage-api"]/parent::details')
+    assert details.get_attribute("open") is None  # collapsed until asked for
+    browser.find_element(By.CSS_SELECTOR, '#fleet tr[data-env="stage-api"] a').click()
+    assert details.get_attribute("open") is not None
+    text = details.text
+    assert "last rebuild-cluster drill failed" in text and "state-loss: passed" in text
+    bars = details.find_elements(By.CSS_SELECTOR, "svg.tl")
+    assert len(bars) == 2
+    for bar in bars:
+        assert bar.rect["width"] > 100 and bar.rect["height"] > 0
+        drawn = [p.rect["width"] for p in bar.find_elements(By.CSS_SELECTOR, "path.a")]
+        assert drawn and all(w > 0 for w in drawn)
+    failed = bars[0].find_elements(By.CSS_SELECTOR, "path.f")
+    assert failed and failed[0].rect["width"] > 0  # the failed rebuild's last recovery phase, in red
+    # The quiet environments are one click away.
+    quiet = browser.find_element(By.ID, "quiet")
+    assert quiet.get_attribute("open") is None
+    quiet.find_element(By.TAG_NAME, "summary").click()
+    assert browser.find_element(By.CSS_SELECTOR, '#quiet tr[data-env="dev-ok-00"]').is_displayed()
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_a_hostile_record_stays_text(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    spec = parse_spec(spec_data("gamma", "gamma-state", "http://127.0.0.1:9"), "gamma")
+    drills = [drill_report("gamma", "rebuild-cluster", k, rto_minutes=30, recovery=600, fail=k == 3).to_dict()
+              for k in range(4)]
+    next(p for p in drills[-1]["phases"] if p["status"] == "failed")["message"] = HOSTILE
+    raw = {"environment": "gamma", "bucket": "gamma-state", "problems": [HOSTILE],
+           "protection": {"bucket": "gamma-state", "exists": True, "unreadable": [], "versioning": "Enabled",
+                          "noncurrent_days": 30, "replication": "not read"},
+           "drift": None, "drill_count": 4, "drills": drills[-1:], "drill_names": [],
+           "lock": {"held": True, "stale": False, "holder": {"owner": HOSTILE, "host": "h", "run_id": "r"}},
+           "ledger": {}}
+    page = tmp_path / "fleet-status.html"
+    page.write_text(render(fleet_report([raw], {"gamma": spec}, T0 + 10 * 86400)))
+    browser.get(page.as_uri())
+    browser.find_element(By.CSS_SELECTOR, '#fleet tr[data-env="gamma"] a').click()
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert "<script>" in browser.find_element(By.ID, "env-gamma").get_attribute("textContent")
+    assert browser.execute_script("return document.querySelectorAll('script, img').length") == 0

@@ -30,7 +30,7 @@ def fleet(aws, emulator_endpoint):
     """Four environments, each with a story: healthy, drifted + failing drills, locked + slowing, unprotected."""
     s3 = aws.client("s3")
     stories = {
-        "healthy": (Seed(replication_rtc=True, noncurrent_days=30), {}),
+        "healthy": (Seed(replication_rtc=True, noncurrent_days=30), {"replica": "us-west-2"}),
         "drifted": (Seed(drifted_last=True, last_drill_fails=True, replication_rtc=False, noncurrent_days=30), {}),
         "locked": (Seed(lock_holder="alice", slower_each_drill=60, noncurrent_days=7, drill_records=6), {}),
         "bare": (Seed(versioning=False, drift_records=0, drill_records=0, layers_with_ledger=()), {"replica": "us-west-2"}),
@@ -55,24 +55,27 @@ def test_every_environment_shows_what_the_operator_needs(fleet):
     h = rows["healthy"]
     assert h["drift"]["result"] == "clean" and h["drift"]["check_id"].endswith("-00001d") and h["drift"]["age_seconds"] > 0
     assert h["drills"]["last"]["verdict"] == "passed" and h["drills"]["records"] == 10
-    assert set(h["drills"]["trends"]) == {"rebuild-cluster", "state-loss"}
-    assert h["drills"]["trends"]["rebuild-cluster"]["trend"] == "steady"
+    kinds = h["drills"]["per_kind"]
+    assert set(kinds) == {"rebuild-cluster", "state-loss"} and kinds["state-loss"]["records"] == 5
+    assert kinds["rebuild-cluster"]["trend"]["trend"] == "steady"
+    assert kinds["rebuild-cluster"]["trend"]["recovery_seconds"] == [600.0] * 5  # from the names: no GET each
     assert h["lock"]["held"] is False
     assert set(h["ledger"]["layers"]) == {"backend", "network", "cluster"} and h["ledger"]["layers"]["network"]["serial"] == 2
     assert h["ledger"]["head_age_seconds"] is not None
     assert h["protection"]["verdict"] == MEETS, h["protection"]
-    assert h["attention"] == []
 
     d = rows["drifted"]
     assert d["drift"]["result"] == "drift" and d["drift"]["drifted_layers"] == ["network"]
-    assert d["drills"]["last"]["verdict"] == "failed"
+    assert d["drills"]["per_kind"]["rebuild-cluster"]["last"]["verdict"] == "failed"
+    assert d["drills"]["per_kind"]["state-loss"]["last"]["verdict"] == "failed"
     assert d["protection"]["verdict"] == AT_RISK  # replication without RTC: no bound to hold the RPO against
-    assert any("drift in network" in a for a in d["attention"]) and any("last drill" in a for a in d["attention"])
+    rules = {f["rule"]: f["level"] for f in d["findings"]}
+    assert rules["drift"] == "warning" and rules["drill-failed"] == "critical" and d["level"] == "critical"
 
     lk = rows["locked"]
     assert lk["lock"]["held"] and "alice@runner-7" in lk["lock"]["holder"]
-    assert lk["drills"]["trends"]["rebuild-cluster"]["trend"] == "worsening"
-    assert any("getting slower" in a for a in lk["attention"])
+    # 6 drills, 60 s slower each: the latest passing rebuild is 240 s over the median of the three before (> 60 s)
+    assert lk["drills"]["per_kind"]["rebuild-cluster"]["trend"]["trend"] == "not enough data"
     assert any("expire after 7 days" in f["what"] for f in lk["protection"]["findings"])
 
     b = rows["bare"]
@@ -80,13 +83,18 @@ def test_every_environment_shows_what_the_operator_needs(fleet):
     assert b["protection"]["verdict"] == FAILS
     whats = " ".join(f["what"] for f in b["protection"]["findings"])
     assert "versioning is Disabled" in whats and "replica in us-west-2" in whats
+    assert {"drift-never", "protection-fails"} <= {f["rule"] for f in b["findings"]}
 
 
 def test_timelines_carry_the_latest_drill_of_each_kind(fleet):
     rows = _rows(*fleet)
     timelines = rows["healthy"]["drills"]["timelines"]
     assert [t["kind"] for t in timelines] == ["rebuild-cluster", "state-loss"]
-    assert [p["name"] for p in timelines[0]["phases"]][:2] == ["preflight", "baseline"]
+    # Passing drills are known by their names (recovery time, no phases); failed ones are read in full.
+    assert timelines[0]["phases"] == [] and timelines[0]["recovery_seconds"] == 600.0
+    failed = rows["drifted"]["drills"]["timelines"]
+    assert [p["name"] for p in failed[0]["phases"]][:2] == ["preflight", "baseline"]
+    assert rows["drifted"]["drills"]["per_kind"]["rebuild-cluster"]["last"]["reason"] == "Timeout"
 
 
 def test_a_missing_bucket_and_an_unreachable_endpoint_are_rows_not_crashes(aws, emulator_endpoint):
@@ -107,7 +115,12 @@ def test_a_missing_bucket_and_an_unreachable_endpoint_are_rows_not_crashes(aws, 
     assert rows["gone"]["protection"]["verdict"] == FAILS and "does not exist" in rows["gone"]["note"]
     assert "could not be reached" in rows["away"]["error"]
     assert rows["skipme"]["skipped"] == "uses the embedded emulator"
-    assert report["counts"]["skipped"] == 1
+    assert report["counts"]["skipped"] == 1 and report["counts"]["unreadable"] == 1
+    # Unreadable is a finding, never "never checked / free / no ledger": the row says only what is known.
+    assert rows["away"]["level"] == "warning" and [f["rule"] for f in rows["away"]["findings"]] == ["unreadable"]
+    assert "drift" not in rows["away"] and "lock" not in rows["away"] and "ledger" not in rows["away"]
+    assert rows["skipme"]["level"] == "info"
+    assert report["counts"]["needing_attention"] == 2  # the missing bucket and the unreachable endpoint
 
 
 def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoint):
@@ -132,10 +145,11 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # 3 bucket settings + one-key drift listing (its name holds the verdict) + one listing of drills/ledger/locks
-    # + the last 3 drills of each kind
-    assert large == 3 + 1 + 1 + 2 * 3
+    # versioning + lifecycle (no replica asked for: replication is not read) + the one-key drift listing + one
+    # listing of drills/ledger/locks; every drill passed, so its name says all
+    assert large == 2 + 1 + 1
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
+    assert calls_for(Seed(drift_records=3, drill_records=40, failed_kinds=("state-loss",))) == large + 1  # its reason
 
 
 def test_a_drift_record_name_carries_its_time_and_verdict():
@@ -273,3 +287,42 @@ def test_environments_sharing_a_bucket_see_only_their_own_records(aws, emulator_
     assert rows["one"]["drift"]["result"] == "drift" and rows["one"]["drills"]["records"] == 2
     assert rows["two"]["drift"] is None and rows["two"]["drills"]["records"] == 0
     assert rows["two"]["ledger"]["head_at"] is None and rows["one"]["ledger"]["head_at"] is not None
+
+
+def test_a_failed_drift_check_is_shown_as_failed_with_its_reason(aws, emulator_endpoint):
+    # Failed scheduled checks are recorded with `outcome: "failed"` and a `reason`; whatever their name, the newest
+    # record is read in full when its name does not carry a clean/drift verdict.
+    s3 = aws.client("s3")
+    bucket = _bucket()
+    seed_environment(s3, "flaky", bucket, Seed(drift_records=2, drill_records=0))
+    record = drift_record("flaky", [], clock=lambda: 1_764_000_000.0 + 86400, check_id="c-9")
+    record |= {"outcome": "failed", "reason": "the preview failed: AccessDenied reading a subnet"}
+    name = record_name(record).rsplit("--", 1)[0] + "--failed"
+    ObjectStore(s3, bucket).put(f".groundctl/drift/flaky/{name}.json", json.dumps(record).encode())
+    spec = parse_spec(spec_data("flaky", bucket, emulator_endpoint), "flaky")
+    row = fleet_report(read_fleet([Source(spec, ObjectStore(s3, bucket), s3)]), {"flaky": spec},
+                       now=1_764_000_000.0 + 86400 + 60)["environments"][0]
+    assert row["drift"]["result"] == "failed" and "AccessDenied" in row["drift"]["reason"]
+    failed = next(f for f in row["findings"] if f["rule"] == "drift-check-failed")
+    assert failed["level"] == "warning" and "AccessDenied reading a subnet" in failed["what"]
+
+
+def test_a_drill_is_listed_once_after_its_progress_checkpoints(aws, bucket):
+    from dataclasses import replace
+
+    from recovery.drills.report import load_history, write_report
+    from recovery.fleet.reading import scan
+    from tests.fleetseed import drill_report
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    final = drill_report("dev", "rebuild-cluster", 1, rto_minutes=30, recovery=600)
+    progress = replace(final, verdict=replace(final.verdict, outcome="running", reason="InProgress"))
+    assert write_report(progress, store=store).bucket_key == f".groundctl/drills/dev/{final.drill_id}.json"
+    assert [d["outcome"] for d in scan(store, "dev")["drills"]["rebuild-cluster"]] == [None]  # read in full
+    key = write_report(final, store=store).bucket_key
+    assert key.endswith("--passed-600s.json") and [k for k, _s, _m in store.keys(".groundctl/drills/dev/")] == [key]
+    records, unreadable = load_history(store, "dev")
+    assert [r["verdict"]["outcome"] for r in records] == ["passed"] and unreadable == []
+    # A checkpoint left beside its finished record (its delete failed) is still one drill.
+    store.put(f".groundctl/drills/dev/{final.drill_id}.json", b"{}")
+    assert [d["outcome"] for d in scan(store, "dev")["drills"]["rebuild-cluster"]] == ["passed"]

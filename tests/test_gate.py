@@ -114,3 +114,17 @@ def test_plan_documents_in_every_shape_and_edited_files_refused():
         gate.approved_from_documents({"network.json": edited}, "dev")
     with pytest.raises(BadInput, match="different plans"):
         gate.approved_from_documents({"a.json": CREATE.to_dict(), "b.json": DELETE.to_dict()}, "dev")
+
+
+def test_the_setup_gate_comes_before_the_writes_a_preview_needs():
+    from bootstrap.apply.gate import after_confirm, decide_setup
+
+    what = "create the empty Pulumi stack organization/network/dev"
+    assert decide_setup("network", "dev", what, yes=True, plan_dir=None).outcome == "approved"
+    ask = decide_setup("network", "dev", what, yes=False, plan_dir=None)
+    assert ask.outcome == "ask" and what in ask.reason
+    assert after_confirm(ask, False).outcome == "refused"
+    # No reviewed plan can cover what happens before the first preview, --yes or not.
+    refused = decide_setup("network", "dev", what, yes=True, plan_dir="plans")
+    assert refused.outcome == "refused" and "without --plan-dir" in refused.reason
+    assert "groundctl up dev --layers network" in refused.refusal("network").message

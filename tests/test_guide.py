@@ -149,18 +149,21 @@ def test_recover_command_dry_run_json_and_reports(store, aws, spec_file, emulato
     assert "**Dry run**" in md.read_text() and len(list(out.glob("*.json"))) == 1
 
 
-def test_recover_command_restores_and_says_verification_needs_the_engine(store, aws, spec_file, emulator_endpoint):
+def test_recover_command_without_the_engine_restores_nothing_and_says_why(store, aws, spec_file, emulator_endpoint):
     from tests.test_cli_state_inspect import groundctl
 
     sc.history(store)
     store.delete(sc.KEY)
+    before = sc.all_versions(store)
     r = groundctl("recover", str(spec_file), "network", "--yes", "--json", "--endpoint-url", emulator_endpoint,
                   env={"PATH": "/usr/bin:/bin"})
     data = json.loads(r.stdout)
     phases = {p["phase"]: p for p in data["phases"]}
-    assert phases["restore"]["achieved"] and not phases["verify"]["achieved"]
-    assert phases["verify"]["attempted"] and data["outcome"] == "incomplete" and r.returncode == 1
-    assert store.get(sc.KEY) is not None
+    # The phases after the restore need the engine: checked before the restore, which then writes nothing.
+    assert not phases["restore"]["achieved"] and phases["restore"]["status"] == "failed"
+    assert "Pulumi CLI is not installed" in phases["restore"]["message"]
+    assert not phases["verify"]["attempted"] and data["outcome"] == "incomplete" and r.returncode == 4
+    assert sc.all_versions(store) == before and store.get(sc.KEY) is None
 
 
 def test_recover_refusal_exit_code_and_flag_named(store, aws, spec_file, emulator_endpoint):

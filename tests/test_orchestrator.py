@@ -77,10 +77,13 @@ def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(wor
     assert achieved == {"backend": "applied", "network": "applied", "cluster": "applied", "flux": "skipped"}
     flux = next(lay for lay in stored["layers"] if lay["layer"] == "flux")
     assert flux["message"] == EMULATOR_HAS_NO_KUBERNETES
-    assert [p["name"] for p in stored["phases"]] == ["account", "backend", "lock", "engine", "unlock"]
+    # The engine is checked before the first write (the state bucket), not after it.
+    assert [p["name"] for p in stored["phases"]] == ["account", "engine", "backend", "lock", "unlock"]
     assert all(p["outcome"] == "ok" and p["ended_at"] for p in stored["phases"])
     net = next(lay for lay in stored["layers"] if lay["layer"] == "network")
-    assert [p["name"] for p in net["phases"]] == ["stack", "preview", "gate", "up", "ledger", "contract"]
+    # Creating the stack is approved (here by --yes) before it is done, like the plan.
+    assert [p["name"] for p in net["phases"]] == ["stack", "setup-gate", "create", "preview", "gate", "up", "ledger",
+                                                  "contract"]
     store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
     for layer in ("backend", "network", "cluster"):
         records = read_ledger(store, layer, "local").records
@@ -109,13 +112,33 @@ def test_flux_probe_decides_on_a_real_cluster_endpoint(world):
 
 def test_interactive_gate_yes_applies_and_no_refuses(world):
     engine, open_, clock = world
+    # A new layer's stack is a write before its preview: the operator is asked first, and a no writes nothing.
     outcome, stored, svc = up(open_, clock, layers=["network"], answers=[False])
-    assert isinstance(outcome.error, Refused) and outcome.exit_code == 3
-    assert "--yes" in outcome.error.message and svc.asked[0].startswith("Apply network to local")
+    assert isinstance(outcome.error, Refused) and outcome.exit_code == 3 and "--yes" in outcome.error.message
+    assert svc.asked == [svc.asked[0]] and "create the empty Pulumi stack organization/network/local" in svc.asked[0]
+    assert stored["stopped_at"] == "network/setup-gate" and ("create_stack", "network") not in engine.calls
+    outcome, stored, svc = up(open_, clock, layers=["network"], answers=[True, False])
+    assert isinstance(outcome.error, Refused) and svc.asked[1].startswith("Apply network to local")
     assert ("up", "network") not in engine.calls
     assert stored["outcome"] == "refused" and stored["stopped_at"] == "network/gate"
     outcome, stored, svc = up(open_, clock, layers=["network"], answers=[True])
     assert outcome.error is None and ("up", "network") in engine.calls and len(svc.asked) == 1
+
+
+def test_unattended_up_without_yes_stops_at_the_gate_before_creating_or_adopting(world, aws, local_spec):
+    """No terminal and no --yes: the first up stops (exit 3) before the backend's stack, config or import."""
+    from bootstrap.records.ledger import read_ledger
+
+    engine, open_, clock = world
+    outcome, stored, svc = up(open_, clock)  # confirm answers no, as console.confirm does without a terminal
+    assert isinstance(outcome.error, Refused) and outcome.exit_code == 3
+    assert stored["stopped_at"] == "backend/setup-gate" and len(svc.asked) == 1
+    assert "adopt" in svc.asked[0] and "by import" in svc.asked[0]
+    assert not {op for op, _ in engine.calls} & {"create_stack", "import", "up"} and not engine.stacks
+    assert engine.config == {}
+    store = ObjectStore(aws.client("s3"), local_spec.backend.bucket)
+    assert not read_ledger(store, "backend", "local").records
+    assert not [v for v in store.versions(".pulumi/")]  # no stack object was written
 
 
 def test_destructive_changes_need_allow_destroy_and_protected_never(world):
@@ -167,10 +190,11 @@ def test_a_plan_made_before_a_layer_existed_approves_none_of_its_creates(world, 
     written = json.loads((tmp_path / "plans" / "plan-local-backend.json").read_text())
     assert written["not_deployed"] is True and written["changes"] == []
     outcome, stored, _ = up(open_, clock, yes=True, plan_dir=tmp_path / "plans")
-    assert isinstance(outcome.error, Refused) and "not deployed when `groundctl plan` ran" in outcome.error.message
-    # The backend's first up only adopts what the bootstrap made (no resource change to review); the
-    # network's creates were never reviewed.
-    assert stored["stopped_at"] == "network/gate" and ops(engine, "up") == [("up", "backend")]
+    assert isinstance(outcome.error, Refused) and "without --plan-dir" in outcome.error.message
+    assert "no plan in" in outcome.error.message
+    # Refused before the stack, its config or the adoption: nothing of the backend layer was written.
+    assert stored["stopped_at"] == "backend/setup-gate"
+    assert not {op for op, _ in engine.calls} & {"create_stack", "import", "up"} and engine.config == {}
 
 
 def test_contract_failure_stops_at_that_layer(world, aws, local_spec):

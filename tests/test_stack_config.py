@@ -110,7 +110,9 @@ def project(layer: str) -> dict:
 @pytest.mark.parametrize("layer", LAYER_NAMES)
 def test_pulumi_yaml_is_a_valid_project(layer):
     proj = project(layer)
-    assert proj["name"] == layer and proj["runtime"] == "python"
+    # The toolchain is pinned: `auto` would run uv/poetry on a lock file found above the program (item 3
+    # of issue 17; sdk/python/toolchain/toolchain.go ResolveToolchain), and by-hand `pulumi up` runs too.
+    assert proj["name"] == layer and proj["runtime"] == {"name": "python", "options": {"toolchain": "pip"}}
     assert proj["description"].strip()
     for key, decl in proj["config"].items():
         # Pulumi's own rules: only project keys may carry a type/default; types are the simple ones.

@@ -94,6 +94,23 @@ def _answered(decision: GateDecision, answered_yes: bool, yes_hint: str) -> Gate
     )
 
 
+def decide_setup(layer: str, environment: str, what: str, *, yes: bool, plan_dir: str | None) -> GateDecision:
+    """May the writes a layer's preview needs first (`what`: creating its stack, adopting the backend) be
+    done? Asked before them, like a plan: an unattended run without --yes stops here, having written nothing.
+    With an approved plan they are refused: they come before any preview, so no plan reviewed them."""
+    if plan_dir is not None:
+        return GateDecision(
+            "refused",
+            f"before it can be previewed it needs to {what}, which no plan in {plan_dir} can have reviewed (the "
+            f"layer had no stack to preview when it was planned); deploy it without --plan-dir (`groundctl up "
+            f"{environment} --layers {layer}`, whose gates show this and its plan), then plan and review the rest",
+        )
+    if yes:
+        return GateDecision("approved", f"approved by --yes: {what}")
+    return GateDecision("ask", f"Before {layer} of {environment} can be previewed, groundctl must {what}. "
+                               "Go ahead? (its plan is shown and asked for before anything is applied)")
+
+
 def question(plan: Plan) -> str:
     counts = ", ".join(f"{n} {op}" for op, n in plan.counts.items() if op not in NO_CHANGE_OPS)
     risky = plan.risky

@@ -1,7 +1,8 @@
 """The runner: executes the steps `bootstrap.apply.steps` builds, and alone does the I/O for up/destroy/plan/drift.
 
-Per layer, `up` runs preview → render → gate → up → ledger record → output contract check, and the
-run record is saved after every phase. A failure stops at that layer with the record kept; a re-run
+Nothing is written before the engine is known to run (the "engine" preflight: CLI, version, plugins). Per
+layer, `up` runs (for a new stack or the backend's adoption: setup gate → create → adopt) → preview → render
+→ gate → up → ledger record → output contract check, and the run record is saved after every phase. A failure stops at that layer with the record kept; a re-run
 resumes cleanly because a layer that is already up to date previews to no changes and is not applied
 again (its contract is still checked). Everything the runner calls that is not the engine comes in
 through `Services`, so tests can count, fail or replace any of it.
@@ -14,10 +15,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from bootstrap import console
-from bootstrap.apply import gate
+from bootstrap.apply import gate, setup as layer_setup
 from bootstrap.aws.clients import error_code
 from bootstrap.planning import render as plan_render
 from bootstrap.interrupts import shielded
@@ -28,6 +29,7 @@ from bootstrap.records.runs import RunLog, RunRecord, error_outcome, git_commit,
 from bootstrap.apply.steps import (
     LayerStep, Steps, StackAction, build_preview, kubernetes_endpoint, not_deployed_reason, stack_action,
 )
+from bootstrap.engine import preflight
 from bootstrap.engine.errors import StackLost
 from bootstrap.target import Target, open_target, probe_tcp
 
@@ -110,7 +112,7 @@ def _render(plan: Plan) -> None:
 # -- preflight ------------------------------------------------------------------------------------------
 
 
-def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
+def _preflight(name: str, target: Target, services: Services, log: RunLog, *, layers: Sequence[str] = (),
                persist: bool = True, held: Optional[list] = None) -> Optional[object]:
     """Run one preflight phase; returns the lock context manager for "lock", also put in `held`
     before it is taken, so the caller's `finally` releases it even when an interrupt lands in between.
@@ -143,8 +145,11 @@ def _preflight(name: str, target: Target, services: Services, log: RunLog, *,
             note["detail"] = f"run {log.record.run_id}"
             return lock
         elif name == "engine":
+            # Before the first write: the CLI, its version and settings (building the engine checks them),
+            # and the provider plugins the `layers` programs need.
             target.engine_check()
-            note["detail"] = "engine available"
+            preflight.require_engine(target.engine, layers)
+            note["detail"] = "engine available" + (f" for {', '.join(layers)}" if layers else "")
     return None
 
 
@@ -182,7 +187,7 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
         try:
             approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
             for name in steps.preflight:
-                got = _preflight(name, target, services, log, held=held)
+                got = _preflight(name, target, services, log, held=held, layers=_engine_layers(steps))
                 lock = got or lock
             if steps.command == "destroy":
                 _destroy_all(target, steps, services, log, lock, yes=options.yes)
@@ -213,6 +218,11 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     if log.save_error:
         console.warn(f"the run record could not be stored: {log.save_error}")
     return RunOutcome(log.record, error, tuple(plans), log.stored)
+
+
+def _engine_layers(steps: Steps) -> list[str]:
+    # The layers the engine will run a program for (not the ones already known to be skipped).
+    return [s.layer for s in steps.layers if not s.skip_reason]
 
 
 def _stopped_by(exc: BaseException, log: RunLog) -> tuple[str, str]:
@@ -284,11 +294,17 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
     with log.phase("stack", layer) as note:
-        if _stack(target, services, layer, "up") == "create":
+        exists = _stack(target, services, layer, "up") == "use"
+        needs = layer_setup.decide(layer, stack_exists=exists, environment=target.name,
+                                   state=engine.export_state(layer) if exists and layer == "backend" else None,
+                                   backend_report=target.backend_report)
+        note["detail"] = "exists" if exists else "does not exist yet"
+    if needs.needed:
+        _setup_gate(target, services, log, layer, needs, options)
+    if needs.create_stack:
+        with log.phase("create", layer) as note:
             engine.create_stack(layer)
             note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
-        else:
-            note["detail"] = "exists"
     # The program exports its lineage from config: set it before the preview, so that the plan approved
     # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
     lineage = target.lineage_for(layer) or str(uuid.uuid4())
@@ -296,7 +312,7 @@ def _up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, 
     engine.set_config(layer, LINEAGE_CONFIG, lineage)
     # An adoption writes state without running the program: the up that follows registers the outputs
     # (and converges the imported resources) even when the preview shows no resource change.
-    adopted = layer == "backend" and _adopt_backend(target, services, log)
+    adopted = needs.adoption is not None and _adopt_backend(target, services, log, needs.adoption)
     console.step(f"{layer}: preview")
     saved = engine.supports_saved_plans()
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
@@ -354,34 +370,30 @@ def _same_as_approved(target: Target, log: RunLog, layer: str, approved: Plan) -
         )
 
 
-def _adopt_backend(target: Target, services: Services, log: RunLog) -> bool:
-    """Import the bucket and key the bootstrap made into a backend stack that holds no resources yet, so
-    the preview that follows plans no second key, alias or bucket. A stack with resources owns them already."""
-    from bootstrap.aws.backend_import import backend_import_document
+def _setup_gate(target: Target, services: Services, log: RunLog, layer: str, needs: layer_setup.Setup,
+                options: UpOptions) -> None:
+    """Approve the writes the layer's preview needs first, before any of them is done."""
+    what = layer_setup.summary(needs, layer, target.name)
+    with log.phase("setup-gate", layer) as note:
+        decision = gate.decide_setup(layer, target.name, what, yes=options.yes,
+                                     plan_dir=str(options.plan_dir) if options.plan_dir else None)
+        if decision.outcome == "ask":
+            decision = gate.after_confirm(decision, services.confirm(decision.reason))
+        if decision.outcome == "refused":
+            raise decision.refusal(layer)
+        note["detail"] = decision.reason
 
-    report, engine = target.backend_report, target.engine
+
+def _adopt_backend(target: Target, services: Services, log: RunLog, document: dict) -> bool:
+    """Import the bucket and key the bootstrap made into the backend stack (approved at its setup gate), so
+    the preview that follows plans no second key, alias or bucket."""
     with log.phase("adopt", "backend") as note:
-        if report is None:
-            note["detail"] = "no bootstrap report in this run"
-            return False
-        if managed_resources(engine.export_state("backend")):
-            note["detail"] = "the stack already holds its resources"
-            return False
-        document = backend_import_document(target.name, report)
         lineage = target.lineages["backend"]  # set (config included) by _up_layer before the adoption
         with console.progress("backend: import") as tick:
-            result = engine.import_resources("backend", document, on_progress=tick)
+            result = target.engine.import_resources("backend", document, on_progress=tick)
         note["detail"] = f"imported {len(document['resources'])} resources ({_counts_text(result.counts)})"
     _ledger(target, services, log, "backend", "import", lineage)
     return True
-
-
-def managed_resources(state: dict) -> list[str]:
-    """URNs of the resources a stack manages: neither the root stack nor a provider. Pure."""
-    deployment = state.get("deployment") or {}
-    return [r["urn"] for r in deployment.get("resources") or []
-            if isinstance(r, dict) and isinstance(r.get("urn"), str) and r.get("type") != "pulumi:pulumi:Stack"
-            and not str(r.get("type", "")).startswith("pulumi:providers:")]
 
 
 def _stack(target: Target, services: Services, layer: str, operation) -> StackAction:
@@ -467,7 +479,7 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
     for name in steps.preflight:
-        _preflight(name, target, services, log, persist=False)
+        _preflight(name, target, services, log, persist=False, layers=_engine_layers(steps))
     plans = []
     for step in steps.layers:
         reason = _skip_reason(target, step, services)

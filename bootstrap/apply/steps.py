@@ -53,11 +53,11 @@ def _layer_step(name: str, operation: Operation, emulated: bool) -> LayerStep:
 
 
 def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool) -> Steps:
-    # The lock lives in the state bucket, so the backend is ensured (idempotent, safe to race) before
-    # the lock is taken; the engine is checked inside the lock, right after, so a missing Pulumi CLI
-    # is reported cleanly once the parts that do not need it are done.
+    # Nothing is written before the steps after it are known to be able to run: the account and the
+    # engine (CLI, its version, the layers' provider plugins) are checked first. The lock lives in the
+    # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken.
     return Steps(
-        "up", spec.name, ("account", "backend", "lock", "engine"),
+        "up", spec.name, ("account", "engine", "backend", "lock"),
         tuple(_layer_step(lay.name, "up", emulated) for lay in select(layers)),
     )
 
@@ -67,7 +67,7 @@ def build_destroy(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     check_destroy_allowed(spec.name, spec.production, i_mean_production=i_mean_production)
     names = destroy_layers([lay.name for lay in select(layers)], include_backend=include_backend,
                            explicit=bool(layers))
-    return Steps("destroy", spec.name, ("account", "state-bucket", "lock", "engine"),
+    return Steps("destroy", spec.name, ("account", "engine", "state-bucket", "lock"),
                  tuple(_layer_step(name, "destroy", emulated) for name in names))
 
 
@@ -77,7 +77,7 @@ def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     # AWS a plan never creates anything, so the state bucket must already exist.
     bucket_step = "backend" if emulated else "state-bucket"
     operation: Operation = "drift" if refresh else "preview"
-    return Steps("drift" if refresh else "plan", spec.name, ("account", bucket_step, "engine"),
+    return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step),
                  tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
 
 

@@ -6,9 +6,12 @@ wrapped in `retry_transient` blindly; its caller decides how to resume (see `Obj
 
 Waiting is bounded three ways, so a command against an endpoint that accepts connections and never
 answers (or drips a byte at a time) fails with one paragraph within a minute: socket timeouts sized
-for the calls groundctl makes; a deadline per call across all its attempts (enforced in the main
-thread even while a response trickles in, which no socket timeout catches); and a budget for the
-whole process, after which an endpoint that has not answered is not waited on again.
+for the calls groundctl makes; a deadline per call across all its attempts (enforced on every thread,
+even while a response trickles in, which no socket timeout catches: see `bootstrap.aws.deadline`); and
+a budget for the whole process, after which an endpoint that has not answered is not waited on again.
+
+Throttling (503 SlowDown and its kin) is waited out for the whole call deadline, not a fixed number of
+attempts: a storm of a few tens of seconds must not fail a restore half-way or strand the lock.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 import os
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -25,12 +27,19 @@ from urllib.parse import urlsplit
 
 import botocore.exceptions
 import botocore.parsers
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
+from bootstrap.aws import deadline as _deadline
 from bootstrap.errors import BadInput, CloudError
+from bootstrap.invocation import rerun
 
 T = TypeVar("T")
 
+# Throttling is an answer ("not now"), not an outage: it is retried for the whole call deadline.
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "SlowDown",
+    "TooManyRequestsException", "RequestThrottled", "503", "429",
+})
 TRANSIENT_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "SlowDown",
     "TooManyRequestsException", "RequestThrottled", "ServiceUnavailable", "InternalError",
@@ -38,7 +47,8 @@ TRANSIENT_CODES = frozenset({
     "PriorRequestNotComplete", "OperationAborted",
 })
 
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 8  # for failures other than throttling (a dropped connection, a 500)
+THROTTLED_ATTEMPTS = 200  # a backstop only: throttling is retried until the call deadline
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 # One call, all its attempts: long enough to stream a large state, short enough to fail within a minute.
@@ -49,9 +59,7 @@ CALL_DEADLINE = 40.0
 BUDGET_SLACK = 5.0
 
 
-class _Deadline(BaseException):
-    # A BaseException, so no `except Exception` between here and the socket swallows it.
-    pass
+_Deadline = _deadline.Cut
 
 
 def call_deadline() -> float:
@@ -88,6 +96,23 @@ class _Budget:
 
 
 BUDGET = _Budget()
+_scoped = threading.local()
+
+
+def _budget() -> _Budget:
+    return getattr(_scoped, "budget", None) or BUDGET
+
+
+@contextmanager
+def separate_budget() -> Iterator[None]:
+    """Calls on this thread spend a budget of their own: a pool reading many environments (fleet status) keeps
+    one stuck endpoint's unanswered calls from costing the other environments their attempts."""
+    outer = getattr(_scoped, "budget", None)
+    _scoped.budget = _Budget()
+    try:
+        yield
+    finally:
+        _scoped.budget = outer
 
 
 def error_code(exc: BaseException) -> str:
@@ -95,6 +120,13 @@ def error_code(exc: BaseException) -> str:
         err = exc.response.get("Error", {})
         return str(err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
     return ""
+
+
+def is_throttling(exc: BaseException) -> bool:
+    if not isinstance(exc, botocore.exceptions.ClientError):
+        return False
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return error_code(exc) in THROTTLING_CODES or status in (429, 503)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -146,35 +178,6 @@ def _unanswered(exc: BaseException) -> bool:
                             botocore.exceptions.ConnectTimeoutError, _Deadline))
 
 
-@contextmanager
-def _hard_deadline(seconds: float) -> Iterator[None]:
-    """Raise _Deadline in the main thread after `seconds`, even inside a blocking read."""
-    if seconds <= 0 and threading.current_thread() is threading.main_thread():
-        raise _Deadline()  # a retry whose jittered wait ran past the deadline is not started
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
-        # Signals only reach the main thread; and an alarm someone else set (a test runner's timeout) wins.
-        yield
-        return
-
-    armed = [True]
-
-    def fire(signum, frame):
-        if armed[0]:  # an alarm that lands after the call returned is ignored, not raised into the caller
-            raise _Deadline()
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        armed[0] = False
-        try:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-
-
 def endpoint_name(url: Optional[str]) -> str:
     """How a message names where a call went: AWS itself, or the emulator an endpoint override points at
     (groundctl allows an override only for non-production environments, which is what an emulator serves)."""
@@ -197,7 +200,8 @@ def _unreachable(what: str, why: str, url: Optional[str] = None) -> CloudError:
     return CloudError(f"Could not {what}: {where} {why}.{outcome} {fix}, then re-run.")
 
 
-def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], pred, attempts: int) -> BaseException:
+def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], pred, tries: int,
+               elapsed: float) -> BaseException:
     """The groundctl error for a call's last failure; anything groundctl cannot explain is returned as it is."""
     if isinstance(exc, botocore.parsers.ResponseParserError):
         return _unreachable(what, "answered with something that is not an AWS response (an empty or garbled body); "
@@ -206,8 +210,9 @@ def _explained(exc: BaseException, what: str, limit: float, url: Optional[str], 
         if error_code(exc) in CREDENTIAL_CODES:
             return credentials_error(what, exc)
         if pred(exc):
-            return CloudError(f"AWS kept refusing to {what} ({error_code(exc)}) after {attempts} attempts. This is "
-                              "throttling or an outage, not a problem with your input; wait a minute and re-run.")
+            return CloudError(f"AWS kept refusing to {what} ({error_code(exc)}) for {elapsed:.0f} s ({tries} "
+                              f"attempt{'s' if tries != 1 else ''}). This is throttling or an outage, not a problem "
+                              f"with your input; wait a minute and {rerun()}.")
         return exc
     if isinstance(exc, (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)):
         return _unreachable(what, f"did not answer within {limit:.0f} s", url)
@@ -228,35 +233,51 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
     """
     pred = (lambda e: is_transient(e) or extra(e)) if extra else is_transient
     deadline = call_deadline()
-    if BUDGET.left(deadline) <= 0:
+    budget = _budget()
+    if budget.left(deadline) <= 0:
         raise _unreachable(what, "left earlier calls of this run unanswered until its time budget "
                                  f"({deadline + BUDGET_SLACK:.0f} s) was spent, so it was not tried again")
-    limit = min(deadline, BUDGET.left(deadline))
-    ends = time.monotonic() + limit
-    seen: dict = {}  # the endpoint a failed attempt names, for the message
+    limit = min(deadline, budget.left(deadline))
+    begun = time.monotonic()
+    ends = begun + limit
+    seen: dict = {"tries": 0}  # the endpoint a failed attempt names, and how many were made, for the message
+
+    backoff = wait_random_exponential(multiplier=0.05, max=2.0)
+
+    def stop(state) -> bool:
+        if time.monotonic() >= ends:
+            return True
+        failure = state.outcome.exception() if state.outcome is not None else None
+        cap = THROTTLED_ATTEMPTS if failure is not None and is_throttling(failure) else attempts
+        return state.attempt_number >= cap
 
     def attempt_once() -> T:
         started = time.monotonic()
         if started >= ends and "last" in seen:
             raise seen["last"]  # the wait before this retry ran past the deadline: the last failure stands
-        try:
-            with _hard_deadline(ends - started):
+        seen["tries"] += 1
+        with _deadline.bounded(ends) as call:
+            try:
                 result = fn()
-            BUDGET.answered()  # an endpoint that answers again has its budget back
-            return result
-        except BaseException as exc:
-            seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or seen.get("url")
-            if not isinstance(exc, _Deadline):
-                seen["last"] = exc
-            if _unanswered(exc):
-                BUDGET.charge(time.monotonic() - started)
-            raise
+            except BaseException as exc:
+                seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or call.where or seen.get("url")
+                if call.cut and not isinstance(exc, _Deadline):
+                    exc = _Deadline()  # the watchdog shut the connection: whatever broke, the deadline did it
+                if not isinstance(exc, _Deadline):
+                    seen["last"] = exc
+                if _unanswered(exc):
+                    budget.charge(time.monotonic() - started)
+                if isinstance(exc, _Deadline):
+                    raise exc from None
+                raise
+        budget.answered()  # an endpoint that answers again has its budget back
+        return result
 
     try:
         for attempt in Retrying(
             retry=retry_if_exception(pred),
-            stop=stop_after_attempt(attempts) | stop_after_delay(limit),
-            wait=wait_random_exponential(multiplier=0.05, max=2.0),
+            stop=stop,
+            wait=lambda state: min(backoff(state), max(0.0, ends - time.monotonic())),  # never past the deadline
             reraise=True,
         ):
             with attempt:
@@ -267,9 +288,9 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
             raise _unreachable(what, f"did not finish answering within {limit:.0f} s (it accepted the connection "
                                      "but its response never completed)", seen.get("url")) from None
         # The deadline cut a retry short: the failure that caused the retries says what is wrong.
-        raise _explained(prior, what, limit, seen.get("url"), pred, attempts) from None
+        raise _explained(prior, what, limit, seen.get("url"), pred, seen["tries"], time.monotonic() - begun) from None
     except Exception as exc:
-        raise _explained(exc, what, limit, seen.get("url"), pred, attempts) from None
+        raise _explained(exc, what, limit, seen.get("url"), pred, seen["tries"], time.monotonic() - begun) from None
 
 
 def _client_config():
@@ -316,4 +337,5 @@ class AwsClients:
                 )
             except CREDENTIAL_FAILURES as exc:  # botocore resolves credentials when it makes a client
                 raise credentials_error(f"open an AWS {service} client", exc) from None
+            _deadline.deadline_aware(self._cache[key])
         return self._cache[key]

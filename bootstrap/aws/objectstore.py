@@ -42,9 +42,11 @@ class ObjectVersion:
 def _server_time(resp: dict) -> Optional[datetime]:
     date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     try:
-        return parsedate_to_datetime(date) if date else None
+        when = parsedate_to_datetime(date) if date else None
     except (TypeError, ValueError):
         return None
+    # A Date without a zone (two Date headers joined by a proxy, "-0000") is no clock to measure an age by.
+    return when if when is not None and when.tzinfo is not None else None
 
 
 def _s3_shaped(resp: dict, field: str, what: str) -> dict:

@@ -20,6 +20,7 @@ from bootstrap.engine.errors import (
     StackMissing, UnexpectedChanges, Where, expected_no_changes, map_error, missing_cli_error,
 )
 from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
+from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_FILE_VAR, PULUMI_PASSPHRASE_VAR, passphrase_from
 from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import STACKS_DIR, layer as layer_named
 from bootstrap.planning.plan import Plan
@@ -120,9 +121,21 @@ def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str
 
 # -- the product implementation over pulumi.automation --------------------------------------------
 
-PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
-# `preview --save-plan` and `up --plan` (update plans) appeared in CLI v3.24.0 (changelog/v3.24.0.md).
-SAVED_PLANS_SINCE = "3.24.0"
+# Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports (these win over
+# the inherited environment: the Automation API lays env_vars over os.environ):
+# - PULUMI_SKIP_CHECKPOINTS=true keeps only the final state of an update; recovery walks the mid-update
+#   checkpoints in the bucket's version history (sdk/go/common/env/env.go SkipCheckpoints).
+# - PULUMI_DIY_BACKEND_LEGACY_LAYOUT=true on a new bucket files every layer's <env> stack under one name,
+#   .pulumi/stacks/<env>.json, instead of .pulumi/stacks/<layer>/<env>.json (pkg/backend/diy/meta.go).
+# - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER=true: no settings file survives a run, so the stack's secrets
+#   provider and data key come from its state (bootstrap/engine/secrets_provider.py).
+# - PYTHONDONTWRITEBYTECODE: the programs' folder (and stacks/common) is never written.
+ENFORCED_ENV = {
+    "PULUMI_SKIP_CHECKPOINTS": "false",
+    "PULUMI_DIY_BACKEND_LEGACY_LAYOUT": "false",
+    "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -132,23 +145,24 @@ def pulumi_available() -> bool:
 
 
 def require_pulumi() -> None:
-    """Fail early, in one paragraph, when the CLI is missing."""
+    """Fail early, in one paragraph, when the CLI is missing (its version is checked when an engine is built)."""
     if not pulumi_available():
         raise missing_cli_error()
 
 
 @dataclass(frozen=True, repr=False)
 class WorkspaceSettings:
-    """How every layer's workspace reaches its backend. `env` may hold the passphrase: never log it."""
+    """How every layer's workspace reaches its backend. `env` and `secrets` may hold the passphrase: never log them."""
 
     backend_url: str
     secrets_provider: str
     env: dict
     emulator_endpoint: str | None = None
+    secrets: tuple[str, ...] = ()
 
     @property
     def secret_values(self) -> tuple[str, ...]:
-        return tuple(v for k, v in self.env.items() if k == PULUMI_PASSPHRASE_VAR and v)
+        return tuple(v for v in self.secrets if v)
 
     def __repr__(self) -> str:
         return f"WorkspaceSettings(backend_url={self.backend_url!r}, secrets_provider={self.secrets_provider!r})"
@@ -164,11 +178,20 @@ def backend_url(bucket: str, region: str, endpoint_url: str | None = None) -> st
     return url
 
 
+def kms_provider(alias: str, region: str) -> str:
+    """The awskms:// secrets provider of a KMS alias. It names no endpoint: an emulator's is given by
+    AWS_ENDPOINT_URL_KMS (aws-sdk-go-v2 config env_config.go GetServiceBaseEndpoint, which gocloud's
+    awskms opener loads when the URL has no `endpoint`), so the state never records a port."""
+    return f"awskms://{alias}?region={region}"
+
+
 def workspace_settings(spec, *, endpoint_url: str | None = None,
                        passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                        environ: Mapping[str, str] = os.environ,
-                       backend_override: str | None = None) -> WorkspaceSettings:
-    """Backend URL, secrets provider and environment variables for one environment. Pure."""
+                       backend_override: str | None = None,
+                       secrets_provider: str | None = None) -> WorkspaceSettings:
+    """Backend URL, secrets provider and environment variables for one environment. Pure but for reading
+    PULUMI_CONFIG_PASSPHRASE_FILE. `secrets_provider` is the engine tier's: the KMS provider at the emulator."""
     endpoint = endpoint_url or (spec.aws.endpoint_url if spec.aws.endpoint_url != "embedded" else None)
     if spec.aws.endpoint_url == "embedded" and not endpoint:
         raise BadInput(
@@ -188,25 +211,29 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         **program_python(environ),
+        **ENFORCED_ENV,
     }
+    provider = secrets_provider or ("passphrase" if endpoint else kms_provider(spec.backend.kms_alias, region))
+    secrets: tuple[str, ...] = ()
     if endpoint:
         # The emulator accepts any credentials; fixed ones keep real ones from being sent to it.
-        passphrase = environ.get(passphrase_env)
+        env.update(EMULATOR_CREDENTIALS)
+        env["AWS_ENDPOINT_URL_KMS"] = endpoint
+    if provider == "passphrase":
+        passphrase, passphrase_vars = passphrase_from(environ, passphrase_env)
         if not passphrase:
             raise BadInput(
-                f"Environment '{spec.name}' keeps its Pulumi secrets with a passphrase, but the "
-                f"environment variable {passphrase_env} is not set. Set it (e.g. `export "
-                f"{passphrase_env}=...`; keep the same value for every later run) and run the command again."
+                f"Environment '{spec.name}' keeps its Pulumi secrets with a passphrase, but neither the "
+                f"environment variable {passphrase_env} nor {PULUMI_PASSPHRASE_FILE_VAR} is set. Set one "
+                f"(e.g. `export {passphrase_env}=...`; keep the same value for every later run) and run the "
+                "command again."
             )
-        env.update(EMULATOR_CREDENTIALS)
-        env[PULUMI_PASSPHRASE_VAR] = passphrase
-        provider = "passphrase"
-    else:
-        if spec.aws.profile:
-            env["AWS_PROFILE"] = spec.aws.profile
-            env["AWS_SDK_LOAD_CONFIG"] = "1"
-        provider = f"awskms://{spec.backend.kms_alias}?region={region}"
-    return WorkspaceSettings(env["PULUMI_BACKEND_URL"], provider, env, endpoint)
+        env.update(passphrase_vars)
+        secrets = (passphrase,)
+    elif not endpoint and spec.aws.profile:
+        env["AWS_PROFILE"] = spec.aws.profile
+        env["AWS_SDK_LOAD_CONFIG"] = "1"
+    return WorkspaceSettings(env["PULUMI_BACKEND_URL"], provider, env, endpoint, secrets)
 
 
 def program_python(environ: Mapping[str, str], *, executable: str = sys.executable,
@@ -246,23 +273,30 @@ def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutput
 
 
 class PulumiEngine:
-    """The Engine over pulumi.automation: one LocalWorkspace per layer on stacks/<layer>, the
-    stack named after the environment, config set from the spec on first use in this run."""
+    """The Engine over pulumi.automation: one LocalWorkspace per layer running the program in
+    stacks/<layer> from a private folder of this run's (bootstrap/engine/rundir.py), the stack named after
+    the environment, config set from the spec on first use in this run. Nothing is written beside the
+    programs and nothing an earlier run wrote is read: the spec and the state are the only sources."""
 
     def __init__(self, spec, *, endpoint_url: str | None = None,
                  lineage_for: Callable[[str], str | None] | None = None,
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
-                 stacks_dir: Path | None = None, backend_override: str | None = None):
-        # stacks_dir/backend_override exist for the engine-tier tests (a tiny program, file://).
+                 stacks_dir: Path | None = None, backend_override: str | None = None,
+                 secrets_provider: str | None = None):
+        # stacks_dir/backend_override/secrets_provider exist for the engine-tier tests (a tiny program,
+        # file://, the emulator's KMS).
+        from bootstrap.engine.rundir import RunDir
+
         self.spec = spec
         self.environment = spec.name
         self.endpoint_url = endpoint_url
         self.lineage_for = lineage_for
         self.stacks_dir = Path(stacks_dir) if stacks_dir else STACKS_DIR
         self.settings = workspace_settings(spec, endpoint_url=endpoint_url, passphrase_env=passphrase_env,
-                                           backend_override=backend_override)
+                                           backend_override=backend_override, secrets_provider=secrets_provider)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        self._run_dir = RunDir()
         self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
         require_pulumi()
         self._command = self._pulumi_command()
@@ -272,6 +306,11 @@ class PulumiEngine:
     def _pulumi_command(self):
         from pulumi.automation import PulumiCommand
 
+        from bootstrap.engine.preflight import require_cli
+
+        # The floor first, in one paragraph (an older CLI fails later with a raw "unknown flag"); asked once
+        # per process, and before the command writes anything.
+        require_cli()
         try:
             # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
             return PulumiCommand()
@@ -290,9 +329,10 @@ class PulumiEngine:
         from pulumi import automation as auto
 
         layer_named(layer)  # unknown layer → BadInput
-        work_dir = self.stacks_dir / layer
-        if not (work_dir / "Pulumi.yaml").is_file():
-            raise BadInput(f"There is no Pulumi program for layer '{layer}' at {work_dir} (no Pulumi.yaml).")
+        program = self.stacks_dir / layer
+        if not (program / "Pulumi.yaml").is_file():
+            raise BadInput(f"There is no Pulumi program for layer '{layer}' at {program} (no Pulumi.yaml).")
+        work_dir = self._call(layer, "workspace", lambda: self._run_dir.layer_dir(layer, program))
         return str(work_dir), auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env),
                                                          pulumi_command=self._command,
                                                          secrets_provider=self.settings.secrets_provider)
@@ -341,13 +381,9 @@ class PulumiEngine:
     def _configure(self, layer: str, stack) -> None:
         from pulumi import automation as auto
 
-        from bootstrap.engine.stack_config import stale_keys
-
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
-        stale = stale_keys(layer, self._config_keys(stack), config)
-        if stale:
-            self._call(layer, "config", lambda: stack.remove_all_config(stale))
+        self._settle_secrets_provider(layer, stack)
         plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
         if plain:
             self._call(layer, "config", lambda: stack.set_all_config(plain))
@@ -378,13 +414,27 @@ class PulumiEngine:
                 raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
         self._call(layer, "config", run)
 
-    def _config_keys(self, stack) -> list[str]:
-        """The keys in the stack's settings file (values not read, so nothing is decrypted)."""
+    def _settle_secrets_provider(self, layer: str, stack) -> None:
+        """Before any config is set: refuse a state encrypted with another provider than the environment's;
+        for a state that records none yet (a stack made but never updated), declare the environment's in
+        this run's settings file, which Pulumi otherwise fills with its default, a passphrase."""
+        import json
+
+        from bootstrap.engine.rundir import write_secrets_provider
+        from bootstrap.engine.secrets_provider import PASSPHRASE, check_state_provider, state_provider
+
+        # Without --show-secrets the export decrypts nothing (pkg/cmd/pulumi/stack/stack_export.go).
+        exported = self._call(layer, "state export", lambda: stack._run_pulumi_cmd_sync(["stack", "export"]))
         try:
-            settings = stack.workspace.stack_settings(stack.name)
-        except FileNotFoundError:
-            return []
-        return list(settings.config or {})
+            deployment = json.loads(exported.stdout).get("deployment") or {}
+        except (ValueError, AttributeError):
+            deployment = {}
+        found = state_provider(deployment if isinstance(deployment, dict) else {})
+        expected = self.settings.secrets_provider
+        check_state_provider(found, expected, environment=self.environment, layer=layer)
+        if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
+            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
+            self._call(layer, "config", lambda: write_secrets_provider(settings, expected))
 
     def _layer_config(self, layer: str) -> dict:
         try:
@@ -413,8 +463,9 @@ class PulumiEngine:
     # -- Engine protocol --------------------------------------------------------------------------
 
     def supports_saved_plans(self) -> bool:
-        version = getattr(self._command, "version", None)
-        return version is not None and version >= SAVED_PLANS_SINCE
+        # `preview --save-plan` / `up --plan` exist from CLI v3.24.0 (changelog/v3.24.0.md); `_pulumi_command`
+        # refused any CLI older than PULUMI_CLI_MIN, far above it, before this engine was built.
+        return True
 
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
                 save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:

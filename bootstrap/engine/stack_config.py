@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bootstrap.errors import BadInput
@@ -174,19 +174,3 @@ def layer_config(
         raw.update(_flux(spec, os.environ if environ is None else environ))
     return {k: v if isinstance(v, ConfigValue) else _plain(v) for k, v in raw.items()}
 
-
-# The keys groundctl writes: its own namespace, the layer's (the Pulumi project's) and the provider region.
-# Anything else in a stack's config (an operator's `aws:profile`, say) is left alone.
-OWNED_NAMESPACES = ("groundctl",)
-OWNED_KEYS = frozenset({"aws:region"})
-
-
-def owned_key(layer: str, key: str) -> bool:
-    namespace = key.split(":", 1)[0] if ":" in key else layer
-    return key in OWNED_KEYS or namespace in OWNED_NAMESPACES or namespace == layer
-
-
-def stale_keys(layer: str, existing: Iterable[str], wanted: Mapping[str, object]) -> list[str]:
-    """Keys groundctl owns that the stack holds but the spec no longer produces: to remove, so the
-    program stops acting on them (a dropped replica region, apply role or deploy key)."""
-    return sorted(k for k in existing if owned_key(layer, k) and k not in wanted)

@@ -4,8 +4,9 @@
 a heartbeat thread with If-Match on the ETag it last wrote, and deleted on release only if it is
 still ours. Whether a lock is stale is a pure decision (`staleness`) over the lock, its age by the
 bucket's clock, this host's name and a pid probe: a holder on this host is dead as soon as its process
-is gone; a holder elsewhere only when its heartbeat is older than the TTL. Pulumi's own stack locks are
-listed beside it.
+is gone (and the next run on this host takes such a lock over at once, recording it); a holder elsewhere
+only when its heartbeat is older than the TTL (`default_ttl`: 2 minutes at the default call deadline).
+Pulumi's own stack locks are listed beside it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Callable, Optional
 
 from bootstrap.records import layout
 from bootstrap.interrupts import shielded
-from bootstrap.errors import GroundctlError, LockHeld, Refused
+from bootstrap.errors import CloudError, GroundctlError, LockHeld, Refused
+from bootstrap.aws.clients import call_deadline
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.aws.objectstore import ObjectStore
 
@@ -160,6 +162,20 @@ def _read_lock(store: ObjectStore, environment: str):
 
 # -- the lock --------------------------------------------------------------------------------------
 
+HEARTBEAT_SECONDS = 15.0
+MIN_TTL_SECONDS = 120
+
+
+def default_ttl(deadline: float) -> int:
+    """How long a lock lives without a heartbeat before another host may judge it stale.
+
+    A beat (a conditional write and its read-back) may spend a call deadline each, retried through
+    throttling; the TTL outlasts a missed beat and a slow one, so a holder working through a storm is never
+    judged dead. Two minutes at the default 40 s deadline; twice the deadline plus 30 s when it is raised.
+    """
+    return int(max(MIN_TTL_SECONDS, 2 * deadline + 30))
+
+
 class EnvironmentLock:
     """Context manager: acquire on enter (LockHeld naming the holder), heartbeat, release in finally.
 
@@ -167,10 +183,11 @@ class EnvironmentLock:
     `check()` between phases so the run stops instead of writing state without the lock.
     """
 
-    def __init__(self, store: ObjectStore, environment: str, run_id: str, *, ttl_seconds: int = 300,
-                 heartbeat_seconds: float = 30, clock: Callable[[], float] = time.time,
+    def __init__(self, store: ObjectStore, environment: str, run_id: str, *, ttl_seconds: Optional[int] = None,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, clock: Callable[[], float] = time.time,
                  owner: Optional[str] = None, host: Optional[str] = None, pid: Optional[int] = None,
-                 settle_seconds: float = 0.2):
+                 settle_seconds: float = 0.2, alive: Callable[[int], bool] = pid_alive):
+        ttl_seconds = default_ttl(call_deadline()) if ttl_seconds is None else ttl_seconds
         if heartbeat_seconds >= ttl_seconds:
             raise ValueError("heartbeat_seconds must be shorter than ttl_seconds")
         self.store = store
@@ -183,6 +200,7 @@ class EnvironmentLock:
         self.host = host or socket.gethostname()
         self.pid = pid if pid is not None else os.getpid()
         self.settle_seconds = settle_seconds
+        self.alive = alive
         self.key = layout.lock_key(environment)
         self.lost = threading.Event()
         self.lost_reason: Optional[str] = None
@@ -191,6 +209,7 @@ class EnvironmentLock:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._mutex = threading.Lock()
+        self._written = time.monotonic()  # when the lock object last took a write of ours
 
     def acquire(self) -> LockInfo:
         # An interrupt between the conditional write and the read-back would leave a lock nobody knows
@@ -202,8 +221,10 @@ class EnvironmentLock:
         now = iso(self.clock())
         mine = LockInfo(self.environment, self.owner, self.host, self.pid, self.run_id, now, now, self.ttl_seconds)
         body = mine.body()
+        dead = None  # (object, holder) of a lock whose holder has exited this host: taken over, not waited out
         for _ in range(3):
-            if self.store.put_if_absent(self.key, body):
+            if (self.store.put_if_absent(self.key, body) if dead is None
+                    else self.store.put_if_match(self.key, body, dead[0].etag)):
                 # The emulator's If-None-Match check is not atomic under concurrency: two writers can
                 # both be told they created the object. Let any racing write land, then read back;
                 # the last write is what everyone sees, so exactly one writer finds its own bytes.
@@ -212,15 +233,33 @@ class EnvironmentLock:
                 obj = self.store.get(self.key)
                 if obj is not None and obj.body == body:
                     self.info = replace(mine, etag=obj.etag)
+                    self._written = time.monotonic()
+                    if dead is not None:
+                        self._record_takeover(*dead)
                     return self.info
             elif self.settle_seconds:
                 time.sleep(self.settle_seconds)  # so the holder we name is the one that stays
             obj, info = _read_lock(self.store, self.environment)
-            if obj is None:
-                continue  # released between our attempt and the read; try again
+            dead = (obj, info) if obj is not None and info is not None and self._exited(info) else None
+            if obj is None or dead is not None:
+                continue  # released between our attempt and the read, or left by a run that has exited
             raise LockHeld(self.environment, info.holder if info else
                            f"an unreadable lock object at {self.key} (inspect it with `groundctl lock status`)")
         raise LockHeld(self.environment, "another run that keeps taking and releasing it")
+
+    def _exited(self, holder: LockInfo) -> bool:
+        # Only this machine's processes can be probed: a holder named with another host is judged by its TTL.
+        return (holder.host == socket.gethostname() and holder.pid != os.getpid()
+                and not self.alive(holder.pid))
+
+    def _record_takeover(self, obj, holder: LockInfo) -> None:
+        record = {"environment": self.environment, "broken_by": f"{self.owner}@{self.host} (run {self.run_id})",
+                  "at": iso(self.clock()), "forced": False, "stale": True, "taken_over": True,
+                  "reason": f"the holder's pid {holder.pid} is gone from this host ({holder.host})",
+                  "lock": {k: v for k, v in asdict(holder).items() if k != "etag"},
+                  "lock_body": obj.body.decode("utf-8", "replace")}
+        stamp = iso(self.clock()).replace(":", "").replace("-", "")
+        self.store.put(broken_key(self.environment, stamp), json.dumps(record, sort_keys=True, indent=2).encode())
 
     def _beat(self) -> None:
         with self._mutex:
@@ -232,9 +271,16 @@ class EnvironmentLock:
                 obj = self.store.get(self.key) if ok else None
             except GroundctlError:
                 self.heartbeat_errors += 1  # throttled or unreachable: try again at the next beat
+                silent = time.monotonic() - self._written
+                if silent > self.ttl_seconds:
+                    # Other hosts may now judge the lock stale and break it: stop writing as if it were ours.
+                    self.lost_reason = (f"its heartbeat could not be written for {silent:.0f} s, longer than its TTL "
+                                        f"({self.ttl_seconds} s), so another run may have judged it stale")
+                    self.lost.set()
                 return
             if obj is not None and obj.body == nxt.body():
                 self.info = replace(nxt, etag=obj.etag)
+                self._written = time.monotonic()
                 return
             _, now_info = _read_lock(self.store, self.environment)
             self.lost_reason = (f"the lock on '{self.environment}' was broken or taken over"
@@ -293,8 +339,26 @@ class EnvironmentLock:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.release()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.release()
+        except GroundctlError as failure:
+            note = self._left_behind(failure)
+            if exc is None:
+                raise CloudError(f"The run's work is done, but {note}") from None
+            if isinstance(exc, GroundctlError):  # the run's own failure stays the one reported, saying this too
+                exc.message = f"{exc.message} Also, {note}"
+                exc.args = (exc.message,)
+            else:
+                exc.add_note(note)
+
+    def _left_behind(self, failure: GroundctlError) -> str:
+        """What happens to a lock this run could not release, and what to run."""
+        why = failure.message.split(". ")[0].rstrip(".")  # what went wrong; the re-run is said once, by the run
+        return (f"the environment lock {self.key} could not be released ({why}) and is left behind, "
+                f"naming this run ({self.run_id}, pid {self.pid} on {self.host}). Once this process has exited, the "
+                f"next run on {self.host} takes it over at once; from another host it is stale {self.ttl_seconds} s "
+                f"after its last heartbeat, when `groundctl lock break {self.environment}` removes it.")
 
 
 def current_user() -> str:

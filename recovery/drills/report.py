@@ -1,6 +1,7 @@
 """A drill's report: the record kept in the state bucket, the Markdown and SVG for people, and history.
 
-The JSON record goes to `.groundctl/drills/<env>/<drill_id>.json` (bootstrap.records.layout.drill_key);
+The JSON record goes to `.groundctl/drills/<env>/<drill_id>--<outcome>[-<secs>s].json` (`record_name`; while
+the drill runs, its progress is `<drill_id>.json`);
 Markdown and the timeline SVG go under `--out`. The report is passed through `redact` with the
 secret values the drill knows of before anything is rendered, stored or written: a report never
 holds a secret.
@@ -185,6 +186,19 @@ class Written:
     files: tuple[str, ...]
 
 
+RUNNING = "running"  # the outcome of a progress checkpoint (recovery.drills.runner)
+
+
+def record_name(report: DrillReport) -> str:
+    """`<drill_id>--<outcome>[-<seconds>s]` for a finished drill: a listing alone tells each drill's verdict and
+    measured recovery time, so `fleet status` judges the RTO trend without reading every record
+    (`recovery.fleet.reading`). A progress checkpoint keeps the plain `<drill_id>`, rewritten after each phase."""
+    if report.verdict.outcome == RUNNING:
+        return report.drill_id
+    took = report.verdict.recovery_seconds
+    return f"{report.drill_id}--{report.verdict.outcome}" + ("" if took is None else f"-{round(took)}s")
+
+
 def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = None,
                  secret_values: Iterable[str] = ()) -> Written:
     """The JSON record into the bucket (unless `store` is None) and Markdown, JSON and SVG under `out_dir`."""
@@ -205,8 +219,15 @@ def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = N
             files.append(str(out_dir / name))
     key = None
     if store is not None:
-        key = layout.drill_key(report.environment, report.drill_id)
+        key = layout.drill_key(report.environment, record_name(report))
         store.put(key, text.encode())
+        if report.verdict.outcome != RUNNING:
+            # The finished record replaces the progress checkpoint (kept as a noncurrent version), so a drill
+            # is listed once. Best effort: a checkpoint left behind is the same drill, shown once by its readers.
+            try:
+                store.delete(layout.drill_key(report.environment, report.drill_id))
+            except Exception:  # noqa: BLE001 - the record itself is stored; a stray checkpoint is harmless
+                pass
     return Written(key, tuple(files))
 
 
@@ -261,6 +282,6 @@ def summarize_history(records: list[dict], last_n: int = 5) -> dict:
     return {"drills": rows, "trends": trends}
 
 
-__all__ = ["DrillReport", "FAILED", "REFUSED", "new_drill_id", "write_report", "render_markdown", "load_history",
+__all__ = ["DrillReport", "FAILED", "REFUSED", "new_drill_id", "write_report", "record_name", "render_markdown", "load_history",
            "redact_obj", "redact_report",
            "summarize_history", "trend", "what_to_look_at", "report_json"]

@@ -1,148 +1,193 @@
-"""The fleet status as one static HTML file: a row per environment and its drills' timelines. Pure.
+"""The fleet status as one static HTML file for triage. Pure.
 
+Top: the summary strip (how many environments at each level, the critical ones named and linked). Then
+one compact row per environment that needs acting on (critical, warning), worst first and production first;
+the environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
+environment's collapsed details: all findings, the facts, and the latest drill of each kind as a small bar
+(one path per phase status, a few hundred bytes), so 200 environments stay far under 300 KB.
 No script, no external asset: the page opens from a file share or a CI artifact as it is. Every value
-from a record is escaped (records are written by many runs; a phase message may hold markup), and the
-timelines are the drills' own SVG (`recovery.drills.timeline_svg`), which escapes through its serializer.
+from a record is escaped (records are written by many runs; a phase name or message may hold markup).
 """
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Optional
 
-from recovery.drills.phases import PhaseResult
 from recovery.drills.report import recovery_phases
-from recovery.drills.timeline_svg import render as render_svg
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#212121}
-h1{font-size:1.4rem;margin:0 0 .3rem}
-.meta{color:#616161;margin-bottom:1rem}
-table{border-collapse:collapse;width:100%;font-size:.85rem}
-th,td{border-bottom:1px solid #e0e0e0;padding:.35rem .5rem;text-align:left;vertical-align:top}
-th{background:#f5f5f5;position:sticky;top:0}
-.badge{display:inline-block;padding:.05rem .4rem;border-radius:.6rem;font-size:.75rem;color:#fff}
-.ok{background:#2e7d32}.warn{background:#ef6c00}.bad{background:#c62828}.none{background:#9e9e9e}
-tr.attention td:first-child{border-left:4px solid #c62828}
-.small{color:#616161;font-size:.75rem}
-section.env{margin-top:1.2rem}
-section.env h2{font-size:1.05rem;margin:.2rem 0}
-details{margin:.3rem 0}
+body{font-family:system-ui,sans-serif;margin:1rem 1.5rem;color:#212121;font-size:14px}
+h1{font-size:1.3rem;margin:0}h2{font-size:1.1rem;margin:1.2rem 0 .4rem}
+.meta{color:#616161;font-size:.8rem;margin:.1rem 0 .5rem}
+#summary{display:flex;gap:.5rem;align-items:center;flex-wrap:wrap;margin-bottom:.6rem}
+#summary .n{padding:.3rem .7rem;border-radius:.3rem;color:#fff;font-weight:600}
+#summary .crit{flex-basis:100%;font-size:.85rem}
+.critical{background:#c62828}.warning{background:#ef6c00}.info{background:#1565c0}.ok{background:#2e7d32}
+table{border-collapse:collapse;width:100%;font-size:.8rem;table-layout:fixed}
+th,td{border-bottom:1px solid #e0e0e0;padding:.2rem .4rem;text-align:left;white-space:nowrap;overflow:hidden;
+text-overflow:ellipsis}
+th{background:#f5f5f5}
+td b{display:inline-block;padding:0 .35rem;border-radius:.5rem;color:#fff;font-weight:500;font-size:.72rem}
+.p{font-size:.7rem;color:#616161}
+details{border-bottom:1px solid #eee;padding:.15rem 0}details>div{padding:.2rem 1rem .6rem}
+svg.tl{width:560px;height:12px;display:block;margin:.2rem 0}.tl path{stroke-width:8}
+.tl .a{stroke:#2e7d32}.tl .f{stroke:#c62828}.tl .r{stroke:#ef6c00}.tl .s{stroke:#9e9e9e}.tl .o{stroke:#bdbdbd}
+.tl .t{stroke:#212121;stroke-width:1.5}
 """
-
-_CLASS = {"clean": "ok", "passed": "ok", "meets": "ok", "improving": "ok", "steady": "ok",
-          "drift": "bad", "failed": "bad", "fails": "bad", "worsening": "warn", "at-risk": "warn",
-          "unverified": "warn", "refused": "warn", "unknown": "none"}
-
-
-def _badge(text: Optional[str], cls: Optional[str] = None) -> str:
-    if text is None:
-        return '<span class="badge none">none</span>'
-    return f'<span class="badge {cls or _CLASS.get(text, "none")}">{escape(text)}</span>'
+_LEVELS = ("critical", "warning", "info", "ok")
+_STATUS = {"achieved": "a", "failed": "f", "refused": "r", "skipped": "s"}
+W = 560  # px: the drill bars' width
 
 
 def _age(seconds: Optional[float]) -> str:
     if seconds is None:
         return ""
-    if seconds < 3600:
+    if seconds < 7200:
         return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.1f} days ago"
+    return f"{seconds / 3600:.0f} h ago" if seconds < 172800 else f"{seconds / 86400:.0f} d ago"
 
 
-def _small(text: str) -> str:
-    return f'<div class="small">{escape(text)}</div>' if text else ""
+def _anchor(name: str) -> str:
+    return "env-" + escape(name, quote=True)
 
 
-def _drift_cell(row: dict) -> str:
+def _drift(row: dict) -> str:
     d = row.get("drift")
     if not d:
-        return _badge(None) + _small("no drift check recorded")
-    layers = f"in {', '.join(d['drifted_layers'])}" if d["drifted_layers"] else ""
-    return _badge(d["result"]) + _small(" ".join(x for x in (layers, _age(d["age_seconds"])) if x))
+        return "never checked"
+    return f"{d['result']} {_age(d['age_seconds'])}" + (f" ({', '.join(d['drifted_layers'])})" if d["drifted_layers"] else "")
 
 
-def _drill_cell(row: dict) -> str:
-    drills = row.get("drills") or {}
-    last = drills.get("last")
+def _drills(row: dict) -> str:
+    parts = []
+    for kind, k in ((row.get("drills") or {}).get("per_kind") or {}).items():
+        last, trend = k.get("last"), (k.get("trend") or {}).get("trend")
+        if last:
+            parts.append(f"{kind} {last['verdict']}" + (f", {trend}" if trend in ("slower", "faster") else ""))
+    return "; ".join(parts) or "none"
+
+
+def _lock(row: dict) -> str:
+    lock = row.get("lock") or {}
+    return ("stale" if lock.get("stale") else "held") if lock.get("held") else "free"
+
+
+def _row(row: dict) -> str:
+    name, level = row["environment"], row["level"]
+    worst = next((f["what"] for f in row["findings"] if f["level"] == level), "")
+    more = len([f for f in row["findings"] if f["level"] in ("critical", "warning")]) - 1
+    if row.get("skipped") or row.get("error") or row.get("note"):
+        cells = [worst or row.get("note", ""), "", "", "", ""]
+    else:
+        cells = [worst + (f" (+{more} more)" if more > 0 else ""), _drift(row), _drills(row), _lock(row),
+                 (row.get("protection") or {}).get("verdict", "")]
+    prod = " <span class=p>prod</span>" if row.get("production") else ""
+    return (f'<tr data-env="{escape(name, quote=True)}" data-level="{level}"><td><b class="{level}">{level}</b></td>'
+            f'<td><a href="#{_anchor(name)}">{escape(name)}</a>{prod}</td>'
+            + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+
+
+def _table(rows: list[dict]) -> str:
+    return ('<table><colgroup><col style="width:5.5rem"><col style="width:13rem"><col><col style="width:11rem">'
+            '<col style="width:15rem"><col style="width:3.5rem"><col style="width:4.5rem"></colgroup><thead><tr>'
+            '<th>level</th><th>environment</th><th>worst finding</th><th>last drift</th><th>last drills</th>'
+            '<th>lock</th><th>bucket</th></tr></thead><tbody>' + "".join(_row(r) for r in rows) + "</tbody></table>")
+
+
+def _num(x) -> Optional[float]:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _bar(t: dict) -> str:
+    """The drill as one small bar, 560 px wide: its phases on a time axis, one path per status (neighbouring
+    phases of one status drawn as one segment), and the RTO as a tick from the recovery's start. Without
+    phases (a passing drill known by its name), the recovery time alone."""
+    if not isinstance(t.get("phases"), list):
+        return ""
+    timed = [(p, _num(p.get("started_at")), _num(p.get("ended_at"))) for p in t.get("phases") or []
+             if isinstance(p, dict) and _num(p.get("started_at")) is not None]
+    took = _num(t.get("recovery_seconds"))
+    if not timed and took is not None:
+        # A passing drill known by its name: its recovery time against the RTO, without phases.
+        timed = [({"status": "achieved", "name": recovery_phases(str(t.get("kind")))[0]}, 0.0, took)]
+    if not timed:
+        return ""
+    origin = min(s for _p, s, _e in timed)
+    end = max([e for _p, _s, e in timed if e is not None] or [origin])
+    rec = [s for p, s, _e in timed if p.get("name") in recovery_phases(str(t.get("kind")))]
+    rto = _num(t.get("rto_seconds")) or 0.0
+    rto_at = (min(rec) if rec else origin) - origin + rto
+    scale = W / max(end - origin, rto_at, 1.0)
+    segments: list[list] = []  # [status class, x0, x1]
+    for p, s, e in sorted(timed, key=lambda x: x[1]):
+        cls, x0, x1 = _STATUS.get(str(p.get("status")), "o"), (s - origin) * scale, ((e or s) - origin) * scale
+        if segments and segments[-1][0] == cls and x0 - segments[-1][2] < 1:
+            segments[-1][2] = max(segments[-1][2], x1)
+        else:
+            segments.append([cls, x0, max(x1, x0 + 1)])
+    paths: dict[str, str] = {}
+    for cls, x0, x1 in segments:
+        paths[cls] = paths.get(cls, "") + f"M{round(x0)} 6h{max(1, round(x1 - x0))}"
+    body = "".join(f'<path class="{c}" d="{d}"/>' for c, d in sorted(paths.items()))
+    tick = f'<path class="t" d="M{round(rto_at * scale)} 0v12"/>' if rto else ""
+    return f'<svg class="tl" viewBox="0 0 {W} 12">{body}{tick}</svg>'
+
+
+def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
+    last, trend = k.get("last"), k.get("trend") or {}
     if not last:
-        return _badge(None) + _small("no drill recorded")
-    took = "" if last["recovery_seconds"] is None else f"{last['recovery_seconds']:.0f} s of {last['rto_seconds']:.0f} s RTO"
-    trends = "; ".join(f"{kind}: {t['trend']} ({', '.join(f'{s:.0f}' for s in t['recovery_seconds'])} s)"
-                       for kind, t in drills.get("trends", {}).items())
-    return (_badge(last["verdict"]) + _small(f"{last['kind']} {took} {_age(last['age_seconds'])}")
-            + _small(f"RTO trend: {trends}" if trends else ""))
+        return f"<li>{escape(kind)}: no drill recorded</li>"
+    took = last.get("recovery_seconds")
+    reason = f" ({last.get('reason')})" if last.get("reason") else ""
+    text = (f"{kind}: {last.get('verdict')}{reason} {_age(last.get('age_seconds'))}"
+            + (f", recovered in {took:.0f} s (RTO {last.get('rto_seconds') or 0:.0f} s)" if _num(took) is not None else "")
+            + f"; trend (passing drills): {trend.get('trend')}"
+            + (f" (median {trend['baseline']:.0f} s ± {trend['threshold_seconds']:.0f} s)"
+               if trend.get("baseline") is not None else ""))
+    failed = next((p for p in (timeline or {}).get("phases") or [] if isinstance(p, dict)
+                   and p.get("status") in ("failed", "refused")), None)
+    why = f" — {failed.get('name')}: {failed.get('message')}" if failed else ""
+    return f"<li>{escape(text + why)}{_bar(timeline) if timeline else ''}</li>"
 
 
-def _lock_cell(row: dict) -> str:
-    lock = row.get("lock")
-    if lock is None:
-        return ""
-    if not lock["held"]:
-        text = "free" + (f", {lock['pulumi_locks']} Pulumi lock(s)" if lock["pulumi_locks"] else "")
-        return _badge(text, "warn" if lock["pulumi_locks"] else "ok")
-    return _badge("stale" if lock["stale"] else "held", "bad" if lock["stale"] else "warn") + _small(lock["holder"] or "")
-
-
-def _ledger_cell(row: dict) -> str:
-    led = row.get("ledger")
-    if not led or not led["head_at"]:
-        return '<span class="small">no ledger record</span>'
-    serials = ", ".join(f"{k} #{v['serial']}" for k, v in led["layers"].items())
-    return escape(_age(led["head_age_seconds"])) + _small(serials)
-
-
-def _protection_cell(row: dict) -> str:
-    p = row.get("protection")
-    if not p:
-        return ""
-    rep = p.get("replication") or {}
-    facts = [f"versioning {p.get('versioning')}", f"replication {'on' if rep.get('enabled_rules') else 'off'}"
-             + (" (RTC)" if rep.get("time_control") else ""),
-             "noncurrent kept forever" if p.get("noncurrent_days") == 0 else f"noncurrent {p.get('noncurrent_days')} d"]
-    found = "".join(_small(f["what"]) for f in p.get("findings", []))
-    return _badge(p["verdict"]) + _small(f"RPO {row['rpo_minutes']} min; " + ", ".join(facts)) + found
-
-
-def _timelines(row: dict) -> str:
-    items = (row.get("drills") or {}).get("timelines") or []
-    if not items:
-        return ""
-    parts = [f'<section class="env" id="env-{escape(row["environment"])}"><h2>{escape(row["environment"])}</h2>']
-    for t in items:
-        phases = tuple(PhaseResult.from_dict(p) for p in t["phases"] if isinstance(p, dict) and "name" in p)
-        if not phases:
-            continue
-        svg = render_svg(phases, rto_seconds=float(t["rto_seconds"] or 0), recovery=recovery_phases(str(t["kind"])),
-                         title=f"{t['kind']} {t['environment']} {t['drill_id']}")
-        parts.append(f'<details open class="timeline" data-kind="{escape(str(t["kind"]))}"><summary>{escape(str(t["kind"]))} '
-                     f'— {escape(str(t["drill_id"]))} ({escape(str(t["verdict"]))})</summary>{svg}</details>')
-    return "".join(parts) + "</section>"
+def _details(row: dict) -> str:
+    name = row["environment"]
+    items = "".join(f'<li>{f["level"]}: {escape(f["what"])}</li>' for f in row["findings"])
+    facts = []
+    if row.get("drills"):
+        timelines = {str(t.get("kind")): t for t in row["drills"].get("timelines") or []}
+        facts += [_drill_detail(kind, k, timelines.get(kind)) for kind, k in row["drills"]["per_kind"].items()]
+    led = row.get("ledger") or {}
+    if led.get("head_at"):
+        serials = ", ".join(f"{k} #{v['serial']}" for k, v in led["layers"].items())
+        facts.append(f"<li>ledger head {escape(_age(led['head_age_seconds']))}: {escape(serials)}</li>")
+    prot = row.get("protection") or {}
+    if prot.get("exists", True) and prot.get("versioning") is not None:
+        facts.append(f"<li>bucket {escape(row['bucket'])}: versioning {escape(str(prot.get('versioning')))}, "
+                     f"RPO {row['rpo_minutes']} min, RTO {row['rto_minutes']} min</li>")
+    # The link target sits inside the closed <details>: following a row's link opens it (browsers expand a
+    # closed <details> to show a fragment's target), with no script.
+    return (f'<details><summary>{escape(name)} — {row["level"]}</summary>'
+            f'<div id="{_anchor(name)}"><ul>{items}</ul><ul>{"".join(facts)}</ul></div></details>')
 
 
 def render(report: dict) -> str:
     """The whole page."""
-    rows = []
-    for row in report["environments"]:
-        name = escape(row["environment"])
-        prod = ' <span class="small">production</span>' if row.get("production") else ""
-        if row.get("skipped"):
-            rows.append(f'<tr data-env="{name}"><td>{name}{prod}</td><td colspan="5" class="small">skipped: '
-                        f'{escape(row["skipped"])}</td></tr>')
-            continue
-        look = row.get("attention") or []
-        cls = ' class="attention"' if look else ""
-        cells = [f"{name}{prod}" + "".join(_small(a) for a in look), _drift_cell(row), _drill_cell(row),
-                 _lock_cell(row), _ledger_cell(row), _protection_cell(row)]
-        rows.append(f'<tr data-env="{name}"{cls}>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    counts = report["counts"]
-    timelines = "".join(_timelines(r) for r in report["environments"])
+    rows = report["environments"]
+    counts = report["counts"]["by_level"]
+    loud = [r for r in rows if r["level"] in ("critical", "warning")]
+    quiet = [r for r in rows if r["level"] not in ("critical", "warning")]
+    crit = [r["environment"] for r in rows if r["level"] == "critical"]
+    strip = "".join(f'<span class="n {lvl}">{counts[lvl]} {lvl}</span>' for lvl in _LEVELS)
+    named = ('<div class="crit">Critical: ' + ", ".join(f'<a href="#{_anchor(n)}">{escape(n)}</a>' for n in crit)
+             + "</div>") if crit else '<div class="crit">Nothing critical.</div>'
+    quiet_html = (f'<details id="quiet"><summary>{len(quiet)} environments with nothing to act on (info or ok)'
+                  f'</summary>{_table(quiet)}</details>') if quiet else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>groundctl fleet status</title>'
-            f'<style>{_CSS}</style></head><body>'
-            f'<h1>groundctl fleet status</h1><div class="meta">{counts["environments"]} environments, '
-            f'{counts["needing_attention"]} needing attention; generated {escape(report["generated_at"])}</div>'
-            '<table id="fleet"><thead><tr><th>environment</th><th>last drift</th><th>last drill</th><th>lock</th>'
-            '<th>ledger head</th><th>state bucket vs RPO</th></tr></thead><tbody>' + "".join(rows) +
-            f'</tbody></table><h1 style="margin-top:1.5rem">Drill timelines</h1>{timelines or "<p>No drill recorded.</p>"}'
-            '</body></html>\n')
+            f'<style>{_CSS}</style></head><body><h1>groundctl fleet status</h1>'
+            f'<div class="meta">{len(rows)} environments; generated {escape(report["generated_at"])}; levels from the '
+            f'rules in the README (Fleet status)</div><div id="summary">{strip}{named}</div>'
+            f'<div id="fleet">{_table(loud) if loud else "<p>No environment needs acting on.</p>"}{quiet_html}</div>'
+            f'<h2>Details</h2>{"".join(_details(r) for r in rows)}</body></html>\n')

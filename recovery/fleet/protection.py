@@ -1,6 +1,7 @@
 """The state bucket's protection (versioning, replication, retention) read from S3 and judged against the RPO.
 
-`read_protection` does the three S3 calls; `judge` is pure. What each setting buys, for the RPO
+`read_protection` does two or three S3 calls (replication only when the spec asks for a replica: the
+backend layer builds none otherwise, so there is none groundctl vouches for); `judge` is pure. What each setting buys, for the RPO
 (how much recorded state an environment may lose):
 - versioning: an overwritten or deleted state object can be brought back exactly (`groundctl recover`).
   Without it any bad write is a total loss, whatever the RPO says.
@@ -22,6 +23,7 @@ from bootstrap.aws.clients import error_code, retry_transient
 RTC_MINUTES = 15
 MEETS, AT_RISK, FAILS, UNKNOWN = "meets", "at-risk", "fails", "unknown"
 _RANK = {MEETS: 0, UNKNOWN: 1, AT_RISK: 2, FAILS: 3}
+NOT_READ = "not read"  # replication of a bucket whose spec asks for no replica
 
 
 def _call(fn, missing: tuple[str, ...], what: str):
@@ -39,8 +41,8 @@ def _call(fn, missing: tuple[str, ...], what: str):
     return retry_transient(call, what=what)
 
 
-def read_protection(s3, bucket: str) -> dict:
-    """Versioning, replication and noncurrent-version retention of `bucket`, as plain data (3 S3 calls)."""
+def read_protection(s3, bucket: str, *, replication: bool = True) -> dict:
+    """Versioning, replication (when asked) and noncurrent-version retention of `bucket`, as plain data."""
     out: dict = {"bucket": bucket, "unreadable": []}
     ver = _call(lambda: s3.get_bucket_versioning(Bucket=bucket), (), f"read versioning of {bucket}")
     if ver == "NoSuchBucket":
@@ -51,8 +53,10 @@ def read_protection(s3, bucket: str) -> dict:
     out |= {"exists": True, "versioning": (ver or {}).get("Status") or "Disabled" if ver is not None else None,
             "mfa_delete": (ver or {}).get("MFADelete") == "Enabled"}
     rep = _call(lambda: s3.get_bucket_replication(Bucket=bucket), ("ReplicationConfigurationNotFoundError",),
-                f"read replication of {bucket}")
-    if isinstance(rep, str):
+                f"read replication of {bucket}") if replication else NOT_READ
+    if rep is NOT_READ:
+        out["replication"] = NOT_READ
+    elif isinstance(rep, str):
         out["unreadable"].append(f"replication ({rep})")
         out["replication"] = None
     else:
@@ -88,7 +92,10 @@ def judge(protection: dict, *, rpo_minutes: int, retention_days: int, replica_re
         findings.append((FAILS, f"versioning is {ver}: an overwritten or deleted state cannot be brought back, so "
                          f"any bad write loses everything, against an RPO of {rpo_minutes} min"))
     rep = protection.get("replication")
-    if rep is not None:
+    if rep == NOT_READ:
+        findings.append((AT_RISK, "no replica (the spec asks for none): losing the bucket or its region loses "
+                         "every version"))
+    elif rep is not None:
         if not rep["enabled_rules"]:
             if replica_region:
                 findings.append((FAILS, f"the spec asks for a replica in {replica_region}, but the bucket has no "

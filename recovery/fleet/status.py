@@ -1,146 +1,31 @@
-"""`fleet status`: every environment's records, read in parallel, summarized per environment.
+"""`fleet status`: one row per environment from its raw records (`recovery.fleet.reading`), its findings
+(`recovery.fleet.findings`), and the fleet's order and counts. Pure: the clock is passed in.
 
-Per environment, a small number of S3 calls that does not grow with its drift or drill history:
-the newest drift record is the first key of a one-key listing (drift records are named newest
-first, with their verdict, so no GET); one listing from the end of the drift records through `locks/` names the drill
-records (ids start with the UTC time), every layer's ledger head (no GET) and whether the lock
-exists (one GET only then); only the last few drills of each kind are read; the protection is three
-bucket-setting reads. (That listing is one page up to 1,000 drill and ledger records.) `read_fleet` runs environments on a bounded thread pool and never lets one
-unreadable environment stop the others. Summaries (`summarize`) are pure.
+Rows sort by their worst level (critical, warning, info, ok), production first within a level, then by
+name; the counts say how many environments are at each level and name the critical ones.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from bootstrap.errors import GroundctlError
-from bootstrap.layers import LAYER_NAMES
-from bootstrap.records import layout
-from bootstrap.records.drift import parse_name
-from bootstrap.records.locks import lock_status
-from recovery.drills.report import summarize_history
-from recovery.fleet.protection import judge, read_protection
+from recovery.fleet.cadence import longest_gap_minutes
+from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
+from recovery.fleet.manifests import drills_allowed, schedules
+from recovery.fleet.protection import judge
+from recovery.fleet.reading import DRILL_KINDS, Source, drill_kind, read_environment, read_fleet  # noqa: F401
 
-DRILLS_PER_KIND = 3  # the RTO trend compares the latest drill of a kind with the ones before
-DRILL_KINDS = ("rebuild-cluster", "state-loss")
+# A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
+MISSED_RUNS = 2
 
-
-@dataclass(frozen=True)
-class Source:
-    """One environment to read: its spec, its state bucket's store and S3 client; or why it cannot be read."""
-    spec: Any
-    store: Any = None
-    s3: Any = None
-    skip: Optional[str] = None
-
-
-def drill_kind(drill_id: str) -> Optional[str]:
-    """`20261202T110000Z-rebuild-cluster-3f9a1c` → `rebuild-cluster` (None for an id of another shape)."""
-    parts = drill_id.split("-", 1)
-    if len(parts) != 2:
-        return None
-    kind = parts[1].rsplit("-", 1)[0]
-    return kind if kind in DRILL_KINDS else None
-
-
-def _json(store, key: str) -> Optional[dict]:
-    obj = store.get(key)
-    try:
-        doc = json.loads(obj.body) if obj is not None else None
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _stem(key: str) -> str:
-    return key.rsplit("/", 1)[-1].removesuffix(".json")
-
-
-def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clock: Callable[[], float] = time.time,
-                     ) -> dict:
-    """The raw records of one environment (plain data), or the reason it could not be read."""
-    spec = src.spec
-    raw: dict = {"environment": spec.name, "bucket": spec.backend.bucket, "problems": []}
-    if src.skip:
-        return raw | {"skipped": src.skip}
-    try:
-        raw["protection"] = read_protection(src.s3, spec.backend.bucket)
-        if not raw["protection"].get("exists", True):
-            return raw
-        store, env = src.store, spec.name
-        # Drift records are named newest first, verdict last: a one-key listing tells the latest result.
-        newest = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
-        raw["drift"] = (parse_name(_stem(newest)) or _json(store, newest)) if newest else None
-        if newest and raw["drift"] is None:
-            raw["problems"].append(f"{newest} is not a readable drift record")
-        # One listing from the end of the drift records up to the lock: `drills/`, `ledger/` and `locks/`
-        # sort together between `drift/` and `quarantine/`, so the pages stop once past `locks/`.
-        drill_keys, heads, lock_listed = [], {}, False
-        base = f"{layout.GROUNDCTL}/"
-        for key, _s, modified in store.keys(base, start_after=layout.drift_prefix("~")):
-            rest = key[len(base):].split("/")
-            if rest[0] > "locks":
-                break
-            if rest[0] == "drills" and len(rest) == 3 and rest[1] == env and key.endswith(".json"):
-                drill_keys.append(key)
-            elif rest[0] == "ledger" and len(rest) == 4 and rest[2] == env and rest[1] in LAYER_NAMES \
-                    and _stem(key).isdigit() and int(_stem(key)) >= (heads.get(rest[1]) or {}).get("serial", -1):
-                heads[rest[1]] = {"serial": int(_stem(key)),
-                                  "at": modified.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
-            elif key == layout.lock_key(env):
-                lock_listed = True
-        by_kind: dict[str, list[str]] = {}
-        for key in drill_keys:
-            kind = drill_kind(_stem(key))
-            if kind:
-                by_kind.setdefault(kind, []).append(key)
-        raw["drill_count"] = len(drill_keys)
-        drills = []
-        for kind, keys in sorted(by_kind.items()):
-            for key in keys[-drills_per_kind:]:
-                doc = _json(store, key)
-                if doc is None or "drill_id" not in doc:
-                    raw["problems"].append(f"{key} is not a readable drill record")
-                else:
-                    drills.append(doc)
-        raw["drills"] = drills
-        free = {"environment": env, "held": False, "holder": None, "stale": False, "reason": "no groundctl lock is held",
-                "heartbeat_age_seconds": None, "unreadable": None, "pulumi_locks": []}
-        raw["lock"] = (lock_status(store, env, clock=clock, with_pulumi_locks=False).to_dict()
-                       if lock_listed else free)
-        raw["ledger"] = heads
-    except GroundctlError as exc:
-        raw["error"] = exc.message
-    return raw
-
-
-def read_fleet(sources: list[Source], *, workers: int = 8, drills_per_kind: int = DRILLS_PER_KIND,
-               clock: Callable[[], float] = time.time) -> list[dict]:
-    """`read_environment` of every source on a pool of `workers` threads, in the sources' order."""
-    def one(src: Source) -> dict:
-        try:
-            return read_environment(src, drills_per_kind=drills_per_kind, clock=clock)
-        except Exception as exc:  # noqa: BLE001 - one environment's surprise is its row, not the fleet's end
-            return {"environment": src.spec.name, "bucket": src.spec.backend.bucket, "problems": [],
-                    "error": f"could not be read ({type(exc).__name__})"}
-
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fleet") as pool:
-        return list(pool.map(one, sources))
-
-
-# -- summaries (pure) -----------------------------------------------------------------------------------
 
 def _ts(text: Optional[str]) -> Optional[float]:
     if not text:
         return None
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 
@@ -149,13 +34,85 @@ def _age(text: Optional[str], now: float) -> Optional[float]:
     return None if ts is None else round(max(0.0, now - ts), 1)
 
 
+def freshness(spec) -> dict:
+    """How old each kind of record may be for this environment, from the schedules its CronJobs run on."""
+    when = schedules(spec)
+    gap = longest_gap_minutes(when["drift"])
+    drills = {}
+    for kind in DRILL_KINDS:
+        if kind == "state-loss" and spec.production:
+            continue  # the state-loss drill refuses production: nothing is expected of it
+        kgap = longest_gap_minutes(when[kind]) if drills_allowed(spec) else None
+        drills[kind] = (kgap * 60 * MISSED_RUNS) if kgap else MANUAL_DRILL_DAYS * 86400
+    return {"drift_schedule": when["drift"], "drift_max_age_seconds": gap * 60 * MISSED_RUNS if gap else None,
+            "drill_max_age_seconds": drills}
+
+
+def _drift(d: Optional[dict], now: float) -> Optional[dict]:
+    if d is None:
+        return None
+    failed = d.get("outcome") == "failed"
+    return {"result": "failed" if failed else "drift" if d.get("drift") else "clean", "at": d.get("at"),
+            "age_seconds": _age(d.get("at"), now), "drifted_layers": [str(x) for x in d.get("drifted_layers") or []],
+            "check_id": d.get("check_id"), "reason": d.get("reason") if failed else None}
+
+
+def _last(doc: dict, now: float) -> dict:
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    return {"drill_id": doc.get("drill_id"), "kind": doc.get("kind"), "verdict": v.get("outcome"),
+            "reason": v.get("reason"), "recovery_seconds": v.get("recovery_seconds"), "rto_seconds": v.get("rto_seconds"),
+            "started_at": doc.get("started_at"), "age_seconds": _age(doc.get("started_at"), now)}
+
+
+def _started(drill_id: str) -> Optional[str]:
+    """A drill id starts with its UTC start time: `20261202T110000Z-…` → `2026-12-02T11:00:00Z`."""
+    stamp = drill_id.split("-", 1)[0]
+    try:
+        return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).isoformat().replace(
+            "+00:00", "Z")
+    except ValueError:
+        return None
+
+
+def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
+    at = _started(name["drill_id"])
+    return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"], "reason": None,
+            "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
+            "age_seconds": _age(at, now)}
+
+
+def _per_kind(raw: dict, rto_seconds: float, now: float) -> tuple[dict, list[dict]]:
+    """Per drill kind: the last drill with its verdict, and the RTO trend over passing drills only; and the
+    timelines of those last drills (phases when the record was read, else the recovery time from its name)."""
+    entries: dict[str, list[tuple[str, dict, Optional[dict]]]] = {}
+    for doc in raw.get("drills") or []:
+        kind = drill_kind(str(doc.get("drill_id")))
+        if kind:
+            entries.setdefault(kind, []).append((str(doc.get("drill_id")), _last(doc, now), doc))
+    for name in raw.get("drill_names") or []:
+        entries.setdefault(name["kind"], []).append((name["drill_id"], _from_name(name, rto_seconds, now), None))
+    out, timelines = {}, []
+    for kind in DRILL_KINDS:
+        history = sorted(entries.get(kind, []), key=lambda e: e[0])
+        passing = [float(e[1]["recovery_seconds"]) for e in history
+                   if e[1]["verdict"] == "passed" and isinstance(e[1]["recovery_seconds"], (int, float))]
+        last = history[-1] if history else None
+        out[kind] = {"last": last[1] if last else None, "trend": rto_trend(passing, rto_seconds),
+                     "records": len(history)}
+        if last:
+            timelines.append(_timeline(last[2]) if last[2] is not None else
+                             {"drill_id": last[0], "kind": kind, "phases": [], "verdict": last[1]["verdict"],
+                              "rto_seconds": rto_seconds, "recovery_seconds": last[1]["recovery_seconds"]})
+    return out, timelines
+
+
 def summarize(raw: dict, spec, now: float) -> dict:
-    """One environment's row: drift, drills with RTO trend, lock, ledger head, protection against RPO."""
+    """One environment's row: drift, drills per kind, lock, ledger head, protection against the RPO, findings."""
     row: dict = {"environment": raw["environment"], "production": bool(spec.production), "bucket": raw["bucket"],
                  "rto_minutes": spec.recovery.rto_minutes, "rpo_minutes": spec.recovery.rpo_minutes,
                  "problems": list(raw.get("problems", []))}
     if raw.get("skipped"):
-        return row | {"skipped": raw["skipped"]}
+        return _judged(row | {"skipped": raw["skipped"]})
     if raw.get("error"):
         row["error"] = raw["error"]
     prot = raw.get("protection")
@@ -164,24 +121,15 @@ def summarize(raw: dict, spec, now: float) -> dict:
                                          retention_days=spec.backend.noncurrent_version_retention_days,
                                          replica_region=spec.backend.replica_region)
         if not prot.get("exists", True):
-            return row | {"note": "the state bucket does not exist: nothing is deployed"}
-    d = raw.get("drift")
-    row["drift"] = None if d is None else {
-        "result": "drift" if d.get("drift") else "clean", "at": d.get("at"), "age_seconds": _age(d.get("at"), now),
-        "drifted_layers": d.get("drifted_layers") or [], "check_id": d.get("check_id")}
-    drills = raw.get("drills") or []
-    if drills or "drills" in raw:
-        history = summarize_history(drills, last_n=DRILLS_PER_KIND)
-        last = max(drills, key=lambda r: str(r.get("started_at")), default=None)
-        row["drills"] = {"records": raw.get("drill_count", 0), "trends": history["trends"],
-                         "last": None if last is None else {
-                             "drill_id": last.get("drill_id"), "kind": last.get("kind"),
-                             "verdict": (last.get("verdict") or {}).get("outcome"),
-                             "reason": (last.get("verdict") or {}).get("reason"),
-                             "recovery_seconds": (last.get("verdict") or {}).get("recovery_seconds"),
-                             "rto_seconds": (last.get("verdict") or {}).get("rto_seconds"),
-                             "started_at": last.get("started_at"), "age_seconds": _age(last.get("started_at"), now)},
-                         "timelines": [_timeline(r) for r in _latest_per_kind(drills)]}
+            return _judged(row | {"note": "the state bucket does not exist: nothing is deployed"})
+    if raw.get("error"):
+        return _judged(row)
+    row["freshness"] = freshness(spec)
+    row["drift"] = _drift(raw.get("drift"), now)
+    per_kind, timelines = _per_kind(raw, spec.recovery.rto_minutes * 60.0, now)
+    lasts = [k["last"] for k in per_kind.values() if k["last"]]
+    row["drills"] = {"records": raw.get("drill_count", 0), "per_kind": per_kind,
+                     "last": max(lasts, key=lambda x: str(x["drill_id"]), default=None), "timelines": timelines}
     lock = raw.get("lock")
     if lock is not None:
         holder = lock.get("holder") or {}
@@ -193,54 +141,43 @@ def summarize(raw: dict, spec, now: float) -> dict:
     if heads is not None:
         newest = max((h["at"] for h in heads.values()), default=None)
         row["ledger"] = {"layers": heads, "head_at": newest, "head_age_seconds": _age(newest, now)}
+    return _judged(row)
+
+
+def _judged(row: dict) -> dict:
+    row["findings"] = find(row)
+    row["level"] = worst(row["findings"])
     return row
-
-
-def _latest_per_kind(drills: list[dict]) -> list[dict]:
-    latest: dict[str, dict] = {}
-    for r in sorted(drills, key=lambda r: str(r.get("started_at"))):
-        latest[str(r.get("kind"))] = r
-    return [latest[k] for k in sorted(latest)]
 
 
 def _timeline(record: dict) -> dict:
     """What the HTML page needs to draw a drill's timeline (its phases with their times)."""
+    v = record.get("verdict") if isinstance(record.get("verdict"), dict) else {}
     return {"drill_id": record.get("drill_id"), "kind": record.get("kind"), "environment": record.get("environment"),
-            "phases": record.get("phases") or [], "rto_seconds": (record.get("verdict") or {}).get("rto_seconds"),
-            "verdict": (record.get("verdict") or {}).get("outcome")}
+            "phases": record.get("phases") if isinstance(record.get("phases"), list) else [],
+            "rto_seconds": v.get("rto_seconds"), "verdict": v.get("outcome"),
+            "recovery_seconds": v.get("recovery_seconds")}
 
 
-def attention(row: dict) -> list[str]:
-    """Why an environment needs a person's look (empty when it does not). Pure."""
-    out = []
-    if row.get("error"):
-        out.append(row["error"])
-    drift = row.get("drift")
-    if drift and drift["result"] == "drift":
-        out.append(f"drift in {', '.join(drift['drifted_layers'])}")
-    last = (row.get("drills") or {}).get("last")
-    if last and last["verdict"] not in ("passed", "dry-run", None):
-        out.append(f"last drill {last['kind']} {last['verdict']} ({last['reason']})")
-    for kind, t in ((row.get("drills") or {}).get("trends") or {}).items():
-        if t["trend"] == "worsening":
-            out.append(f"{kind} recovery is getting slower")
-    lock = row.get("lock") or {}
-    if lock.get("stale"):
-        out.append("stale lock")
-    prot = row.get("protection") or {}
-    if prot.get("verdict") in ("fails", "at-risk"):
-        worst = next(f["what"] for f in prot["findings"] if f["level"] == prot["verdict"])
-        out.append(f"state bucket protection {prot['verdict']} against the RPO: {worst}")
-    return out
+def order(row: dict) -> tuple:
+    return RANK[row["level"]], not row["production"], row["environment"]
 
 
 def fleet_report(raws: list[dict], specs: dict[str, Any], now: float) -> dict:
-    rows = []
-    for raw in raws:
-        row = summarize(raw, specs[raw["environment"]], now)
-        row["attention"] = attention(row)
-        rows.append(row)
+    rows = sorted((summarize(raw, specs[raw["environment"]], now) for raw in raws), key=order)
+    levels = {lvl: sum(1 for r in rows if r["level"] == lvl) for lvl in (CRITICAL, WARNING, INFO, OK)}
+    findings = {lvl: sum(1 for r in rows for f in r["findings"] if f["level"] == lvl) for lvl in (CRITICAL, WARNING, INFO)}
     return {"generated_at": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds").replace(
         "+00:00", "Z"), "environments": rows,
-        "counts": {"environments": len(rows), "needing_attention": sum(1 for r in rows if r["attention"]),
+        "counts": {"environments": len(rows), "by_level": levels, "findings": findings,
+                   "needing_attention": levels[CRITICAL] + levels[WARNING],
+                   "critical_environments": [r["environment"] for r in rows if r["level"] == CRITICAL],
+                   "unreadable": sum(1 for r in rows if r.get("error")),
                    "skipped": sum(1 for r in rows if r.get("skipped"))}}
+
+
+def failing(report: dict, fail_on: Optional[str]) -> bool:
+    """Whether `--fail-on LEVEL` makes the command exit 1: any finding at LEVEL or worse."""
+    if fail_on is None:
+        return False
+    return any(RANK[r["level"]] <= RANK[fail_on] for r in report["environments"])

@@ -62,7 +62,19 @@ def install_stacks_dir(stacks: Path) -> None:
 
         def __init__(self, *args, **kwargs):
             kwargs["stacks_dir"] = Path(os.environ.get("ENGINE_TIER_STACKS", stacks))
+            # The KMS secrets provider at the emulator, where the product would use a passphrase.
+            if os.environ.get("ENGINE_TIER_SECRETS_PROVIDER"):
+                kwargs["secrets_provider"] = os.environ["ENGINE_TIER_SECRETS_PROVIDER"]
             super().__init__(*args, **kwargs)
+
+        def _layer_config(self, layer):
+            # A secret config value the cluster stand-in reads, set the way groundctl sets the deploy key.
+            from bootstrap.engine.stack_config import ConfigValue
+
+            config = super()._layer_config(layer)
+            if layer == "cluster" and os.environ.get("ENGINE_TIER_ADMIN_TOKEN"):
+                config["enginetier:adminToken"] = ConfigValue(os.environ["ENGINE_TIER_ADMIN_TOKEN"], secret=True)
+            return config
 
     automation.PulumiEngine = TierEngine
 
@@ -155,10 +167,9 @@ class Tier:
 
         return ObjectStore(self.s3, self.state_bucket)
 
-    def stack_config(self, layer: str) -> dict:
-        """The stack's config file as Pulumi wrote it (DIY backends keep it beside the program)."""
-        path = self.stacks / layer / f"Pulumi.{self.env_name}.yaml"
-        return (yaml.safe_load(path.read_text()) or {}).get("config", {}) if path.exists() else {}
+    def program_files(self) -> list[str]:
+        """Every file under the programs' folder, relative (a run must add none)."""
+        return sorted(str(p.relative_to(self.stacks)) for p in self.stacks.rglob("*"))
 
     def engine(self):
         """The product's engine on this environment, for what the CLI has no command for."""

@@ -1,0 +1,144 @@
+"""What needs a person's look, and how urgently: each finding has a level from one rule of `RULES`. Pure.
+
+The rules table is the contract an on-call engineer reads (README, "Fleet status"): a rule's level depends
+only on whether the environment is production. `critical` is what to act on now, `warning` what to fix
+this week, `info` what is true and expected. A row's level is its worst finding's; `ok` when none.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Optional
+
+CRITICAL, WARNING, INFO, OK = "critical", "warning", "info", "ok"
+RANK = {CRITICAL: 0, WARNING: 1, INFO: 2, OK: 3}
+
+MANUAL_DRILL_DAYS = 35  # drills run by hand (production without scheduled drills): about monthly, one missed
+
+# rule: (level in production, level elsewhere, when it fires)
+RULES: dict[str, tuple[str, str, str]] = {
+    "unreadable": (CRITICAL, WARNING, "the environment's records could not be read (endpoint, credentials, its role, "
+                   "its deadline): nothing else about it is known"),
+    "bucket-missing": (CRITICAL, WARNING, "the state bucket does not exist"),
+    "drift": (CRITICAL, WARNING, "the last drift check found drift"),
+    "drift-check-failed": (CRITICAL, WARNING, "the last drift check failed (its reason is shown)"),
+    "drill-failed": (CRITICAL, CRITICAL, "the last drill of a kind failed"),
+    "lock-stale": (CRITICAL, CRITICAL, "a groundctl lock whose holder is gone or silent past its TTL blocks every run"),
+    "protection-fails": (CRITICAL, WARNING, "the state bucket's protection fails the RPO (versioning off, a replica "
+                         "the spec asks for is missing)"),
+    "drift-stale": (WARNING, WARNING, "the last drift check is older than twice the longest gap of its schedule"),
+    "drift-never": (WARNING, WARNING, "no drift check was ever recorded"),
+    "drill-overdue": (WARNING, WARNING, "the last drill of a kind is older than twice the longest gap of its schedule "
+                      f"(or {MANUAL_DRILL_DAYS} days where drills are not scheduled)"),
+    "drill-never": (WARNING, INFO, "no drill of a kind was ever recorded"),
+    "drill-unverified": (WARNING, WARNING, "the last drill of a kind was refused or could not be fully verified"),
+    "rto-slower": (WARNING, WARNING, "passing drills' recovery time rose beyond its noise (see the trend rule)"),
+    "record-unreadable": (WARNING, WARNING, "a drift or drill record in the bucket could not be read"),
+    "protection-unknown": (WARNING, WARNING, "a bucket setting could not be read with these credentials"),
+    "protection-at-risk": (WARNING, INFO, "the state bucket's protection is at risk against the RPO (no replica, "
+                           "replication without a time bound, retention shorter than the spec's)"),
+    "lock-held": (INFO, INFO, "a live groundctl lock: a run is in progress"),
+    "skipped": (INFO, INFO, "not read: it uses the embedded emulator, whose state lives only while one runs"),
+}
+
+# The RTO trend: the latest passing drill against the median of up to TREND_WINDOW passing drills before it.
+TREND_WINDOW = 4
+TREND_MIN_BEFORE = 3
+TREND_FLOOR_SECONDS = 60.0
+TREND_RTO_SHARE = 0.05
+
+
+def finding(rule: str, production: bool, what: str) -> dict:
+    prod, other, _ = RULES[rule]
+    return {"level": prod if production else other, "rule": rule, "what": what}
+
+
+def worst(findings: list[dict]) -> str:
+    return min((f["level"] for f in findings), key=RANK.__getitem__, default=OK)
+
+
+def rto_trend(seconds: list[float], rto_seconds: float) -> dict:
+    """The trend of passing drills' recovery times (oldest first): the latest against the median of up to
+    TREND_WINDOW passing drills before it. `slower`/`faster` only beyond the noise threshold, the largest of
+    - 3 × the run-to-run noise: the robust standard deviation (1.4826 × median absolute deviation) of the
+      changes between consecutive earlier runs, divided by √2 (a change holds the noise of two runs). Measured
+      on the changes, a steady slowdown is not mistaken for noise, while scatter widens the threshold;
+    - 5 % of the RTO, and 60 s: jitter and a minute either way never fire.
+    Fewer than TREND_MIN_BEFORE earlier passing drills: not enough data."""
+    if len(seconds) < TREND_MIN_BEFORE + 1:
+        return {"trend": "not enough data", "recovery_seconds": seconds, "threshold_seconds": None, "baseline": None}
+    before, latest = seconds[-TREND_WINDOW - 1:-1], seconds[-1]
+    base = statistics.median(before)
+    steps = [b - a for a, b in zip(before, before[1:])]
+    mid = statistics.median(steps)
+    noise = 1.4826 * statistics.median(abs(s - mid) for s in steps) / 2 ** 0.5
+    threshold = max(3 * noise, TREND_RTO_SHARE * rto_seconds, TREND_FLOOR_SECONDS)
+    trend = "slower" if latest > base + threshold else "faster" if latest < base - threshold else "steady"
+    return {"trend": trend, "recovery_seconds": seconds[-TREND_WINDOW - 1:], "threshold_seconds": round(threshold, 1),
+            "baseline": round(base, 1)}
+
+
+def _days(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds / 3600:.1f} h" if seconds < 172800 else f"{seconds / 86400:.1f} days"
+
+
+def find(row: dict) -> list[dict]:
+    """Every finding of one summarized row (`recovery.fleet.status.summarize`), worst first."""
+    prod = bool(row.get("production"))
+    out: list[dict] = []
+    if row.get("skipped"):
+        return [finding("skipped", prod, row["skipped"])]
+    if row.get("error"):
+        out.append(finding("unreadable", prod, row["error"]))
+    for problem in row.get("problems") or []:
+        out.append(finding("record-unreadable", prod, problem))
+    prot = row.get("protection") or {}
+    if prot and not prot.get("exists", True):
+        return out + [finding("bucket-missing", prod, f"the state bucket {row['bucket']} does not exist")]
+    for f in prot.get("findings") or []:
+        rule = {"fails": "protection-fails", "at-risk": "protection-at-risk", "unknown": "protection-unknown"}.get(
+            f["level"])
+        if rule:
+            out.append(finding(rule, prod, f["what"]))
+    if row.get("error"):
+        return sorted(out, key=lambda f: RANK[f["level"]])
+    drift, fresh = row.get("drift"), row.get("freshness") or {}
+    if drift is None:
+        out.append(finding("drift-never", prod, "no drift check recorded"))
+    else:
+        if drift["result"] == "drift":
+            out.append(finding("drift", prod, f"drift in {', '.join(drift['drifted_layers']) or 'a layer'}"))
+        elif drift["result"] == "failed":
+            out.append(finding("drift-check-failed", prod, f"the last drift check failed: {drift.get('reason')}"))
+        limit = fresh.get("drift_max_age_seconds")
+        if limit and drift.get("age_seconds") is not None and drift["age_seconds"] > limit:
+            out.append(finding("drift-stale", prod, f"last drift check {_days(drift['age_seconds'])} ago; its schedule "
+                               f"({fresh.get('drift_schedule')}) expects one within {_days(limit)}"))
+    for kind, k in ((row.get("drills") or {}).get("per_kind") or {}).items():
+        last = k.get("last")
+        expected = kind in (fresh.get("drill_max_age_seconds") or {})
+        if last is None and expected:
+            out.append(finding("drill-never", prod, f"no {kind} drill recorded"))
+        if last is None:
+            continue
+        verdict = last.get("verdict")
+        if verdict == "failed":
+            out.append(finding("drill-failed", prod, f"last {kind} drill failed ({last.get('reason')})"))
+        elif verdict in ("refused", "unverified"):
+            out.append(finding("drill-unverified", prod, f"last {kind} drill {verdict} ({last.get('reason')})"))
+        limit = (fresh.get("drill_max_age_seconds") or {}).get(kind)
+        if limit and last.get("age_seconds") is not None and last["age_seconds"] > limit:
+            out.append(finding("drill-overdue", prod, f"last {kind} drill {_days(last['age_seconds'])} ago, past "
+                               f"its period of {_days(limit)}"))
+        if (k.get("trend") or {}).get("trend") == "slower":
+            t = k["trend"]
+            out.append(finding("rto-slower", prod, f"{kind} recovery {t['recovery_seconds'][-1]:.0f} s against a "
+                               f"median of {t['baseline']:.0f} s (threshold {t['threshold_seconds']:.0f} s)"))
+    lock = row.get("lock") or {}
+    if lock.get("stale"):
+        out.append(finding("lock-stale", prod, f"stale lock held by {lock.get('holder')}: {lock.get('reason')}"))
+    elif lock.get("held"):
+        out.append(finding("lock-held", prod, f"held by {lock.get('holder')}"))
+    return sorted(out, key=lambda f: RANK[f["level"]])

@@ -1,0 +1,136 @@
+"""Engine tier: nothing is written before the engine is known to be able to run what comes after.
+
+- A `pulumi` on PATH older than PULUMI_CLI_MIN: groundctl says which version it found and which it needs
+  (exit 4), before the state bucket exists. The CLI here is a stand-in script that prints a version, so
+  this test needs no real CLI.
+- A fresh copy of the repository with the real CLI but no provider plugin (an empty private PULUMI_HOME,
+  ambient plugins ignored): `up local` names the aws plugin, its version and the offline install command,
+  and writes nothing (no bucket, no stack file beside the programs).
+- A recovery whose layer program now needs a plugin that is missing stops before its restore.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, requires_pulumi
+from tests.engine_programs.tier import tier  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.engine
+
+COPY_IGNORE = shutil.ignore_patterns(".git", ".groundctl", "__pycache__", "*.egg-info", ".pytest_cache",
+                                     "Pulumi.*.yaml")
+
+
+def fresh_copy(tmp_path: Path, bucket: str) -> Path:
+    """The repository as a second operator would check it out, its `local` spec naming `bucket`."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(REPO, copy, ignore=COPY_IGNORE)
+    spec = copy / "environments" / "local.yaml"
+    data = yaml.safe_load(spec.read_text())
+    data["backend"]["bucket"] = bucket
+    spec.write_text(yaml.safe_dump(data))
+    return copy
+
+
+def buckets(endpoint: str) -> list[str]:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    return [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def groundctl(cwd: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+
+
+def base_env(path: str, home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", "PYTHONPATH")}
+    return {**env, "PATH": path, "PULUMI_HOME": str(home), "PULUMI_CONFIG_PASSPHRASE": "engine-tier-preflight",
+            "PULUMI_SKIP_UPDATE_CHECK": "true"}
+
+
+def test_an_old_pulumi_cli_is_refused_with_both_versions_before_anything_is_written(tmp_path, emulator_endpoint):
+    from bootstrap.engine.versions import PULUMI_CLI_MIN
+
+    fake = tmp_path / "old-pulumi" / "pulumi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = version ]; then echo v3.200.0; exit 0; fi\n"
+                    "echo \"error: unknown flag: $*\" >&2; exit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    bucket = f"gl-{uuid.uuid4().hex[:16]}"
+    copy = fresh_copy(tmp_path, bucket)
+    env = base_env(os.pathsep.join([str(fake.parent), os.path.dirname(sys.executable), "/usr/bin", "/bin"]),
+                   tmp_path / "home")
+    for args in (("up", "local", "--yes"), ("plan", "local"), ("drift", "local")):
+        proc = groundctl(copy, env, *args, "--endpoint-url", emulator_endpoint)
+        assert proc.returncode == 4, (args, proc.stderr)
+        assert f"is v3.200.0, but groundctl needs v{PULUMI_CLI_MIN} or later" in proc.stderr, proc.stderr
+        assert "unknown flag" not in proc.stderr.replace("reject as an unknown flag", "")
+        assert "Traceback" not in proc.stderr
+    assert bucket not in buckets(emulator_endpoint)
+    assert not list((copy / "stacks").rglob("Pulumi.local.yaml"))
+
+
+@requires_pulumi
+def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writes_nothing(tmp_path,
+                                                                                           emulator_endpoint):
+    from bootstrap.engine.preflight import sdk_plugin
+
+    aws = sdk_plugin("pulumi_aws")
+    bucket = f"gl-{uuid.uuid4().hex[:16]}"
+    copy = fresh_copy(tmp_path, bucket)
+    home = tmp_path / "empty-pulumi-home"
+    env = {**base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), os.path.dirname(sys.executable),
+                                       "/usr/bin", "/bin"]), home),
+           "PULUMI_IGNORE_AMBIENT_PLUGINS": "true"}
+    proc = groundctl(copy, env, "up", "local", "--yes", "--endpoint-url", emulator_endpoint)
+    assert proc.returncode == 4, proc.stderr
+    text = " ".join(proc.stderr.split())  # the console wraps the paragraph at the terminal's width
+    assert f"the aws resource plugin v{aws.version}" in text and "backend and network and cluster layers" in text
+    assert f"pulumi plugin install resource aws v{aws.version} --file pulumi-resource-aws-v{aws.version}-" in text
+    assert "Traceback" not in proc.stderr and "retry" not in proc.stderr.lower()
+    assert bucket not in buckets(emulator_endpoint)
+    assert not list((copy / "stacks").rglob("Pulumi.local.yaml")) and not home.joinpath("plugins").exists()
+
+
+@requires_pulumi
+def test_recover_stops_before_the_restore_when_the_layer_needs_a_missing_plugin(tier, tmp_path):
+    from bootstrap.records.ledger import read_ledger
+
+    assert tier.cli_json("up", "SPEC", "--layers", "network", "--yes")["outcome"] == "succeeded"
+    tier.s3.delete_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"))
+    program = tier.stacks / "network" / "__main__.py"
+    original = program.read_text()
+    before = sorted((v.key, v.version_id, v.delete_marker) for v in tier.store.versions(""))
+    serials = tier.ledger_serials("network")
+    # The stand-in now imports the AWS SDK, so its layer needs the aws plugin the private PULUMI_HOME lacks.
+    program.write_text("import pulumi_aws  # noqa: F401\n" + original)
+    try:
+        code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json",
+                                  env={"PULUMI_IGNORE_AMBIENT_PLUGINS": "true"})
+    finally:
+        program.write_text(original)
+    assert code == 4, err
+    phases = {p["phase"]: p for p in json.loads(out)["phases"]}
+    assert phases["restore"]["status"] == "failed" and "Nothing was restored or written" in phases["restore"]["message"]
+    assert "aws resource plugin" in phases["restore"]["message"]
+    assert "pulumi plugin install resource aws" in phases["restore"]["message"]
+    assert sorted((v.key, v.version_id, v.delete_marker) for v in tier.store.versions("")) == before
+    assert tier.ledger_serials("network") == serials
+    assert [r.operation for r in read_ledger(tier.store, "network", tier.env_name).records] == ["up"]
+    # With the plugin problem gone the same command restores the state.
+    code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json")
+    assert json.loads(out)["phases"][4]["status"] == "achieved", err

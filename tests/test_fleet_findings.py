@@ -1,0 +1,267 @@
+"""Fleet status for triage: every finding's level comes from the rules table (and the README shows that
+table), rows sort worst first with production first, freshness and per-kind drills are findings, the RTO
+trend ignores noise and failed drills, `--fail-on` decides the exit code, an unreadable or stuck
+environment is its own row, and a spec's `fleet.status_role_arn` is the role its bucket is read with."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.spec import parse_spec
+from recovery.fleet.cadence import longest_gap_minutes
+from recovery.fleet.findings import RULES, rto_trend
+from recovery.fleet.status import Source, fleet_report, read_fleet
+from tests.conftest import REPO
+from tests.fleetseed import Seed, dump, seed_environment, seed_fleet, spec_data
+
+# -- pure ----------------------------------------------------------------------------------------------
+
+
+def test_every_rule_is_in_the_readme_table_with_its_levels():
+    readme = (REPO / "README.md").read_text()
+    for rule, (prod, other, _) in RULES.items():
+        assert f"| `{rule}` | {prod} | {other} |" in readme, rule
+
+
+@pytest.mark.parametrize("schedule,gap", [("17 * * * *", 60), ("*/15 * * * *", 15), ("5 3 * * 6", 7 * 1440),
+                                          ("0 9 * * 1-5", 3 * 1440), ("0 0 1 * *", 31 * 1440), ("0 0 * * MON", None)])
+def test_the_longest_gap_of_a_schedule(schedule, gap):
+    assert longest_gap_minutes(schedule) == gap
+
+
+def test_the_trend_fires_on_a_real_slowdown_and_not_on_noise():
+    rto = 1800.0
+    assert rto_trend([600, 640, 580, 610, 590], rto)["trend"] == "steady"      # ±40 s: noise
+    assert rto_trend([600, 600, 600, 600, 680], rto)["trend"] == "steady"      # under the 90 s floor (5 % of RTO)
+    slow = rto_trend([600, 690, 780, 870, 960], rto)
+    assert slow["trend"] == "slower" and slow["baseline"] == 735.0 and slow["threshold_seconds"] == 90  # 5 % of RTO
+    assert rto_trend([600, 610, 960], rto)["trend"] == "not enough data"
+    # A widely scattered history widens the threshold: one slow run inside its spread is not a trend.
+    assert rto_trend([400, 900, 500, 800, 950], rto)["trend"] == "steady"
+
+
+def test_a_drill_name_is_read_strictly():
+    from recovery.drills.report import record_name
+    from recovery.fleet.reading import parse_drill_name
+    from tests.fleetseed import drill_report
+
+    report = drill_report("dev", "state-loss", 3, rto_minutes=30, recovery=612.4)
+    assert parse_drill_name(record_name(report)) == {"drill_id": report.drill_id, "kind": "state-loss",
+                                                     "outcome": "passed", "recovery_seconds": 612.0}
+    old = parse_drill_name("20261202T110000Z-rebuild-cluster-3f9a1c")  # written before names carried the verdict
+    assert old["outcome"] is None and old["kind"] == "rebuild-cluster"
+    for planted in ("20261202T110000Z-rebuild-cluster-3f9a1c--passed-1e400s", "20261202T110000Z-state-loss-1--won",
+                    "20261202T110000Z-state-loss-1--passed-99999999999s", "x--passed-1s",
+                    "20261202T110000Z-state-loss-1--passed-[/bold]s"):
+        assert parse_drill_name(planted) is None, planted
+
+
+def test_the_page_stays_small_at_200_environments():
+    from recovery.fleet.html import render
+    from tests.fleetseed import T0, drill_report
+
+    specs, raws = {}, []
+    for i in range(200):
+        name = f"environment-{i:03d}"
+        specs[name] = parse_spec(spec_data(name, f"{name}-state", "http://127.0.0.1:9", production=i % 4 == 0), name)
+        drills = [drill_report(name, kind, k, rto_minutes=30, recovery=600 + 60 * k, fail=i % 3 == 0 and k == 9)
+                  .to_dict() for k, kind in ((8, "rebuild-cluster"), (9, "state-loss"))]
+        raws.append({"environment": name, "bucket": f"{name}-state", "problems": [],
+                     "protection": {"bucket": f"{name}-state", "exists": True, "unreadable": [], "versioning": "Enabled",
+                                    "noncurrent_days": 30, "replication": "not read"},
+                     "drift": {"check_id": "c", "at": "2025-11-24T00:00:00Z", "drift": i % 5 == 0,
+                               "drifted_layers": ["network"] if i % 5 == 0 else []},
+                     "drill_count": 10, "drills": drills,
+                     "drill_names": [{"drill_id": f"20251120T00000{k}Z-rebuild-cluster-00000{k}", "kind": "rebuild-cluster",
+                                      "outcome": "passed", "recovery_seconds": 600.0} for k in range(4)],
+                     "lock": {"held": False}, "ledger": {"network": {"serial": 12, "at": "2025-11-24T00:00:00Z"}}})
+    report = fleet_report(raws, specs, T0 + 12 * 86400)
+    page = render(report)
+    assert all(r["findings"] for r in report["environments"])  # every row has something to say (stale, overdue…)
+    assert page.count("<svg") == 400 and page.count("<details") == 200  # none is quiet here: every one is overdue
+    assert len(page.encode()) < 300_000, len(page.encode())
+
+
+# -- the seeded fleet, read from the emulator ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def seeded(emulator_endpoint):
+    from bootstrap.aws.clients import AwsClients
+
+    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
+    now = time.time()
+    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"sf-{uuid.uuid4().hex[:8]}")
+    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
+    report = fleet_report(read_fleet(sources, workers=8), specs, now + 60)
+    return report, expected
+
+
+def test_each_seeded_environment_has_the_level_its_story_calls_for(seeded):
+    report, expected = seeded
+    got = {r["environment"]: r["level"] for r in report["environments"]}
+    wrong = {name: (got[name], level) for name, level in expected.items() if got[name] != level}
+    assert not wrong, {n: [f for f in r["findings"]] for r in report["environments"] for n in wrong
+                       if r["environment"] == n}
+
+
+def test_rows_sort_worst_first_production_first_and_the_counts_name_the_critical(seeded):
+    report, expected = seeded
+    rows = report["environments"]
+    ranks = [("critical", "warning", "info", "ok").index(r["level"]) for r in rows]
+    assert ranks == sorted(ranks)
+    crit = [r for r in rows if r["level"] == "critical"]
+    assert [r["production"] for r in crit] == sorted((r["production"] for r in crit), reverse=True)
+    c = report["counts"]
+    assert c["by_level"]["critical"] == sum(1 for v in expected.values() if v == "critical") == 9
+    assert set(c["critical_environments"]) == {n for n, v in expected.items() if v == "critical"}
+    assert c["needing_attention"] == 20
+
+
+def test_what_the_issue_found_hidden_is_now_a_finding(seeded):
+    rows = {r["environment"]: r for r in seeded[0]["environments"]}
+    rules = {name: {f["rule"]: f for f in r["findings"]} for name, r in rows.items()}
+    # A failed rebuild-cluster drill is not hidden by a newer passing state-loss drill.
+    api = rows["stage-api"]["drills"]["per_kind"]
+    assert api["rebuild-cluster"]["last"]["verdict"] == "failed" and api["state-loss"]["last"]["verdict"] == "passed"
+    assert rules["stage-api"]["drill-failed"]["level"] == "critical"
+    # A drill that failed early is a failure, never an "improving" recovery time.
+    web = rows["stage-web"]["drills"]["per_kind"]["rebuild-cluster"]
+    assert web["last"]["recovery_seconds"] is None and web["trend"]["trend"] != "faster"
+    # A production drift check 3.5 days old, and a never-checked one, are findings.
+    assert "drift-stale" in rules["prod-billing"] and "drift-never" in rules["prod-reports"]
+    # Only the seeded slowdowns are "slower"; the noisy one is not.
+    slower = {n for n, r in rules.items() if "rto-slower" in r}
+    assert slower == {"prod-media", "dev-queue"}
+    # No replica outside production is info, not a red bar.
+    assert rules["dev-ok-00"]["protection-at-risk"]["level"] == "info"
+    assert rules["prod-identity"]["lock-stale"]["level"] == "critical"
+    assert rows["dev-gone"]["findings"][0]["rule"] == "bucket-missing"
+
+
+# -- the command: --fail-on both ways, unreadable and stuck environments -----------------------------------
+
+def _fleet_dir(tmp_path, aws, endpoint, stories: dict[str, Seed]):
+    s3 = aws.client("s3")
+    envs = tmp_path / "environments"
+    envs.mkdir(parents=True)
+    now = time.time()
+    for name, seed in stories.items():
+        bucket = f"fo-{uuid.uuid4().hex[:16]}"
+        seed_environment(s3, name, bucket, seed, now=now)
+        (envs / f"{name}.yaml").write_text(dump(spec_data(name, bucket, endpoint)))
+    return envs
+
+
+def _status(envs, *extra, env_extra=None, timeout=120):
+    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", "GROUNDCTL_CLOUD_DEADLINE")}
+    env.update(env_extra or {})
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "groundctl", "fleet", "status", "--environments", str(envs), *extra],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout)
+    return proc, time.monotonic() - started
+
+
+def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoint):
+    ok = Seed(drift_records=3, drill_records=4)
+    envs = _fleet_dir(tmp_path, aws, emulator_endpoint, {"calm": ok, "drifty": Seed(drift_records=3, drill_records=4,
+                                                                                       drifted_last=True)})
+    # A drift outside production is a warning: it fails --fail-on warning, not --fail-on critical.
+    for args, code in (((), 0), (("--fail-on", "critical"), 0), (("--fail-on", "warning"), 1)):
+        proc, _ = _status(envs, "--json", *args)
+        assert proc.returncode == code, (args, proc.stderr)
+        doc = json.loads(proc.stdout)
+        assert doc["failing"] is bool(code)
+        drifty = next(r for r in doc["environments"] if r["environment"] == "drifty")
+        assert doc["environments"][0]["environment"] == "drifty"  # worst first
+        assert drifty["level"] == "warning" and {"level": "warning", "rule": "drift",
+                                                 "what": "drift in network"} in drifty["findings"]
+    failed = _fleet_dir(tmp_path / "b", aws, emulator_endpoint, {
+        "broken": Seed(drift_records=3, drill_records=4, failed_kinds=("state-loss",))})
+    proc, _ = _status(failed, "--fail-on", "critical", env_extra={"COLUMNS": "400"})
+    assert proc.returncode == 1, proc.stderr
+    # The counts, naming the critical ones, head the table (and close the report on stderr).
+    assert "1 critical" in proc.stdout.splitlines()[0] and "Critical: broken" in proc.stdout.splitlines()[0]
+    assert "1 critical" in proc.stderr and "Critical: broken" in proc.stderr
+    assert "critical: broken: last state-loss drill failed" in proc.stderr
+    proc, _ = _status(failed, "--fail-on", "attention")
+    assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
+
+
+
+def test_an_unreadable_environment_is_unreadable_and_needs_attention(tmp_path, aws, emulator_endpoint):
+    envs = _fleet_dir(tmp_path, aws, emulator_endpoint, {"fine": Seed(drift_records=2, drill_records=4)})
+    (envs / "away.yaml").write_text(dump(spec_data("away", "away-bucket", "http://127.0.0.1:9")))
+    proc, _ = _status(envs, env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5", "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    away = next(line for line in proc.stdout.splitlines() if " away " in line)
+    assert "warning" in away and "unreadable: Could not read versioning of away-bucket" in away
+    assert not any(word in away for word in ("never checked", "free", "no ledger", "none"))
+    assert "1 warning" in proc.stderr and "1 unreadable" in proc.stderr and "warning: away: Could not" in proc.stderr
+    proc, _ = _status(envs, "--fail-on", "warning", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5"})
+    assert proc.returncode == 1
+
+
+def test_a_stuck_environment_is_its_row_and_the_others_are_printed(tmp_path, aws, emulator_endpoint):
+    from tests.test_bounded_waits import _Hostile, _drip
+
+    envs = _fleet_dir(tmp_path, aws, emulator_endpoint, {"fine": Seed(drift_records=2, drill_records=4),
+                                                         "also-fine": Seed(drift_records=2, drill_records=4)})
+    with _Hostile(_drip) as server:  # answers one byte a second: no socket timeout ever fires
+        (envs / "stuck.yaml").write_text(dump(spec_data("stuck", "stuck-bucket", server.url)))
+        proc, took = _status(envs, "--json", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "4"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["environment"]: r for r in json.loads(proc.stdout)["environments"]}
+    # Cut either by the call deadline on its reading thread (naming the endpoint) or, failing that, by the
+    # fleet's own per-environment deadline: either way it is that row's error.
+    error = rows["stuck"]["error"]
+    assert ("did not finish answering within 4 s" in error or "was not read within 4 s" in error), error
+    assert rows["stuck"]["level"] == "warning"
+    assert rows["fine"]["drift"]["result"] == "clean" and rows["also-fine"]["drills"]["records"] == 4
+    assert took < 40, took  # the stuck thread is left behind, not joined at exit
+
+
+def test_a_spec_names_the_role_its_bucket_is_read_with(aws, emulator_endpoint, monkeypatch):
+    from recovery.fleet import access
+    from recovery.fleet.manifests import SpecFile
+    from tests.faultproxy import FaultProxy
+
+    s3 = aws.client("s3")
+    data = {}
+    for name in ("roled", "refused", "plain"):
+        bucket = f"ro-{uuid.uuid4().hex[:16]}"
+        seed_environment(s3, name, bucket, Seed(drift_records=2, drill_records=2))
+        data[name] = spec_data(name, bucket, emulator_endpoint)
+    data["roled"]["fleet"] = {"status_role_arn": "arn:aws:iam::123456789012:role/fleet-reader"}
+    data["refused"]["fleet"] = {"status_role_arn": "arn:aws:iam::123456789012:role/nobody"}
+    with pytest.raises(Exception, match="not an IAM role ARN"):
+        parse_spec(dict(data["plain"], fleet={"status_role_arn": "fleet-reader"}), "plain")
+    assumed = []
+    real = access._Roles._assume
+
+    def spy(base, role_arn):
+        client = real(base, role_arn)
+        assumed.append((role_arn, client._request_signer._credentials.access_key))
+        return client
+
+    monkeypatch.setattr(access._Roles, "_assume", staticmethod(spy))
+    # STS refuses the one role (throttled on every try), while S3 and the other role pass untouched.
+    refuse = lambda method, path, headers, body: b"AssumeRole" in body and b"nobody" in body  # noqa: E731
+    with FaultProxy(emulator_endpoint, fraction=1.0, only=refuse, after_share=0.0) as proxy:
+        specs = {n: parse_spec(dict(d, aws=dict(d["aws"], endpoint_url=proxy.endpoint_url)), n) for n, d in data.items()}
+        files = [SpecFile(s, f"{n}.yaml", "") for n, s in specs.items()]
+        rows = {r["environment"]: r for r in fleet_report(read_fleet(access.sources(files, None, {}), workers=3),
+                                                          specs, time.time())["environments"]}
+    assert rows["roled"]["drift"]["result"] == "clean" and not rows["roled"].get("error")
+    assert [r for r, _ in assumed] == ["arn:aws:iam::123456789012:role/fleet-reader"]
+    assert assumed[0][1] != "testing"  # the bucket was read with the role's credentials, not the caller's
+    assert "nobody" in rows["refused"]["error"] and rows["refused"]["findings"][0]["rule"] == "unreadable"
+    assert rows["plain"]["drift"]["result"] == "clean"
