@@ -16,10 +16,10 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bootstrap.errors import BadInput, SpecError
-from bootstrap.spec_file import bounded_quotes, check_name, read_spec_data
+from bootstrap.spec_file import (ENVIRONMENTS_DIR, bounded_quotes, bundled_notice, check_name,  # noqa: F401
+                                 environments_dir, read_spec_data, spec_path)
 from stacks.common.subnets import SubnetLayoutError, subnet_layout
 
-ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 _ACCOUNT = re.compile(r"^\d{12}$")
@@ -49,7 +49,7 @@ class AwsSpec(_Model):
     @field_validator("region")
     @classmethod
     def _region(cls, v: str) -> str:
-        if not _REGION.match(v):
+        if not _REGION.fullmatch(v):
             raise ValueError(f"'{v}' is not an AWS region name; use a name like 'eu-west-1'")
         return v
 
@@ -61,21 +61,21 @@ class AwsSpec(_Model):
                 "the account id must be quoted in YAML (a number loses leading zeros); write it as a "
                 "12-digit string such as \"012345678901\""
             )
-        if isinstance(v, str) and not _ACCOUNT.match(v):
+        if isinstance(v, str) and not _ACCOUNT.fullmatch(v):
             raise ValueError(f"'{v}' is not a 12-digit AWS account id")
         return v
 
     @field_validator("plan_role_arn", "apply_role_arn")
     @classmethod
     def _role(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not _ROLE_ARN.match(v):
+        if v is not None and not _ROLE_ARN.fullmatch(v):
             raise ValueError(f"'{v}' is not an IAM role ARN; use arn:aws:iam::<account>:role/<name>")
         return v
 
     @field_validator("endpoint_url")
     @classmethod
     def _endpoint(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not re.match(r"^https?://[^\s/]+(:\d+)?/?$", v) and v != "embedded":
+        if v is not None and not re.fullmatch(r"^https?://[^\s/]+(:\d+)?/?$", v) and v != "embedded":
             raise ValueError(
                 f"'{v}' is not an endpoint URL; use http(s)://host:port, or 'embedded' to start the "
                 "local AWS emulator"
@@ -87,14 +87,14 @@ def bucket_name_problem(name: str) -> Optional[str]:
     """Why S3 would refuse this general-purpose bucket name, or None."""
     if not 3 <= len(name) <= 63:
         return f"'{name}' has {len(name)} characters; S3 bucket names have 3 to 63"
-    if not _BUCKET_CHARS.match(name):
+    if not _BUCKET_CHARS.fullmatch(name):
         return (
             f"'{name}' may use only lowercase letters, digits, dots and hyphens, and must start and "
             "end with a letter or digit"
         )
     if ".." in name or ".-" in name or "-." in name:
         return f"'{name}' has adjacent dots or a dot beside a hyphen, which S3 refuses"
-    if re.match(r"^\d+\.\d+\.\d+\.\d+$", name):
+    if re.fullmatch(r"^\d+\.\d+\.\d+\.\d+$", name):
         return f"'{name}' is formatted as an IP address, which S3 refuses"
     for prefix in ("xn--", "sthree-", "amzn-s3-demo-"):
         if name.startswith(prefix):
@@ -122,7 +122,7 @@ class BackendSpec(_Model):
     @field_validator("kms_alias")
     @classmethod
     def _alias(cls, v: str) -> str:
-        if not _KMS_ALIAS.match(v) or v.startswith("alias/aws/"):
+        if not _KMS_ALIAS.fullmatch(v) or v.startswith("alias/aws/"):
             raise ValueError(
                 f"'{v}' is not a customer KMS alias; use 'alias/<name>' (names under alias/aws/ are "
                 "reserved for AWS)"
@@ -132,7 +132,7 @@ class BackendSpec(_Model):
     @field_validator("replica_region")
     @classmethod
     def _replica(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not _REGION.match(v):
+        if v is not None and not _REGION.fullmatch(v):
             raise ValueError(f"'{v}' is not an AWS region name; use a name like 'eu-central-1'")
         return v
 
@@ -204,7 +204,7 @@ class ClusterSpec(_Model):
                 f"the Kubernetes version must be quoted in YAML ({v} as a number loses its trailing "
                 "zero); write it as a string such as \"1.31\""
             )
-        if isinstance(v, str) and not _K8S_VERSION.match(v):
+        if isinstance(v, str) and not _K8S_VERSION.fullmatch(v):
             raise ValueError(f"'{v}' is not a Kubernetes minor version such as \"1.31\"")
         return v
 
@@ -212,7 +212,7 @@ class ClusterSpec(_Model):
     @classmethod
     def _admins(cls, v: list[str]) -> list[str]:
         for arn in v:
-            if not _PRINCIPAL_ARN.match(arn):
+            if not _PRINCIPAL_ARN.fullmatch(arn):
                 raise ValueError(f"'{arn}' is not an IAM role or user ARN")
         return v
 
@@ -250,7 +250,7 @@ class FluxRef(_Model):
         given = [k for k in ("tag", "commit", "branch") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError("give exactly one of tag, commit or branch, e.g. `ref: {tag: v1.4.0}`")
-        if self.commit and not _COMMIT.match(self.commit):
+        if self.commit and not _COMMIT.fullmatch(self.commit):
             raise ValueError(f"commit '{self.commit}' is not a full 40-character lowercase SHA")
         return self
 
@@ -270,14 +270,14 @@ class FluxSpec(_Model):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not _FLUX_VERSION.match(v):
+        if not _FLUX_VERSION.fullmatch(v):
             raise ValueError(f"'{v}' is not a Flux release such as 'v2.4.0'")
         return v
 
     @field_validator("repository_url")
     @classmethod
     def _repo(cls, v: str) -> str:
-        if not re.match(r"^(ssh://|https://)\S+$", v):
+        if not re.fullmatch(r"^(ssh://|https://)\S+$", v):
             raise ValueError(
                 f"'{v}' is not a Git URL Flux can fetch; use ssh://git@host/org/repo.git or https://…"
             )
@@ -286,7 +286,7 @@ class FluxSpec(_Model):
     @field_validator("interval")
     @classmethod
     def _interval(cls, v: str) -> str:
-        if not re.match(r"^\d+[smh]$", v):
+        if not re.fullmatch(r"^\d+[smh]$", v):
             raise ValueError(f"'{v}' is not a duration such as '5m'")
         return v
 
@@ -315,7 +315,7 @@ class FleetSpec(_Model):
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not _CRON.match(v.strip()):
+        if v is not None and not _CRON.fullmatch(v.strip()):
             raise ValueError(f"'{v}' is not a five-field cron schedule such as '17 * * * *'")
         return v
 
@@ -341,7 +341,7 @@ class EnvironmentSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _ENV_NAME.match(v):
+        if not _ENV_NAME.fullmatch(v):
             raise ValueError(
                 f"'{v}' is not a usable environment name; use lowercase letters, digits and hyphens "
                 "(it becomes the Pulumi stack name)"
@@ -461,19 +461,6 @@ def parse_spec(data: object, source: str) -> EnvironmentSpec:
         raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
 
 
-def environments_dir() -> Path:
-    """`./environments` when the operator works in a checkout of their own, else the shipped examples."""
-    here = Path.cwd() / "environments"
-    return here if here.is_dir() else ENVIRONMENTS_DIR
-
-
-def spec_path(name_or_path: str, base: Path) -> Path:
-    """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
-    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
-        return Path(name_or_path)
-    return base / f"{name_or_path}.yaml"
-
-
 def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec:
     check_name(name_or_path)
     base = base or environments_dir()
@@ -490,4 +477,9 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
         raise SpecError(
             str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]
         )
+    notice = bundled_notice(path, spec.aws.account_id)
+    if notice:
+        from bootstrap import console
+
+        console.warn(notice)  # on stderr: --json stays one document
     return spec

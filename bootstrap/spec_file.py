@@ -1,4 +1,5 @@
-"""Reading a spec file into plain data, refusing what a spec never is before it costs time or memory.
+"""Finding a spec file (and saying so when it is a bundled example) and reading it into plain data, refusing
+what a spec never is before it costs time or memory.
 
 A spec is a short, hand-written YAML mapping. Anything far from that (a file of megabytes, thousands
 of nesting levels, an integer of thousands of digits, the same key twice) is a mistake or an attack,
@@ -22,6 +23,8 @@ MAX_INT_DIGITS = 30
 MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 QUOTE_PREFIX = 60
+# The example specs shipped with groundctl: found only when the working folder holds no environments/.
+ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 
 
 def bounded(value: object, limit: int = QUOTE_PREFIX) -> str:
@@ -126,3 +129,35 @@ def read_spec_data(path: Path) -> object:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
         problem = bounded(getattr(exc, "problem", None) or exc, 200)
         raise SpecError(source, [(where, f"the file is not valid YAML ({problem})")]) from None
+
+
+def environments_dir() -> Path:
+    """`./environments` when the operator works in a checkout of their own, else the shipped examples."""
+    here = Path.cwd() / "environments"
+    return here if here.is_dir() else ENVIRONMENTS_DIR
+
+
+_NOTED: set[str] = set()
+
+
+def bundled_example(path: Path) -> bool:
+    """True when `path` is one of groundctl's shipped example specs reached only because the working folder
+    holds no environments/ of its own: acting on it unknowingly would act on an example account."""
+    return not (Path.cwd() / "environments").is_dir() and path.resolve().parent == ENVIRONMENTS_DIR
+
+
+def bundled_notice(path: Path, account_id: str) -> str | None:
+    """What to tell the operator, once per run, when `path` is a bundled example; None otherwise."""
+    if not bundled_example(path) or str(path) in _NOTED:
+        return None
+    _NOTED.add(str(path))
+    return (f"{Path.cwd()} holds no environments/ folder, so this is groundctl's bundled example spec {path} "
+            f"(account {account_id}), not one of yours. Run groundctl from the folder that holds your "
+            "environments/, or give your spec's path.")
+
+
+def spec_path(name_or_path: str, base: Path) -> Path:
+    """`dev` means environments/dev.yaml; anything with a slash or .yaml suffix is a path."""
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return Path(name_or_path)
+    return base / f"{name_or_path}.yaml"

@@ -62,7 +62,7 @@ def resolve_endpoint(spec: EnvironmentSpec, flag: Optional[str], environ: Mappin
 
 
 def _checked_url(url: str, where: str) -> str:
-    if not _URL.match(url):
+    if not _URL.fullmatch(url):
         raise BadInput(f"{where} is '{url}', which is not an endpoint URL; use http(s)://host:port, e.g. "
                        "the URL `groundctl emulator start` prints.")
     return url.rstrip("/")

@@ -41,12 +41,14 @@ def _version(package: str, fallback: str) -> str:
 @ci_app.command("init")
 def init(
     repo: Path = _DIR,
-    install: Optional[str] = typer.Option(
-        None, "--install", help="What the workflows `pip install` (default: this groundctl release, "
-                                "groundctl==VERSION; `.` for a repository that is groundctl itself)."),
+    install: str = typer.Option(
+        "groundctl-requirements.txt", "--install",
+        help="What the workflows install: the repository's requirements file pinning groundctl and its "
+             "dependencies with sha256 hashes (installed with --require-hashes), or `.` for a repository that "
+             "is groundctl itself."),
     python_version: str = typer.Option("3.11", "--python-version", help="Python for the workflows."),
     pulumi_version: Optional[str] = typer.Option(
-        None, "--pulumi-version", help="Pulumi CLI release the workflows install (default: the Pulumi SDK's)."),
+        None, "--pulumi-version", help="Pulumi CLI release the workflows install (default: the one groundctl pins)."),
     default_branch: str = typer.Option("main", "--default-branch", help="Branch that merges apply to."),
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
@@ -54,23 +56,32 @@ def init(
 ) -> None:
     """Write .github/workflows/groundctl-{pr,apply,drift}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
+    from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
+
+    from bootstrap.engine.versions import PULUMI_CLI_PINNED
 
     environments = _environments(repo)
     options = workflows.WorkflowOptions(
-        install=install or f"groundctl=={_version('groundctl', '0.1.0')}",
+        install=install,
         python_version=python_version,
-        pulumi_version=pulumi_version or _version("pulumi", ""),
+        pulumi_version=pulumi_version or PULUMI_CLI_PINNED,
         default_branch=default_branch,
         drift_cron=drift_schedule,
         groundctl_version=_version("groundctl", "unknown"),
     )
-    wrong = workflows.problems(options)
+    wrong = workflows.problems(options) or _requirements_problems(repo, options.install)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
     rendered = workflows.render(options)
     status = {}
     for rel, text in rendered.items():
         path = repo / rel
+        link = symlink_on_the_way(repo, rel)
+        if link is not None:
+            # A link planted in a repository (a pull request can add one) would send the write anywhere.
+            raise BadInput(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
+                           f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
+                           "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
         if path.is_file():
             status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
         elif path.exists():
@@ -84,15 +95,11 @@ def init(
             "nothing was written. Review the difference (the repository's history keeps the old file), then "
             "re-run with --force to replace them."
         )
-    for rel, text in rendered.items():
-        if status[rel] == "unchanged":
-            continue
-        path = repo / rel
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"Cannot write {path} ({exc.strerror or exc}). Give a writable repository with --dir.") from None
+    pending = {rel: text for rel, text in rendered.items() if status[rel] != "unchanged"}
+    if pending:
+        check_dir(repo / workflows.WORKFLOW_DIR, "--dir")  # every file can be written, or none is
+    for rel, text in pending.items():
+        write_text(repo / rel, text, "--dir")
         status[rel] = "replaced" if status[rel] == "differs" else "written"
     plan_roles = _select(environments, None, "plan")
     apply_roles = _select(environments, None, "apply")
@@ -117,6 +124,24 @@ def init(
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "
                  ".github/workflows/ and see the README section 'Pull requests on GitHub Actions' for the roles' "
                  "trust policies.")
+
+
+def _requirements_problems(repo: Path, install: str) -> list[str]:
+    from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+
+    if install == CHECKOUT:
+        return []
+    path = repo / install
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text is None:
+        return [f"{install} is not a readable file in {repo.resolve()}: the workflows install groundctl from the "
+                "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
+                "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
+                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
+    return requirements_problems(text, install)
 
 
 # -- targets --------------------------------------------------------------------------------------------
@@ -160,18 +185,34 @@ def targets(
 
 
 def _read_changed(path: Path) -> list[str]:
+    from bootstrap.ci.touched import environment_of, not_paths
+
+    how = "Give a text file with one changed path per line, such as the output of `git diff --name-only`"
+    if environment_of(str(path)) is not None:
+        raise BadInput(f"--changed-files {path} is an environment spec, not a list of changed paths. {how} (a file "
+                       f"holding the line {path} touches that environment), or --all for every environment.")
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read --changed-files {path} ({exc}). Give a text file with one path per line, "
-                       "such as the output of `git diff --name-only`.") from None
-    return [line for line in text.splitlines() if line.strip()]
+        raise BadInput(f"Cannot read --changed-files {path} ({exc}). {how}.") from None
+    lines = text.splitlines()
+    bad = not_paths(lines)
+    if bad:
+        number, line = bad[0]
+        raise BadInput(f"--changed-files {path} is not a list of changed paths: line {number} ({printable(line)!r}) "
+                       f"is not a path{f', nor are {len(bad) - 1} more lines' if len(bad) > 1 else ''}. {how}.")
+    return [line for line in lines if line.strip()]
+
+
+def printable(text: str, limit: int = 60) -> str:
+    shown = "".join(c if c.isprintable() else "?" for c in text)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
 
 
 def _refuse_unusable_names(paths: list[str]) -> None:
     from bootstrap.ci.touched import ENV_NAME, environment_of
 
-    bad = sorted({p for p in paths if (name := environment_of(p)) is not None and not ENV_NAME.match(name)})
+    bad = sorted({p for p in paths if (name := environment_of(p)) is not None and not ENV_NAME.fullmatch(name)})
     if bad:
         raise BadInput(f"{', '.join(bad)}: an environment file's name must be the environment's name, made of "
                        "lowercase letters, digits and hyphens (it becomes the Pulumi stack name). Rename it.")
@@ -188,7 +229,7 @@ def _environments(repo: Path) -> list:
                        "environments/<env>.yaml, or point --dir at it.")
     found = []
     for path in sorted(folder.glob("*.yaml")):
-        if not ENV_NAME.match(path.stem):
+        if not ENV_NAME.fullmatch(path.stem):
             continue  # never an environment; a change that adds one is refused by `targets`
         try:
             spec = load_spec(path.stem, base=folder)
@@ -219,11 +260,10 @@ def _select(environments: list, names: Optional[list[str]], needs: Optional[str]
 
 def _write_or_print(text: str, out: Optional[Path], json_doc: Optional[dict]) -> None:
     if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"Cannot write {out} ({exc.strerror or exc}). Give a writable path with --out.") from None
+        from bootstrap.destinations import check_file, write_text
+
+        check_file(out)
+        write_text(out, text)
     if json_doc is not None:
         console.emit_json(json_doc)
     elif out is None:
@@ -274,7 +314,7 @@ def comment(
     from bootstrap.ci.touched import ENV_NAME
     from bootstrap.planning.render import live_combined_names
 
-    if not ENV_NAME.match(environment):
+    if not ENV_NAME.fullmatch(environment):
         raise BadInput(f"'{environment}' is not an environment name (lowercase letters, digits, hyphens).")
     offline, live = plan_dir / "offline", plan_dir / "live"
     live_json, live_md = live_combined_names(environment)

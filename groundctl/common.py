@@ -81,13 +81,11 @@ def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Targ
 
 
 def writable_dir(out: Optional[Path], flag: str = "--out") -> None:
-    """BadInput now, before any work, when `out` can never be a directory to write reports into."""
+    """BadInput now, before any work, unless `out` is a folder a report can be written into."""
     if out is not None:
-        from bootstrap.spec_file import check_name  # yaml loads only for the commands that write reports
+        from bootstrap.destinations import check_dir  # yaml loads only for the commands that write reports
 
-        check_name(str(out), flag)
-    if out is not None and out.exists() and not out.is_dir():
-        raise BadInput(f"{flag} {out} is a file, not a directory. Give a directory (it is created when missing).")
+        check_dir(out, flag)
 
 
 def table(title: str, *columns: str) -> Table:

@@ -19,16 +19,20 @@ fleet_app = typer.Typer(cls=Group, help="Scheduled drift checks and drills acros
                         no_args_is_help=True)
 app.add_typer(fleet_app, name="fleet")
 
-_ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments, else the "
-                     "shipped examples).")
+_ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments).")
 
 
 def _spec_files(folder: Optional[Path]):
     """Every `*.yaml` of the folder, validated, with its text as written."""
-    from bootstrap.spec import environments_dir, load_spec
+    from bootstrap.spec import ENVIRONMENTS_DIR, environments_dir, load_spec
     from recovery.fleet.manifests import SpecFile
 
     base = folder or environments_dir()
+    if folder is None and base == ENVIRONMENTS_DIR and not (Path.cwd() / "environments").is_dir():
+        # A fleet of the shipped examples (account 111111111111) is never what an operator means to schedule.
+        raise BadInput(f"{Path.cwd()} holds no environments/ folder, and the fleet commands never fall back to "
+                       "groundctl's bundled example specs. Run from the folder that holds your environments/, or "
+                       "give it with --environments.")
     if not base.is_dir():
         raise BadInput(f"--environments {base} is not a folder. Give the folder that holds the fleet's "
                        "<env>.yaml specs.")
@@ -52,17 +56,20 @@ def manifests(
 
     from recovery.fleet.manifests import render, to_yaml
 
-    if not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", namespace):
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise BadInput(f"--namespace '{namespace}' is not a Kubernetes namespace name; use lowercase letters, "
                        "digits and hyphens (at most 63).")
-    if not re.match(r"^[^\s]+$", image) or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+    if not re.fullmatch(r"[^\s]+", image) or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
         raise BadInput(f"--image '{image}' is not pinned: give a tag (registry/groundctl:0.1.0) or, better, a digest "
                        "(registry/groundctl@sha256:…), so every scheduled run uses the same groundctl.")
+    from bootstrap.destinations import check_file, write_text
+
+    check_file(out)
     rendered = render(_spec_files(environments), image=image, ns=namespace)
     if json_out:
         console.emit_json({"manifests": list(rendered.manifests), "notes": list(rendered.notes)})
     elif out is not None:
-        out.write_text(to_yaml(rendered.manifests))
+        write_text(out, to_yaml(rendered.manifests))
         console.info(f"Wrote {len(rendered.manifests)} manifests to {out}")
     else:
         typer.echo(to_yaml(rendered.manifests), nl=False)
@@ -98,9 +105,9 @@ def status(
     if html is not None:
         from recovery.fleet.html import render
 
-        html.mkdir(parents=True, exist_ok=True)
-        page = html / "fleet-status.html"
-        page.write_text(render(report))
+        from bootstrap.destinations import write_files
+
+        page, = write_files(html, {"fleet-status.html": render(report)}, "--html")
         report["html"] = str(page)
     for row in report["environments"]:
         # The timelines are the page's drawing material (every phase of the latest drills): a JSON reader

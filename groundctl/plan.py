@@ -81,15 +81,6 @@ def plan_offline(environment: str, *, out: Path, json_out: bool) -> int:
 
 
 def _write(out: Path, files: dict[str, str]) -> list[Path]:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, text in files.items():
-            path = out / name
-            path.write_text(text)
-            written.append(path)
-        return written
-    except OSError as exc:
-        raise BadInput(
-            f"Cannot write the plan files to {out} ({exc.strerror or exc}). Give a writable directory with --out."
-        ) from None
+    from bootstrap.destinations import write_files
+
+    return write_files(out, files)

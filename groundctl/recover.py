@@ -29,18 +29,20 @@ def _show(cond) -> None:
 
 
 def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path, Path]:
+    from bootstrap.destinations import write_files
     from recovery.report import render_markdown, transcript_json
 
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"recover-{transcript['environment']}-{transcript['layer']}-{transcript['run_id']}"
-        js, md = stem.with_suffix(".json"), stem.with_suffix(".md")
-        js.write_text(transcript_json(transcript, secrets))
-        md.write_text(render_markdown(transcript, secrets))
-    except OSError as exc:
-        raise BadInput(f"The report cannot be written to {out} ({exc.strerror}). Give a writable directory "
-                       "with --out, or leave it out.") from None
+    stem = f"recover-{transcript['environment']}-{transcript['layer']}-{transcript['run_id']}"
+    js, md = write_files(out, {f"{stem}.json": transcript_json(transcript, secrets),
+                               f"{stem}.md": render_markdown(transcript, secrets)})
     return js, md
+
+
+def state_may_have_changed(transcript: dict) -> bool:
+    """Whether a phase that writes the state was attempted: from then on the outcome is what must be told."""
+    from recovery.guide import WRITES
+
+    return any(p.get("attempted") and p.get("phase") in WRITES for p in transcript.get("phases") or ())
 
 
 def engine_ready(target, layer: str) -> None:
@@ -114,8 +116,16 @@ def recover(
         secrets = target.secret_values()
     data = transcript.to_dict()
     if out is not None:
-        js, md = write_reports(out, data, secrets)
-        console.info(f"Transcript: {js}\nReport: {md}")
+        try:
+            js, md = write_reports(out, data, secrets)
+            console.info(f"Transcript: {js}\nReport: {md}")
+        except BadInput as exc:
+            if not state_may_have_changed(data):
+                raise
+            # The state was (or may have been) changed: the outcome and its exit code are the answer, and the
+            # transcript still reaches stdout below; losing the files is a warning, not "bad input".
+            console.warn(f"{exc.message} The recovery itself ran: its outcome is "
+                         + ("the JSON on stdout and the exit code." if json_out else "below, with its exit code."))
     if json_out:
         console.emit_json(redact(data, secrets))
     else:

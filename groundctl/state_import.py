@@ -58,16 +58,16 @@ def import_plan(
     Exit 0 when every custom resource is in the plan, 1 when some had to be left out (each with its
     reason), 2 when FILE is not a Pulumi state.
     """
+    from bootstrap.destinations import check_file, write_text
+
+    if out.exists() and not force:
+        raise BadInput(f"{out} already exists. Choose another path with --out, or pass --force to replace it.")
+    check_file(out)  # before the state is read: a destination that cannot be written wastes that work
     resources, stack = raw_resources(file)
     from recovery.imports import plan_from_state
 
     plan = plan_from_state(resources)
-    if out.exists() and not force:
-        raise BadInput(f"{out} already exists. Choose another path with --out, or pass --force to replace it.")
-    try:
-        out.write_text(json.dumps(plan.to_pulumi_json(), indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"Cannot write {out} ({exc.strerror}). Choose a writable path with --out.") from None
+    write_text(out, json.dumps(plan.to_pulumi_json(), indent=4, ensure_ascii=False) + "\n")
 
     if json_out:
         console.emit_json(plan_report(file, out, plan, stack))

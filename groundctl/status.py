@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Optional
 
 import typer
@@ -106,6 +107,17 @@ def drift_row(plan: "Plan") -> dict:
             "skipped_reason": plan.skipped_reason, "changes": changed}
 
 
+def require_flux_secrets(spec, steps) -> None:
+    """BadInput before any preview when the flux layer will run and its SSH secrets are not set: a scheduled
+    drift check must fail at once with what to set, not after every other layer."""
+    from bootstrap.engine.stack_config import flux_secrets_missing
+
+    if any(s.layer == "flux" and not s.skip_reason for s in steps.layers):
+        missing = flux_secrets_missing(spec, os.environ)
+        if missing:
+            raise BadInput(missing)
+
+
 @app.command("drift")
 def drift(
     environment: str = ENV_ARG,
@@ -125,6 +137,7 @@ def drift(
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
         try:
+            require_flux_secrets(target.spec, steps)
             plans = preview_all(target, steps, default_services())
         except GroundctlError as exc:
             if record:  # a scheduled check that failed is seen as failed, with its reason

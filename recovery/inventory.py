@@ -254,7 +254,7 @@ def routes_of(table: LiveItem, described: Mapping[str, Any], subnet_names: Mappi
 def inline_policy_name(role: str, policy_name: str) -> str:
     """The logical name of a role's inline policy. Programs name it `naming.child(role, part)` and let
     Pulumi auto-name it in AWS (`<logical>-<7 hex>`); a policy named explicitly is `child(role, name)`."""
-    auto = _AUTONAME.match(policy_name)
+    auto = _AUTONAME.fullmatch(policy_name)
     if auto and auto.group(1).startswith(f"{role}-"):
         return auto.group(1)
     return naming.child(role, policy_name)

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from bootstrap.records.ledger import Finding
 
-_SERIAL = re.compile(r"(\d{12})\.json$")
+_SERIAL = re.compile(r"(\d{12})\.json\Z")
 
 
 def _serial_of(key: str) -> Optional[int]:

@@ -9,10 +9,14 @@ from typing import Mapping
 
 import yaml
 
-from bootstrap.ci.workflows import WorkflowOptions, render
+from bootstrap.ci.workflows import DEFAULT_REQUIREMENTS, WorkflowOptions, render
+from bootstrap.engine.versions import PULUMI_CLI_PINNED
 
-OPTIONS = WorkflowOptions(install="groundctl==0.1.0", python_version="3.11", pulumi_version="3.150.0",
+OPTIONS = WorkflowOptions(install=DEFAULT_REQUIREMENTS, python_version="3.11", pulumi_version=PULUMI_CLI_PINNED,
                           default_branch="main", drift_cron="17 6 * * *", groundctl_version="0.1.0")
+# A repository's pinned copy of groundctl, as the README says to write it (the hashes are the form's, not real).
+REQUIREMENTS = (f"./vendor/groundctl-0.1.0-py3-none-any.whl --hash=sha256:{'1' * 64}\n"
+                f"boto3==1.35.0 \\\n    --hash=sha256:{'2' * 64}\n")
 
 
 def rendered(options: WorkflowOptions = OPTIONS) -> dict[str, dict]:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.ci.workflows import ACTIONS, APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, render
-from tests.ci_workflow import OPTIONS, groundctl_lines, rendered, step
+from bootstrap.ci.workflows import (ACTIONS, APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW,
+                                    render)
+from tests.ci_workflow import OPTIONS, REQUIREMENTS, groundctl_lines, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_runbooks import ROOT, _words, check_command
@@ -27,6 +28,7 @@ SCHEMAS = ("vendor.github-workflows", "custom.github-workflows-require-timeout")
 def fresh_repo(tmp_path) -> Path:
     """A repository that holds nothing but environments/ (the shipped example specs)."""
     shutil.copytree(REPO / "environments", tmp_path / "environments")
+    (tmp_path / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
     return tmp_path
 
 
@@ -151,6 +153,7 @@ EXPECTED_PERMISSIONS = {
     (PR_WORKFLOW, "detect"): {"contents": "read"},
     (PR_WORKFLOW, "plan"): {"contents": "read", "id-token": "write"},
     (PR_WORKFLOW, "comment"): {"pull-requests": "write"},
+    (PR_WORKFLOW, "result"): {},
     (APPLY_WORKFLOW, "detect"): {"contents": "read"},
     (APPLY_WORKFLOW, "apply"): {"contents": "read", "id-token": "write", "actions": "read", "pull-requests": "read"},
     (DRIFT_WORKFLOW, "detect"): {"contents": "read"},

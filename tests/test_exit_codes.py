@@ -34,9 +34,12 @@ def _closed_port() -> int:
 def _env(extra: dict) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("GROUNDCTL_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
+    # The flux layer's SSH secrets are set, so that each class is the only thing wrong: without them, drift and
+    # drills of dev refuse at their preflight before they reach the cloud (tests/test_flux_secrets_preflight.py).
     env.update(PULUMI_CONFIG_PASSPHRASE="exit-codes", AWS_CONFIG_FILE=os.devnull,
                AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true",
-               GROUNDCTL_CLOUD_DEADLINE="2", **extra)
+               GROUNDCTL_CLOUD_DEADLINE="2", GROUNDCTL_FLUX_DEPLOY_KEY="exit-codes-key",
+               GROUNDCTL_FLUX_KNOWN_HOSTS="git.example ssh-ed25519 AAAA", **extra)
     return env
 
 

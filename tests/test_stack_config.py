@@ -28,7 +28,6 @@ def test_dev_network_and_common_keys():
     assert values(config) == {
         "aws:region": "eu-west-1", "groundctl:env": "dev", "groundctl:production": "false",
         "groundctl:accountId": "111111111111", "groundctl:lineage": "L-1",
-        "groundctl:assumeRoleArn": "arn:aws:iam::111111111111:role/groundctl-apply",
         "network:cidr": "10.20.0.0/16", "network:azCount": "2", "network:natMode": "single",
         "network:flowLogsRetentionDays": "30",
     }
@@ -153,3 +152,29 @@ def test_emulator_runs_assume_no_role():
     config = values(layer_config(load_spec("local"), "backend", endpoint_url="http://127.0.0.1:5999"))
     assert "groundctl:assumeRoleArn" not in config
     assert config["groundctl:awsEndpoint"] == "http://127.0.0.1:5999"
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+@pytest.mark.parametrize("layer", ["backend", "network", "cluster", "flux"])
+def test_no_run_configures_a_role_into_a_program(environment, layer):
+    """Whatever the command (a pull request's preview, a drift check, an up), the programs get no role to
+    assume: a preview holds only its caller's credentials, and the provider's inputs are the same for a plan
+    and for the apply that must match it."""
+    spec = load_spec(environment)
+    assert spec.aws.apply_role_arn and spec.aws.plan_role_arn
+    env = {"GROUNDCTL_FLUX_DEPLOY_KEY": "k", "GROUNDCTL_FLUX_KNOWN_HOSTS": "h"}
+    config = values(layer_config(spec, layer, environ=env))
+    roles = (spec.aws.apply_role_arn, spec.aws.plan_role_arn)
+    assert not [k for k, v in config.items() if any(r in v for r in roles) or "assumeRole" in k]
+
+
+def test_a_missing_flux_secret_is_named_before_any_work():
+    from bootstrap.engine.stack_config import flux_secrets_missing
+
+    dev = load_spec("dev")
+    assert dev.flux.repository_url.startswith("ssh://")
+    assert "GROUNDCTL_FLUX_DEPLOY_KEY" in flux_secrets_missing(dev, {})
+    assert "GROUNDCTL_FLUX_KNOWN_HOSTS" in flux_secrets_missing(dev, {"GROUNDCTL_FLUX_DEPLOY_KEY": "k"})
+    assert flux_secrets_missing(dev, {"GROUNDCTL_FLUX_DEPLOY_KEY": "k", "GROUNDCTL_FLUX_KNOWN_HOSTS": "h"}) is None
+    https = dev.model_copy(update={"flux": dev.flux.model_copy(update={"repository_url": "https://x.example/f.git"})})
+    assert flux_secrets_missing(https, {}) is None

@@ -153,8 +153,9 @@ def test_bad_config_is_bad_input():
         run_program("network", "dev", config, UPSTREAM)
 
 
-def test_provider_assumes_the_apply_role_and_pins_the_account():
+def test_provider_assumes_no_role_and_pins_the_account():
+    """The provider runs with the caller's credentials (the plan role previews, the apply role applies): a
+    preview can never reach the apply role, and its inputs do not change with who runs it."""
     provider, = of_type(network(2, "single"), "pulumi:providers:aws")
-    roles = json.loads(provider.inputs["assumeRoles"])
-    assert roles == [{"roleArn": "arn:aws:iam::111111111111:role/groundctl-apply", "sessionName": "groundctl-dev"}]
+    assert "assumeRoles" not in provider.inputs and "assumeRole" not in provider.inputs
     assert json.loads(provider.inputs["allowedAccountIds"]) == ["111111111111"]

@@ -505,11 +505,9 @@ def plan_live(environment: str, *, out_dir: Optional[Path] = None, json_out: boo
                      on_emulator=lambda url: console.info(f"Started the embedded AWS emulator at {url}.")) as target:
         steps = build_preview(target.spec, layers, emulated=target.emulated, refresh=False)
         plans = preview_all(target, steps, services or default_services())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in plan_render.plan_files(plans).items():
-        (out_dir / name).write_text(text)
-        written.append(out_dir / name)
+    from bootstrap.destinations import write_files
+
+    written = write_files(out_dir, plan_render.plan_files(plans))
     if json_out:
         console.emit_json({**plan_render.combined_json(plans), "files": [str(f) for f in written]})
     else:

@@ -60,6 +60,20 @@ def environment_of(path: str) -> Optional[str]:
     return None
 
 
+def not_paths(lines: Iterable[str]) -> list[tuple[int, str]]:
+    """(line number, line) of each line that `git diff --name-only` never prints: indented, a YAML key or list
+    item, a comment. A spec or another document given as the list of changed files is then refused, not read as
+    paths that touch nothing."""
+    bad = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if (line[0].isspace() or line.startswith(("-", "#", "---")) or ": " in line or line.rstrip().endswith(":")
+                or any(ord(c) < 32 for c in line)):
+            bad.append((number, line))
+    return bad
+
+
 def _normal(path: str) -> str:
     return str(PurePosixPath(path.strip().lstrip("/"))).removeprefix("./")
 

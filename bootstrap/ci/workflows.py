@@ -18,6 +18,8 @@ APPLY_WORKFLOW = "groundctl-apply.yml"
 DRIFT_WORKFLOW = "groundctl-drift.yml"
 WORKFLOWS = (PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW)
 DRIFT_TITLE = "groundctl: drift in {environment}"
+# The PR workflow's aggregate job: the one check name a branch protection rule requires.
+RESULT_CHECK = "groundctl plan result"
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,15 @@ _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 _BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
 
 
+DEFAULT_REQUIREMENTS = "groundctl-requirements.txt"
+CHECKOUT = "."  # groundctl's own repository: the workflows install the checkout they run on
+_REQUIREMENTS_PATH = re.compile(r"[A-Za-z0-9._/-]+\.txt")
+_HASH = re.compile(r"--hash[= ]sha256:[0-9a-f]{64}")
+
+
 @dataclass(frozen=True)
 class WorkflowOptions:
-    install: str            # what `pip install` gets: a requirement or a path
+    install: str            # `.` (this checkout is groundctl) or the repository's hashed requirements file
     python_version: str
     pulumi_version: str
     default_branch: str
@@ -57,19 +65,56 @@ class WorkflowOptions:
 
 def problems(options: WorkflowOptions) -> list[str]:
     """What is wrong with the options, each as 'what (how to fix)'; empty when they render a valid set."""
+    from bootstrap.engine.versions import PULUMI_CLI_MIN
+
     found = []
-    if not options.install.strip() or any(c in options.install for c in "\n\r\"'$`\\"):
-        found.append(f"--install {options.install!r} must be one pip requirement or path, without quotes, "
-                     "'$', backslashes or line breaks (e.g. groundctl==0.1.0, or . for this repository)")
-    if not re.match(r"^3\.\d{1,2}$", options.python_version):
+    install = options.install
+    if install != CHECKOUT and (not _REQUIREMENTS_PATH.fullmatch(install) or ".." in install.split("/")
+                                or install.startswith("/")):
+        found.append(f"--install {install!r} is neither . (install this checkout: groundctl's own repository) nor "
+                     f"a requirements file inside the repository such as {DEFAULT_REQUIREMENTS}, whose every line "
+                     "pins a version with --hash=sha256:… (the workflows install with --require-hashes)")
+    if not re.fullmatch(r"3\.\d{1,2}", options.python_version):
         found.append(f"--python-version {options.python_version!r} is not a Python 3 minor version such as 3.11")
-    if not re.match(r"^\d+\.\d+\.\d+$", options.pulumi_version):
-        found.append(f"--pulumi-version {options.pulumi_version!r} is not a Pulumi CLI release such as 3.150.0")
-    if not _BRANCH.match(options.default_branch) or ".." in options.default_branch:
+    if not re.fullmatch(r"\d+\.\d+\.\d+", options.pulumi_version):
+        found.append(f"--pulumi-version {options.pulumi_version!r} is not a Pulumi CLI release such as "
+                     f"{PULUMI_CLI_MIN}")
+    elif _release(options.pulumi_version) < _release(PULUMI_CLI_MIN):
+        found.append(f"--pulumi-version {options.pulumi_version} is older than {PULUMI_CLI_MIN}, the oldest Pulumi "
+                     "CLI groundctl supports")
+    if not _BRANCH.fullmatch(options.default_branch) or ".." in options.default_branch:
         found.append(f"--default-branch {options.default_branch!r} is not a branch name")
     fields = options.drift_cron.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+    if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
         found.append(f"--drift-schedule {options.drift_cron!r} is not a five-field cron schedule such as '17 6 * * *'")
+    return found
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in version.split("."))
+
+
+def requirements_problems(text: str, path: str) -> list[str]:
+    """What keeps `text` (a requirements file) from being installed with --require-hashes as groundctl's pinned
+    copy: each requirement must carry a sha256 hash, and one must be groundctl itself (a release or a wheel)."""
+    found, names = [], []
+    logical = re.sub(r"\\\n", " ", text)
+    for number, line in enumerate(logical.splitlines(), 1):
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            found.append(f"{path} line {number}: options such as {line.split()[0]!r} are not installed by the "
+                         "workflows; list only pinned, hashed requirements")
+            continue
+        requirement = line.split()[0]
+        names.append(requirement)
+        if not _HASH.search(line):
+            found.append(f"{path}: {requirement!r} has no --hash=sha256:… (pip install --require-hashes refuses it)")
+    if not any(re.fullmatch(r"groundctl==[\w.+-]+", n) or re.search(r"(^|/)groundctl-[\w.+-]+\.whl$", n)
+               for n in names):
+        found.append(f"{path} does not pin groundctl (groundctl==VERSION, or the path of a groundctl wheel "
+                     "committed to the repository)")
     return found
 
 
@@ -95,11 +140,14 @@ def render(options: WorkflowOptions) -> dict[str, str]:
         version=options.groundctl_version,
         # JSON strings are valid YAML double-quoted scalars.
         install=json.dumps(options.install),
+        install_run=('python -m pip install "$GROUNDCTL_INSTALL"' if options.install == CHECKOUT
+                     else 'python -m pip install --require-hashes -r "$GROUNDCTL_INSTALL"'),
         python_version=options.python_version,
         pulumi_version=options.pulumi_version,
         default_branch=options.default_branch,
         drift_cron=options.drift_cron,
         drift_title=DRIFT_TITLE.format(environment="${ENVIRONMENT}"),
         pr_workflow=PR_WORKFLOW,
+        result_check=RESULT_CHECK,
     )
     return {f"{WORKFLOW_DIR}/{name}": fill(_template(name), values) for name in WORKFLOWS}

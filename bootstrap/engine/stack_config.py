@@ -47,10 +47,12 @@ def _common(spec: EnvironmentSpec, layer: str, lineage: str | None, endpoint: st
         "groundctl:accountId": spec.aws.account_id,
         "groundctl:lineage": lineage or "",
     }
+    # No role ARN is ever configured into a program: the provider runs with the credentials the run was given
+    # (the plan role for plan and drift, the apply role for up, recover and drills). A role in the provider's
+    # inputs would let any run that can preview assume it, and, being an input, would make the provider itself
+    # differ between a plan and an apply, so no approved plan could match and every drift check would fail.
     if endpoint:
         out["groundctl:awsEndpoint"] = endpoint
-    elif spec.aws.apply_role_arn:
-        out["groundctl:assumeRoleArn"] = spec.aws.apply_role_arn
     return out
 
 
@@ -110,25 +112,34 @@ def _flux(spec: EnvironmentSpec, env: Mapping[str, str]) -> dict[str, object | C
         out["flux:manifestPath"] = fx.manifest_path
     if fx.repository_url.startswith("ssh://"):
         # SSH needs a deploy key and the host's known keys; HTTPS repositories are read anonymously.
-        key = env.get(DEPLOY_KEY_ENV, "")
-        hosts = env.get(KNOWN_HOSTS_ENV, "")
-        if not key.strip():
-            raise BadInput(
-                f"The flux layer of '{spec.name}' reads {fx.repository_url} over SSH and needs its deploy "
-                f"key, but the environment variable {DEPLOY_KEY_ENV} is empty or unset. Export the private "
-                f"key the repository trusts, e.g. `export {DEPLOY_KEY_ENV}=\"$(cat ~/.ssh/fleet_deploy_key)\"`, "
-                "and run the command again; groundctl stores it only as Pulumi secret config."
-            )
-        if not hosts.strip():
-            raise BadInput(
-                f"The flux layer of '{spec.name}' reads {fx.repository_url} over SSH, and Flux refuses SSH "
-                f"without the host's known keys, but {KNOWN_HOSTS_ENV} is empty or unset. Export them, e.g. "
-                f"`export {KNOWN_HOSTS_ENV}=\"$(ssh-keyscan <git host>)\"` (check the keys against the host's "
-                "published fingerprints), and run the command again."
-            )
+        missing = flux_secrets_missing(spec, env)
+        if missing:
+            raise BadInput(missing)
+        key, hosts = env[DEPLOY_KEY_ENV], env[KNOWN_HOSTS_ENV]
         out["flux:deployKey"] = ConfigValue(key, secret=True)
         out["flux:knownHosts"] = hosts
     return out
+
+
+def flux_secrets_missing(spec: EnvironmentSpec, env: Mapping[str, str]) -> str | None:
+    """Why the flux layer of `spec` cannot be configured from `env` (its SSH deploy key or the host's known keys
+    are not set), or None. Pure: commands that will reach the flux layer ask before they change anything."""
+    url = spec.flux.repository_url
+    if not url.startswith("ssh://"):
+        return None
+    if not env.get(DEPLOY_KEY_ENV, "").strip():
+        return (f"The flux layer of '{spec.name}' reads {url} over SSH and needs its deploy key, but the "
+                f"environment variable {DEPLOY_KEY_ENV} is empty or unset. Export the private key the repository "
+                f"trusts, e.g. `export {DEPLOY_KEY_ENV}=\"$(cat ~/.ssh/fleet_deploy_key)\"` (in CI: the repository "
+                f"secret {DEPLOY_KEY_ENV}; in the fleet: the Secret {spec.name}-flux-deploy-key), and run the command "
+                "again; groundctl stores it only as Pulumi secret config.")
+    if not env.get(KNOWN_HOSTS_ENV, "").strip():
+        return (f"The flux layer of '{spec.name}' reads {url} over SSH, and Flux refuses SSH without the host's "
+                f"known keys, but {KNOWN_HOSTS_ENV} is empty or unset. Export them, e.g. `export {KNOWN_HOSTS_ENV}="
+                "\"$(ssh-keyscan <git host>)\"` (check the keys against the host's published fingerprints; in CI: the "
+                f"repository secret {KNOWN_HOSTS_ENV}; in the fleet: the Secret {spec.name}-flux-deploy-key), and "
+                "run the command again.")
+    return None
 
 
 def layer_config(
@@ -151,7 +162,7 @@ def layer_config(
     raw: dict[str, object] = _common(spec, layer, lineage, endpoint)
     if layer == "flux":
         # Flux talks only to Kubernetes (through the cluster layer's kubeconfig); no AWS provider.
-        for key in ("aws:region", "groundctl:accountId", "groundctl:awsEndpoint", "groundctl:assumeRoleArn"):
+        for key in ("aws:region", "groundctl:accountId", "groundctl:awsEndpoint"):
             raw.pop(key, None)
     if layer == "backend":
         raw.update(_backend(spec))

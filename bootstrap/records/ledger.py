@@ -151,7 +151,7 @@ def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
     problems: list[Finding] = []
     wanted: list[tuple[str, int]] = []
     for key, _size, _mod in store.keys(prefix):
-        m = _RECORD_NAME.match(key[len(prefix):])
+        m = _RECORD_NAME.fullmatch(key[len(prefix):])
         if not m:
             problems.append(Finding("stray-object", None, f"{key} is in the ledger but is not a ledger record."))
             continue
@@ -197,7 +197,7 @@ def _head(store: ObjectStore, project: str, stack: str,
     """(newest parseable record, highest serial claimed) from one listing and, usually, one read."""
     prefix = layout.ledger_prefix(project, stack)
     serials = sorted(((int(m.group(1)), key) for key, _s, _m in store.keys(prefix)
-                      if (m := _RECORD_NAME.match(key[len(prefix):]))), reverse=True)
+                      if (m := _RECORD_NAME.fullmatch(key[len(prefix):]))), reverse=True)
     for serial, key in serials:
         if key not in cache:
             obj = store.get(key)

@@ -54,6 +54,7 @@ class _Rebuild:
         if spec.production and not opts.i_mean_production:
             raise Refusal("ProductionRefused", f"'{spec.name}' is a production environment; a rebuild drill destroys "
                           "its cluster. Pass --i-mean-production as well if that is really intended.")
+        ctx.refuse_without_flux_secrets(("cluster", "flux"))
         ctx.require_bucket()
         # Taken before the checks, so nothing changes between checking and destroying.
         self.lock = take_lock(ctx, self.drill_id, opts.dry_run, "; the drill would wait for that run")

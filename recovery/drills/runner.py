@@ -8,9 +8,10 @@ in through `DrillContext`. The drills themselves are `recovery.drills.rebuild_cl
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from bootstrap.errors import GroundctlError, Refused
 from bootstrap.records.runs import redact
@@ -47,6 +48,16 @@ class DrillContext:
     secrets: set = field(default_factory=set)           # grows as secret outputs are seen
     checkpoint: Optional[Callable[[DrillReport], None]] = None  # saves progress after each phase
     inventory: Optional[Callable[[str, str], Any]] = None       # (environment, layer) -> live inventory
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)  # the flux layer's SSH secrets
+
+    def refuse_without_flux_secrets(self, layers: tuple[str, ...]) -> None:
+        """A Refusal at preflight, before the lock or any change, when a layer the drill recreates is flux and
+        its SSH deploy key or known hosts are not set (the rebuild would stop half-way, cluster gone)."""
+        from bootstrap.engine.stack_config import flux_secrets_missing
+
+        missing = flux_secrets_missing(self.spec, self.environ) if "flux" in layers and not self.emulated else None
+        if missing:
+            raise Refusal("FluxSecretsMissing", missing)
 
     @property
     def environment(self) -> str:

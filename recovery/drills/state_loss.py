@@ -46,6 +46,7 @@ class _StateLoss:
             raise Refusal("ProductionRefused", f"'{spec.name}' is a production environment; the state-loss drill "
                           "deletes a stack's state and runs only against non-production environments.")
         layer_def(opts.layer)  # an unknown layer is BadInput
+        ctx.refuse_without_flux_secrets((opts.layer,))
         ctx.require_bucket()
         self.lock = take_lock(ctx, self.drill_id, opts.dry_run)
         ok, message, details = verify_layer_state(ctx.store, opts.layer, spec.name)

@@ -4,7 +4,8 @@ Per environment: a drift CronJob (plan role) and, where drills may run, one Cron
 role). Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
 the `restricted` Pod Security Standard, and read their spec from one ConfigMap that holds every
 environment's file unchanged (each pod mounts only its own). Credentials come from IRSA: each role is
-a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests.
+a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux
+repository's deploy key and known hosts are read from a Secret the operator creates).
 
 Unset schedules are spread over the hour (and the small hours) by a hash of the environment's name,
 so two hundred environments do not hit their state buckets and AWS in the same minute.
@@ -31,6 +32,14 @@ RESOURCES = {
     "drift": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     "drill": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
 }
+
+
+# The Secret each environment with an ssh:// Flux repository needs: environment variable → key (Flux's names).
+FLUX_SECRET_KEYS = {"GROUNDCTL_FLUX_DEPLOY_KEY": "identity", "GROUNDCTL_FLUX_KNOWN_HOSTS": "known_hosts"}
+
+
+def flux_secret_name(environment: str) -> str:
+    return f"{environment}-flux-deploy-key"
 
 
 @dataclass(frozen=True)
@@ -101,9 +110,13 @@ def _container(image: str, args: list[str], spec_file: SpecFile, kind: str) -> d
            {"name": "PULUMI_HOME", "value": f"{SCRATCH}/.pulumi"},
            {"name": "PULUMI_SKIP_UPDATE_CHECK", "value": "true"},
            {"name": "AWS_REGION", "value": spec_file.spec.aws.region}]
-    if kind == "drill":  # recreating flux needs the deploy key; the Secret is the operator's (runbook)
-        env.append({"name": "GROUNDCTL_FLUX_DEPLOY_KEY", "valueFrom": {"secretKeyRef": {
-            "name": f"{spec_file.spec.name}-flux-deploy-key", "key": "identity", "optional": True}}})
+    if spec_file.spec.flux.repository_url.startswith("ssh://"):
+        # The flux layer of an ssh:// repository needs both, for a drift check as for a drill. Not optional: a
+        # missing Secret keeps the pod from starting (CreateContainerConfigError), seen at once, instead of a job
+        # that runs and fails at its flux layer. The Secret is the operator's (runbook).
+        secret = flux_secret_name(spec_file.spec.name)
+        env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+                for var, key in FLUX_SECRET_KEYS.items()]
     return {
         "name": "groundctl", "image": image, "imagePullPolicy": "IfNotPresent", "args": args,
         "workingDir": "/work", "env": env, "resources": RESOURCES[kind],
@@ -184,6 +197,10 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
                        f"its jobs run with; missing: {'; '.join(missing)}. Add the role ARNs to the specs (or, for "
                        "a production environment, leave fleet.scheduled_drills_in_production false).")
     for f in runnable:
+        if f.spec.flux.repository_url.startswith("ssh://"):
+            notes.append(f"{f.spec.name}: its jobs read the Secret {flux_secret_name(f.spec.name)} (keys "
+                         f"{', '.join(FLUX_SECRET_KEYS.values())}) for its ssh:// Flux repository; create it before "
+                         "the first run, or its pods will not start")
         if f.spec.aws.profile:
             notes.append(f"{f.spec.name}: its spec names the AWS profile '{f.spec.aws.profile}', which does not exist in "
                          "the pod: its jobs will fail until aws.profile is removed (IRSA provides the credentials)")

@@ -25,7 +25,6 @@ class Common:
     production: bool
     account_id: str | None
     aws_endpoint: str | None
-    assume_role_arn: str | None = None
 
     @property
     def uses_emulator(self) -> bool:
@@ -42,7 +41,6 @@ def common(layer: str) -> Common:
         production=cfg.get_bool("production") or False,
         account_id=cfg.get("accountId") or None,
         aws_endpoint=cfg.get("awsEndpoint") or None,
-        assume_role_arn=cfg.get("assumeRoleArn") or None,
     )
 
 

@@ -35,14 +35,11 @@ def provider(name: str, settings: Common, region: str) -> aws.Provider:
             access_key="test",
             secret_key="test",
         )
-    else:
-        if settings.account_id:
-            # A run with credentials for another account fails before it changes anything.
-            args["allowed_account_ids"] = [settings.account_id]
-        if settings.assume_role_arn:
-            # The operator's credentials only need to be allowed to assume the spec's apply role.
-            args["assume_roles"] = [aws.ProviderAssumeRoleArgs(
-                role_arn=settings.assume_role_arn, session_name=f"groundctl-{settings.environment}")]
+    elif settings.account_id:
+        # A run with credentials for another account fails before it changes anything. The credentials are the
+        # run's own (the plan role previews, the apply role applies): no role is assumed here, so a preview never
+        # holds more than its caller and the provider's inputs do not depend on who runs it.
+        args["allowed_account_ids"] = [settings.account_id]
     return aws.Provider(name, **args)
 
 
