@@ -30,6 +30,7 @@ REVISION = "main@sha1:5f1c0ffee0ddba11cafe0000000000000000abcd"
 class Failure:
     reason: str
     message: str
+    spare_uids: frozenset = frozenset()   # objects that existed before the failure was wanted stay Ready
 
 
 @dataclass
@@ -74,6 +75,8 @@ class StandIn:
         meta, status = item["metadata"], item.get("status") or {}
         generation = meta.get("generation", 1)
         failure = self.failures.get(f"{kind} {meta['namespace']}/{meta['name']}")
+        if failure is not None and meta["uid"] in failure.spare_uids:
+            failure = None
         if status.get("observedGeneration") == generation and _ready(status) == ("False" if failure else "True"):
             return
         key = (kind, meta["namespace"], meta["name"], generation, meta["uid"])
