@@ -18,7 +18,8 @@ from tests.cluster_tier import flux_tier, requires_cluster_tier  # noqa: F401 - 
 from tests.engine_programs.tier import PROGRAMS
 from tests.kube_standin import Failure
 
-pytestmark = [pytest.mark.cluster, requires_cluster_tier]
+# A real engine and provider at a load of 10: an up or a destroy of the flux layer takes up to minutes.
+pytestmark = [pytest.mark.cluster, requires_cluster_tier, pytest.mark.timeout(900)]
 
 KUSTOMIZATION = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/flux-system"
 PHASES = ["preflight", "baseline", "destroy-flux", "destroy-cluster", "recreate-cluster", "recreate-flux",

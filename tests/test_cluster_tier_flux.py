@@ -17,7 +17,8 @@ import pytest
 from tests.cluster_tier import DEPLOY_KEY, LAYERS, flux_tier, requires_cluster_tier  # noqa: F401 - fixture
 from tests.engine_programs.tier import PASSPHRASE, wait_for
 
-pytestmark = [pytest.mark.cluster, requires_cluster_tier]
+# A real engine and provider at a load of 10: an up or a destroy of the flux layer takes up to minutes.
+pytestmark = [pytest.mark.cluster, requires_cluster_tier, pytest.mark.timeout(900)]
 
 NS = "flux-system"
 GITREPO = f"/apis/source.toolkit.fluxcd.io/v1/namespaces/{NS}/gitrepositories/flux-system"
