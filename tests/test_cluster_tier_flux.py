@@ -68,6 +68,10 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     for name in ("source-controller", "kustomize-controller"):
         deployment = kube.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
         assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(f"ghcr.io/fluxcd/{name}:")
+        assert deployment["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert "availableReplicas" not in deployment.get("status", {})  # no node: it never became available
+    # Awaited, so that its deletion is awaited too.
+    assert "pulumi.com/skipAwait" not in (kube.get(f"/api/v1/namespaces/{NS}")["metadata"].get("annotations") or {})
     secret = kube.get(SECRET)
     assert base64.b64decode(secret["data"]["identity"]).decode() == DEPLOY_KEY
     assert base64.b64decode(secret["data"]["known_hosts"]).decode().startswith("git.example.invalid ")

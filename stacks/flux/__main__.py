@@ -10,10 +10,13 @@ Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not
   name fails the create (server-side apply creates only with upsertExistingObjects, pulumi-kubernetes
   provider/pkg/await/await.go), so the manifest's Namespace is the layer's and the rest depends on it.
 - The provider awaits a Deployment until its ReplicaSet is available and a Service until its endpoints
-  target ready pods, for up to 10 minutes each. The Flux controllers are not awaited (skipAwait): Flux's
-  readiness is judged by Flux's own conditions (the rebuild drill waits for the Kustomizations Ready, with
-  the RTO as its deadline and Flux's reason when it fails), and a recreated cluster whose nodes are still
-  joining must not fail the layer half-applied after 10 opaque minutes.
+  target ready pods, for up to 10 minutes each. The Flux controllers' Deployments and Services are not
+  awaited (skipAwait, set by a transform on the manifest's objects): Flux's readiness is judged by Flux's
+  own conditions (the rebuild drill waits for the Kustomizations Ready, with the RTO as its deadline and
+  Flux's reason when it fails), and a recreated cluster whose nodes are still joining must not fail the
+  layer half-applied after 10 opaque minutes. Everything else is awaited: skipAwait on the Namespace
+  would also skip waiting for its deletion, and a `destroy` followed by an `up` would then create the
+  Secret in a Namespace still terminating.
 - The Secret, GitRepository and Kustomization are this layer's: a field changed on them outside Pulumi is
   drift that the next `up` takes back (patchForce), instead of a field-manager conflict that stops it.
 """
@@ -51,12 +54,23 @@ kube = k8s.Provider(
     kubeconfig=cluster.get_output("kubeconfig"),
     enable_server_side_apply=True,
 )
-# The manifest holds the flux-system Namespace and the CRDs; everything below depends on it.
+NOT_AWAITED = ("kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service")  # they need nodes to be ready
+
+
+def skip_await_on_workloads(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    if args.type_ not in NOT_AWAITED:
+        return None
+    metadata = dict(args.props.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), "pulumi.com/skipAwait": "true"}
+    return pulumi.ResourceTransformResult({**args.props, "metadata": metadata}, args.opts)
+
+
+# The manifest holds the flux-system Namespace and the CRDs; everything below depends on it. The engine
+# applies the transform to the component's children, which the provider registers.
 controllers = k8s.yaml.v2.ConfigFile(
     "flux-controllers",
     file=manifest_path or RELEASE_URL.format(version=version),
-    skip_await=True,
-    opts=pulumi.ResourceOptions(provider=kube),
+    opts=pulumi.ResourceOptions(provider=kube, transforms=[skip_await_on_workloads]),
 )
 OWNED = {"pulumi.com/patchForce": "true"}
 
