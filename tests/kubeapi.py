@@ -212,7 +212,8 @@ class KubeCluster:
             "Authorization": f"Bearer {self.token}", "Accept": "application/json", "Content-Type": content_type})
         try:
             with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context()) as resp:
-                return resp.status, json.loads(resp.read() or b"{}")
+                raw = resp.read()
+                return resp.status, (json.loads(raw or b"{}") if raw[:1] in (b"{", b"[", b"") else {"text": raw.decode()})
         except urllib.error.HTTPError as exc:
             try:
                 return exc.code, json.loads(exc.read() or b"{}")
@@ -291,7 +292,7 @@ def start_cluster(folder: Path, timeout: float = READY_TIMEOUT) -> KubeCluster:
             "--unsafe-no-fsync"], folder / "etcd.log")
         cluster.procs["kube-apiserver"] = _spawn([
             "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--secure-port={api_port}",
             f"--tls-cert-file={certs['serving-cert']}", f"--tls-private-key-file={certs['serving-key']}",
             f"--client-ca-file={certs['ca']}", f"--token-auth-file={folder / 'tokens.csv'}",
             f"--service-account-key-file={certs['sa-pub']}",
