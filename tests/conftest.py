@@ -94,3 +94,19 @@ def pytest_collection_modifyitems(items):
     """Tests marked `last` wait for work a session fixture started early (a slow wait that runs alongside the
     other tests): they run after every other test, in their collected order."""
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory):
+    """The cluster tier's API server (tests/kubeapi.py): one per session, skipped with the reason when a binary
+    is absent, stopped at the end (and with the test process, however it ends)."""
+    from tests.kubeapi import skip_reason, start_cluster
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = start_cluster(tmp_path_factory.mktemp("kube"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

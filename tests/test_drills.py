@@ -49,7 +49,7 @@ class FluxSim:
         if (op, layer) in (("destroy", "flux"), ("destroy", "cluster")):
             self.api.items = []
         if (op, layer) == ("up", "flux"):
-            self.back_at = len(self.api.paths)
+            self.back_at = len(self.api.polls)
 
     def on_poll(self, n: int) -> None:
         if self.back_at is None:

@@ -1,18 +1,17 @@
 """Waiting for Flux Ready against an in-test Kubernetes API double (unit tier), and the plain HTTP client.
 
-The engine tier (a real cluster) is marked and skipped: there is no Kubernetes here.
+The same module against a real API server (GitRepositories and Kustomizations written by the API, their
+status through the status subresource) is tests/test_cluster_tier_ready.py.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 
 import pytest
 
-from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, HttpKubeApi, KubeApiError, api_from_kubeconfig, assess,
+from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, observe, HttpKubeApi, KubeApiError, api_from_kubeconfig, assess,
                                  backoff_delays, compare_revisions, eks_token, list_kustomizations,
                                  parse_kubeconfig, parse_kustomizations, wait_ready)
 from tests.fakes.clock import FakeClock
@@ -75,7 +74,7 @@ def test_wait_ready_polls_with_backoff_until_ready_riding_out_api_errors():
     assert result.outcome == "ready" and result.polls == 4
     assert clock.sleeps == [2, 4, 8] and result.seconds == 14
     assert result.revisions == {"flux-system/apps": "main@sha1:abc123"}
-    assert api.paths == [KUSTOMIZATIONS_PATH] * 4
+    assert api.polls == [KUSTOMIZATIONS_PATH] * 4
 
 
 def test_wait_ready_is_bounded_by_the_timeout_and_reports_the_last_error():
@@ -149,10 +148,25 @@ def test_http_client_reports_an_unreachable_api_without_raising_anything_else():
     assert err.value.status is None and TOKEN not in str(err.value)
 
 
-@pytest.mark.skipif(not (shutil.which("pulumi") and os.environ.get("GROUNDCTL_TEST_KUBECONFIG")),
-                    reason="engine tier: needs the Pulumi CLI and a real cluster (GROUNDCTL_TEST_KUBECONFIG); "
-                           "neither exists here")
-def test_engine_tier_real_cluster_flux_is_ready():  # pragma: no cover - not runnable here
-    with open(os.environ["GROUNDCTL_TEST_KUBECONFIG"]) as fh:
-        result = wait_ready(api_from_kubeconfig(fh.read()), timeout_seconds=300)
-    assert result.outcome == "ready"
+def test_a_stale_ready_condition_says_which_generation_flux_has_not_observed():
+    api = FakeKubeApi([kustomization("apps", generation=3, observed=2)])
+    result = observe(api)
+    assert (result.outcome, result.reason) == ("waiting", "NotReady")
+    assert "not yet observed at generation 3 (Flux last reconciled generation 2)" in result.message
+
+
+def test_a_kustomization_waiting_on_its_source_names_the_sources_reason():
+    waiting = kustomization("apps", ready="False", reason="ArtifactFailed", message="Source is not ready")
+    waiting["spec"]["sourceRef"] = {"kind": "GitRepository", "name": "flux-system"}
+    source = kustomization("flux-system", ready="False", reason="GitOperationFailed", message="auth failed")
+    api = FakeKubeApi([waiting])
+    api.sources = [source]
+    result = observe(api)
+    assert "its GitRepository flux-system/flux-system is Ready=False (GitOperationFailed: auth failed)" in result.message
+
+
+def test_an_api_without_flux_kinds_is_flux_not_installed_not_an_api_failure():
+    api = FakeKubeApi()
+    api.errors = [KubeApiError(404, "the server could not find the requested resource")]
+    result = observe(api)
+    assert (result.outcome, result.reason) == ("waiting", "FluxNotInstalled")

@@ -25,7 +25,7 @@ def prod():
 
 def test_graph(prod):
     assert counts(prod) == {
-        "pulumi:pulumi:StackReference": 1, "pulumi:providers:kubernetes": 1, "kubernetes:core/v1:Namespace": 1,
+        "pulumi:pulumi:StackReference": 1, "pulumi:providers:kubernetes": 1,
         "kubernetes:yaml/v2:ConfigFile": 1, "kubernetes:core/v1:Secret": 1, GIT_REPOSITORY: 1, KUSTOMIZATION: 1,
     }
     assert not any(r.type.startswith("aws:") for r in prod.resources)
@@ -46,7 +46,12 @@ def test_controllers_from_release_url_or_local_manifest(prod):
         "https://github.com/fluxcd/flux2/releases/download/v2.4.0/install.yaml")
     airgapped = run("flux", spec("prod", **{"flux.manifest_path": "/opt/flux/install-v2.4.0.yaml"}))
     assert named(airgapped, "flux-controllers").inputs["file"] == "/opt/flux/install-v2.4.0.yaml"
-    assert named(prod, "flux-namespace").inputs["metadata"]["name"] == "flux-system"
+    # The manifest's own flux-system Namespace is the layer's (a second one fails the real provider's create);
+    # only its Deployments and Services skip the await, by a transform the mock runtime does not run (the
+    # cluster tier checks it: tests/test_cluster_tier_flux.py), never the whole manifest.
+    assert "skipAwait" not in named(prod, "flux-controllers").inputs
+    for name in ("flux-deploy-key", "git-repository", "root-kustomization"):
+        assert named(prod, name).inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
 
 
 def test_source_pinned_and_root_kustomization_pruned(prod):

@@ -2,7 +2,11 @@
 
 Readiness is Flux's own: each Kustomization (kustomize.toolkit.fluxcd.io/v1) carries a `Ready`
 condition with a status, a reason and a message, and `status.lastAppliedRevision` says which source
-revision it applied (kept apart from `lastAttemptedRevision`). The decisions are pure functions
+revision it applied (kept apart from `lastAttemptedRevision`); a Ready condition counts only once
+`status.observedGeneration` has caught up with `metadata.generation`. The GitRepositories
+(source.toolkit.fluxcd.io/v1) are read too, so a Kustomization waiting on its source says why the
+source is not Ready; an API that does not serve Flux's kinds at all (404: the CRDs are not installed)
+is Flux not being there, not an API failure. The decisions are pure functions
 (`parse_kustomizations`, `assess`, `compare_revisions`, `backoff_delays`); `wait_ready` polls an
 injected `KubeApi` with backoff and jitter until everything expected is Ready, something stalls, or
 the timeout passes. The product client is plain HTTPS with the kubeconfig's CA and a bearer token
@@ -29,6 +33,7 @@ from bootstrap.errors import BadInput
 
 GROUP, VERSION, PLURAL = "kustomize.toolkit.fluxcd.io", "v1", "kustomizations"
 KUSTOMIZATIONS_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+GITREPOSITORIES_PATH = "/apis/source.toolkit.fluxcd.io/v1/gitrepositories"
 
 
 class KubeApiError(Exception):
@@ -58,10 +63,23 @@ class KustomizationStatus:
     stalled: bool = False
     suspended: bool = False
     up_to_date: bool = True         # observedGeneration has caught up with metadata.generation
+    generation: Optional[int] = None
+    observed_generation: Optional[int] = None
+    source: Optional[str] = None    # the sourceRef as "namespace/name" (Kustomizations only)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def state(self) -> str:
+        """Why it is not Ready yet, in words (or that it is)."""
+        if not self.up_to_date:
+            return (f"not yet observed at generation {self.generation} (Flux last reconciled generation "
+                    f"{self.observed_generation})")
+        if self.ready == "True":
+            return "Ready"
+        return f"Ready={self.ready} ({self.reason or 'no reason yet'}: {self.message or 'no message yet'})"
 
     def to_dict(self) -> dict:
         return {"key": self.key, "ready": self.ready, "reason": self.reason, "message": self.message,
@@ -84,6 +102,10 @@ def parse_kustomizations(doc: Mapping) -> tuple[KustomizationStatus, ...]:
         conditions = status.get("conditions") or []
         ready = _condition(conditions, "Ready")
         generation, observed = meta.get("generation"), status.get("observedGeneration")
+        ref = (item.get("spec") or {}).get("sourceRef") or {}
+        source = (f"{ref.get('namespace') or meta.get('namespace', '')}/{ref['name']}"
+                  if isinstance(ref, dict) and ref.get("name") and ref.get("kind", "GitRepository") == "GitRepository"
+                  else None)
         out.append(KustomizationStatus(
             namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
             ready=str(ready.get("status", "Unknown")), reason=str(ready.get("reason", "")),
@@ -92,7 +114,9 @@ def parse_kustomizations(doc: Mapping) -> tuple[KustomizationStatus, ...]:
             last_attempted_revision=status.get("lastAttemptedRevision"),
             stalled=_condition(conditions, "Stalled").get("status") == "True",
             suspended=bool((item.get("spec") or {}).get("suspend")),
-            up_to_date=generation is None or observed is None or observed >= generation))
+            up_to_date=generation is None or observed is None or observed >= generation,
+            generation=generation if isinstance(generation, int) else None,
+            observed_generation=observed if isinstance(observed, int) else None, source=source))
     return tuple(sorted(out, key=lambda k: k.key))
 
 
@@ -104,8 +128,10 @@ class Readiness:
     items: tuple[KustomizationStatus, ...] = ()
 
 
-def assess(items: tuple[KustomizationStatus, ...], expected: Optional[Mapping[str, Optional[str]]] = None) -> Readiness:
-    """Are the expected Kustomizations (all, when None) present and Ready? Stalled is terminal."""
+def assess(items: tuple[KustomizationStatus, ...], expected: Optional[Mapping[str, Optional[str]]] = None,
+           sources: tuple[KustomizationStatus, ...] = ()) -> Readiness:
+    """Are the expected Kustomizations (all, when None) present and Ready? Stalled is terminal.
+    `sources` (the GitRepositories) only explain a Kustomization that waits on one."""
     by_key = {k.key: k for k in items}
     wanted = list(expected) if expected is not None else list(by_key)
     if not wanted:
@@ -121,8 +147,10 @@ def assess(items: tuple[KustomizationStatus, ...], expected: Optional[Mapping[st
     not_ready = [by_key[k] for k in wanted if by_key[k].ready != "True" or not by_key[k].up_to_date]
     if not_ready:
         n = not_ready[0]
-        return Readiness("waiting", "NotReady", f"{len(not_ready)} not Ready, e.g. {n.key}: Ready={n.ready} "
-                         f"({n.reason or 'no reason yet'}: {n.message or 'no message yet'})", items)
+        source = next((s for s in sources if s.key == n.source), None)
+        why = (f"; its GitRepository {source.key} is {source.state}" if source is not None and source.state != "Ready"
+               else "")
+        return Readiness("waiting", "NotReady", f"{len(not_ready)} not Ready, e.g. {n.key}: {n.state}{why}", items)
     return Readiness("ready", "AllReady", f"{len(wanted)} Kustomization(s) Ready", items)
 
 
@@ -196,6 +224,34 @@ def list_kustomizations(api: KubeApi) -> tuple[KustomizationStatus, ...]:
     return parse_kustomizations(api.get_json(KUSTOMIZATIONS_PATH))
 
 
+def list_sources(api: KubeApi) -> tuple[KustomizationStatus, ...]:
+    """The GitRepositories (same fields: Ready condition, generations); none when their API is not served."""
+    try:
+        return parse_kustomizations(api.get_json(GITREPOSITORIES_PATH))
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return ()
+        raise
+
+
+FLUX_NOT_INSTALLED = Readiness("waiting", "FluxNotInstalled", f"the cluster serves no {GROUP}/{VERSION} API: Flux's "
+                               "CRDs are not installed (yet)")
+
+
+def observe(api: KubeApi, expected: Optional[Mapping[str, Optional[str]]] = None) -> Readiness:
+    """One look at Flux: the Kustomizations judged, the GitRepositories read only to explain a wait."""
+    try:
+        items = list_kustomizations(api)
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return FLUX_NOT_INSTALLED
+        raise
+    readiness = assess(items, expected)
+    if readiness.outcome == "waiting" and readiness.reason == "NotReady":
+        readiness = assess(items, expected, list_sources(api))
+    return readiness
+
+
 def wait_ready(api: KubeApi, *, timeout_seconds: float, expected: Optional[Mapping[str, Optional[str]]] = None,
                clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
                delays: Optional[Iterator[float]] = None) -> WaitResult:
@@ -210,7 +266,7 @@ def wait_ready(api: KubeApi, *, timeout_seconds: float, expected: Optional[Mappi
     while True:
         polls += 1
         try:
-            last = assess(list_kustomizations(api), expected)
+            last = observe(api, expected)
             last_error = None
         except KubeApiError as exc:
             last_error = str(exc)

@@ -24,8 +24,7 @@ from recovery.drills.phases import PhaseResult
 from recovery.drills.report import DrillReport, new_drill_id
 from recovery.drills.runner import (DrillContext, Failed, LayerOutcome, Refusal, build_report, check_lock,
                                    run_and_release, public_outputs, take_lock, verify_layer_state)
-from recovery.drills.flux_ready import (KubeApiError, assess, compare_revisions, list_kustomizations, revisions,
-                                 wait_ready)
+from recovery.drills.flux_ready import KubeApiError, compare_revisions, observe, revisions, wait_ready
 
 
 @dataclass(frozen=True)
@@ -101,11 +100,11 @@ class _Rebuild:
             self.baseline["kustomizations_skipped"] = reason
             return "BaselineRecorded", "Cluster outputs recorded; Flux is not checked here: " + reason + ".", self.baseline
         try:
-            items = list_kustomizations(ctx.kube_for(self.kubeconfig))
+            ready = observe(ctx.kube_for(self.kubeconfig))
         except KubeApiError as exc:
             raise Refusal("KubernetesUnreachable", f"Flux's Kustomizations cannot be read before the drill ({exc}); "
                           "run from a host that reaches the cluster's API.") from None
-        ready = assess(items)
+        items = ready.items
         if ready.outcome != "ready":
             raise Refusal("BaselineNotReady", f"Flux is not Ready before the drill ({ready.message}); a rebuild "
                           "cannot be judged against a baseline that is already broken.")

@@ -4,6 +4,21 @@ The controllers come at a pinned version, from a local manifest file for air-gap
 from that version's release manifest. A GitRepository pinned to a tag or commit (a branch only
 outside production) and a root Kustomization with prune on hand the cluster to GitOps. The SSH
 deploy key arrives as Pulumi secret config and is never exported.
+
+Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not the mock runtime:
+- The install manifest declares the flux-system Namespace itself; a second Namespace resource of the same
+  name fails the create (server-side apply creates only with upsertExistingObjects, pulumi-kubernetes
+  provider/pkg/await/await.go), so the manifest's Namespace is the layer's and the rest depends on it.
+- The provider awaits a Deployment until its ReplicaSet is available and a Service until its endpoints
+  target ready pods, for up to 10 minutes each. The Flux controllers' Deployments and Services are not
+  awaited (skipAwait, set by a transform on the manifest's objects): Flux's readiness is judged by Flux's
+  own conditions (the rebuild drill waits for the Kustomizations Ready, with the RTO as its deadline and
+  Flux's reason when it fails), and a recreated cluster whose nodes are still joining must not fail the
+  layer half-applied after 10 opaque minutes. Everything else is awaited: skipAwait on the Namespace
+  would also skip waiting for its deletion, and a `destroy` followed by an `up` would then create the
+  Secret in a Namespace still terminating.
+- The Secret, GitRepository and Kustomization are this layer's: a field changed on them outside Pulumi is
+  drift that the next `up` takes back (patchForce), instead of a field-manager conflict that stops it.
 """
 
 from __future__ import annotations
@@ -37,34 +52,40 @@ cluster = stack_reference("cluster")
 kube = k8s.Provider(
     "cluster",
     kubeconfig=cluster.get_output("kubeconfig"),
-    # Server-side apply lets the release manifest's own flux-system Namespace meet ours without a clash.
     enable_server_side_apply=True,
 )
-on_cluster = pulumi.ResourceOptions(provider=kube)
+NOT_AWAITED = ("kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service")  # they need nodes to be ready
 
-namespace = k8s.core.v1.Namespace(
-    "flux-namespace",
-    metadata=k8s.meta.v1.ObjectMetaArgs(name=NAMESPACE),
-    opts=on_cluster,
-)
+
+def skip_await_on_workloads(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    if args.type_ not in NOT_AWAITED:
+        return None
+    metadata = dict(args.props.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), "pulumi.com/skipAwait": "true"}
+    return pulumi.ResourceTransformResult({**args.props, "metadata": metadata}, args.opts)
+
+
+# The manifest holds the flux-system Namespace and the CRDs; everything below depends on it. The engine
+# applies the transform to the component's children, which the provider registers.
 controllers = k8s.yaml.v2.ConfigFile(
     "flux-controllers",
     file=manifest_path or RELEASE_URL.format(version=version),
-    opts=pulumi.ResourceOptions(provider=kube, depends_on=[namespace]),
+    opts=pulumi.ResourceOptions(provider=kube, transforms=[skip_await_on_workloads]),
 )
+OWNED = {"pulumi.com/patchForce": "true"}
 
 source_spec: dict = {"interval": interval, "url": repository_url, "ref": {ref_kind: ref}}
 depends = [controllers]
 if uses_ssh:
     deploy_key = k8s.core.v1.Secret(
         "flux-deploy-key",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE, annotations=OWNED),
         type="Opaque",
         string_data={
             "identity": cfg.require_secret("deployKey"),
             "known_hosts": cfg.require("knownHosts"),
         },
-        opts=pulumi.ResourceOptions(provider=kube, depends_on=[namespace]),
+        opts=pulumi.ResourceOptions(provider=kube, depends_on=[controllers]),
     )
     source_spec["secretRef"] = {"name": SOURCE_NAME}
     depends.append(deploy_key)
@@ -73,7 +94,7 @@ git_repository = k8s.apiextensions.CustomResource(
     "git-repository",
     api_version="source.toolkit.fluxcd.io/v1",
     kind="GitRepository",
-    metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE),
+    metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE, annotations=OWNED),
     spec=source_spec,
     opts=pulumi.ResourceOptions(provider=kube, depends_on=depends),  # the CRDs come with the controllers
 )
@@ -81,7 +102,7 @@ kustomization = k8s.apiextensions.CustomResource(
     "root-kustomization",
     api_version="kustomize.toolkit.fluxcd.io/v1",
     kind="Kustomization",
-    metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE),
+    metadata=k8s.meta.v1.ObjectMetaArgs(name=SOURCE_NAME, namespace=NAMESPACE, annotations=OWNED),
     spec={
         "interval": interval,
         "path": path if path.startswith("./") else f"./{path}",

@@ -1,6 +1,6 @@
 """An in-test Kubernetes API double, for the unit tier only.
 
-`FakeKubeApi` answers what `recovery.drills.flux_ready` asks (the Kustomization list) from objects the test
+`FakeKubeApi` answers what `recovery.drills.flux_ready` asks (the Kustomization list, and the GitRepository list that explains a wait) from objects the test
 sets, and can be scripted per poll: `on_poll` runs before each answer (so a test can make a
 Kustomization become Ready on the third poll), and `errors` are raised first, in order. `serve_http`
 puts the same double behind a loopback HTTP server that checks the bearer token, so the plain HTTP
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator, Optional
 
-from recovery.drills.flux_ready import KUSTOMIZATIONS_PATH, KubeApiError
+from recovery.drills.flux_ready import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH, KubeApiError
 
 
 def kustomization(name: str, *, namespace: str = "flux-system", ready: str = "True", reason: str = "ReconciliationSucceeded",
@@ -40,16 +40,23 @@ class FakeKubeApi:
         self.errors: list[Exception] = []
         self.on_poll: Optional[Callable[[int], None]] = None
         self.paths: list[str] = []
+        self.sources: list[dict] = []                   # GitRepositories
 
     def get_json(self, path: str) -> dict:
         self.paths.append(path)
+        if path.split("?", 1)[0] == GITREPOSITORIES_PATH:  # read only to explain a wait: not a poll
+            return {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepositoryList", "items": list(self.sources)}
         if self.on_poll:
-            self.on_poll(len(self.paths))
+            self.on_poll(len(self.polls))
         if self.errors:
             raise self.errors.pop(0)
         if path.split("?", 1)[0] != KUSTOMIZATIONS_PATH:
             raise KubeApiError(404, f"the double does not serve {path}")
         return {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "KustomizationList", "items": list(self.items)}
+
+    @property
+    def polls(self) -> list[str]:
+        return [p for p in self.paths if p.split("?", 1)[0] != GITREPOSITORIES_PATH]
 
 
 @contextmanager

@@ -1,0 +1,182 @@
+"""Cluster tier: the real flux layer (stacks/flux, not a stand-in) through groundctl's commands, the real
+Pulumi CLI and the real Kubernetes provider, against the session's loopback API server.
+
+The cluster layer is a stand-in whose kubeconfig output is the tier's (tests/engine_programs/kubecluster);
+the network layer is the engine tier's stand-in. No Flux controller runs (there are no nodes): the
+stand-in controller of tests/kube_standin.py marks the GitRepository and Kustomization Ready through the
+status subresource, as envtest-based tests do. The tests share one environment and run in file order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from tests.cluster_tier import DEPLOY_KEY, LAYERS, flux_tier, requires_cluster_tier  # noqa: F401 - fixture
+from tests.engine_programs.tier import PASSPHRASE, wait_for
+
+# A real engine and provider at a load of 10: an up or a destroy of the flux layer takes up to minutes.
+pytestmark = [pytest.mark.cluster, requires_cluster_tier, pytest.mark.timeout(900)]
+
+NS = "flux-system"
+GITREPO = f"/apis/source.toolkit.fluxcd.io/v1/namespaces/{NS}/gitrepositories/flux-system"
+KUSTOMIZATION = f"/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/{NS}/kustomizations/flux-system"
+SECRET = f"/api/v1/namespaces/{NS}/secrets/flux-system"
+CRDS = ("gitrepositories.source.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io")
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # sdk/go/common/resource/sig: how a state file marks a secret
+KEY_LINES = [ln for ln in DEPLOY_KEY.splitlines() if len(ln) >= 16]
+
+
+def _layers(record: dict) -> dict:
+    return {lay["layer"]: lay for lay in record["layers"]}
+
+
+def _everything_stored(tier) -> str:
+    """Every object in the state and records buckets, every version, and the stack config files."""
+    texts = []
+    for bucket in (tier.state_bucket, tier.records_bucket):
+        for page in tier.s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for v in page.get("Versions", []):
+                body = tier.s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+                texts.append(body.decode("utf-8", "replace"))
+    texts += [p.read_text() for p in tier.stacks.glob("*/Pulumi.*.yaml")]
+    return "\n".join(texts)
+
+
+def _assert_no_key(*texts: str) -> None:
+    b64 = base64.b64encode(DEPLOY_KEY.encode()).decode()
+    for text in texts:
+        for needle in (DEPLOY_KEY, b64, *KEY_LINES):
+            assert needle not in text, f"the deploy key (or a line of it) leaked: {needle[:24]}…"
+        assert PASSPHRASE not in text
+
+
+def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_contract(flux_tier):
+    kube = flux_tier.notes["kube"]
+    code, out, err = flux_tier.cli("up", "SPEC", "--layers", LAYERS, "--yes", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)
+    assert record["outcome"] == "succeeded", record
+    assert _layers(record)["flux"]["achieved"] == "applied", record
+    flux_tier.notes["texts"] = [out, err]
+
+    assert kube.get(f"/api/v1/namespaces/{NS}")["status"]["phase"] == "Active"
+    for crd in CRDS:
+        assert kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}") is not None
+    for name in ("source-controller", "kustomize-controller"):
+        deployment = kube.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(f"ghcr.io/fluxcd/{name}:")
+        assert deployment["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert "availableReplicas" not in deployment.get("status", {})  # no node: it never became available
+    # Awaited, so that its deletion is awaited too.
+    assert "pulumi.com/skipAwait" not in (kube.get(f"/api/v1/namespaces/{NS}")["metadata"].get("annotations") or {})
+    secret = kube.get(SECRET)
+    assert base64.b64decode(secret["data"]["identity"]).decode() == DEPLOY_KEY
+    assert base64.b64decode(secret["data"]["known_hosts"]).decode().startswith("git.example.invalid ")
+    repo = kube.get(GITREPO)["spec"]
+    assert repo["url"] == "ssh://git@git.example.invalid/acme/fleet.git"
+    assert repo["ref"] == {"tag": "fleet-v1.0.0"} and repo["secretRef"] == {"name": "flux-system"}
+    ks = kube.get(KUSTOMIZATION)["spec"]
+    assert ks["prune"] is True and ks["path"] == "./clusters/local"
+    assert ks["sourceRef"] == {"kind": "GitRepository", "name": "flux-system"}
+
+    outputs = flux_tier.engine().outputs("flux")
+    assert outputs.values["flux_namespace"] == NS and outputs.values["flux_version"] == "v2.7.0"
+    assert outputs.values["git_repository"] == f"{NS}/flux-system"
+    assert outputs.values["kustomization"] == f"{NS}/flux-system"
+    assert outputs.values["groundctl_lineage"]
+    assert not outputs.secret_keys  # the deploy key is never exported
+
+
+def test_the_stand_in_controller_marks_flux_ready_through_the_status_subresource(flux_tier):
+    kube = flux_tier.notes["kube"]
+
+    def ready(path):
+        doc = kube.get(path) or {}
+        conds = (doc.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+    wait_for("the stand-in to mark the Kustomization Ready", lambda: ready(KUSTOMIZATION) and ready(GITREPO), 120)
+    assert not flux_tier.notes["standin"].errors
+
+
+def test_a_second_up_changes_nothing(flux_tier):
+    record = flux_tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")
+    assert {k: v["achieved"] for k, v in _layers(record).items()} == {
+        "network": "unchanged", "cluster": "unchanged", "flux": "unchanged"}, record
+    assert flux_tier.ledger_serials("flux") == [1]
+
+
+def test_drift_sees_changes_made_with_the_api_outside_pulumi(flux_tier):
+    kube = flux_tier.notes["kube"]
+    clean = flux_tier.cli_json("drift", "SPEC", "--layers", "flux")
+    assert clean["drift"] is False, clean
+
+    status, doc = kube.request("PATCH", KUSTOMIZATION + "?fieldManager=kubectl-edit", {"spec": {"prune": False}},
+                               content_type="application/merge-patch+json")
+    assert status == 200, doc
+    status, doc = kube.request("DELETE", SECRET)
+    assert status == 200, doc
+    code, out, err = flux_tier.cli("drift", "SPEC", "--layers", "flux", "--json")
+    assert code == 1, err + out
+    row = json.loads(out)["layers"][0]
+    assert row["state"] == "drift", row
+    changed = {c["urn"].rsplit("::", 1)[1]: c for c in row["changes"]}
+    assert changed["root-kustomization"]["operation"] == "update", changed
+    assert changed["flux-deploy-key"]["operation"] == "create", changed
+    flux_tier.notes["texts"] += [out, err]
+
+    repaired = flux_tier.cli_json("up", "SPEC", "--layers", "flux", "--yes")
+    assert _layers(repaired)["flux"]["achieved"] == "applied", repaired
+    assert kube.get(KUSTOMIZATION)["spec"]["prune"] is True
+    assert base64.b64decode(kube.get(SECRET)["data"]["identity"]).decode() == DEPLOY_KEY
+    assert flux_tier.cli_json("drift", "SPEC", "--layers", "flux")["drift"] is False
+
+
+def test_the_deploy_key_is_never_stored_or_printed_in_plaintext(flux_tier):
+    state = flux_tier.checkpoint("flux")
+    secret = next(r for r in state["checkpoint"]["latest"]["resources"] if r["urn"].endswith("::flux-deploy-key"))
+    assert SECRET_SIG in json.dumps(secret["inputs"]["stringData"])  # Pulumi's mark of an encrypted secret value
+    assert flux_tier.stack_config("flux")["flux:deployKey"].keys() == {"secure"}
+    status = flux_tier.cli("status", "SPEC", "--json")
+    _assert_no_key(*flux_tier.notes["texts"], *status[1:], _everything_stored(flux_tier))
+
+
+def test_destroy_removes_what_the_layer_made_in_order_and_nothing_else(flux_tier):
+    kube = flux_tier.notes["kube"]
+    bystander = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bystander"}}
+    assert kube.request("POST", "/api/v1/namespaces", bystander)[0] in (201, 409)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep-me"}, "data": {"a": "b"}}
+    assert kube.request("POST", "/api/v1/namespaces/bystander/configmaps", cm)[0] in (201, 409)
+    audit_from = len(kube.audit())
+
+    code, out, err = flux_tier.cli("destroy", "SPEC", "--layers", "flux", "--yes", "--json")
+    assert code == 0, err + out
+    assert _layers(json.loads(out))["flux"]["achieved"] == "destroyed", out
+    _assert_no_key(out, err)
+
+    wait_for("flux-system to be gone", lambda: kube.get(f"/api/v1/namespaces/{NS}") is None, 120)
+    for crd in CRDS:
+        assert kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}") is None
+    assert kube.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-reconciler-flux-system") is None
+    assert kube.get("/api/v1/namespaces/bystander/configmaps/keep-me")["data"] == {"a": "b"}
+    assert kube.get("/api/v1/namespaces/default") is not None
+
+    deletes = [e for e in kube.audit()[audit_from:] if e["verb"] == "delete" and e["stage"] == "ResponseComplete"
+               and "pulumi" in e.get("userAgent", "").lower()]
+    order = [(e["objectRef"]["resource"], e["objectRef"].get("name")) for e in deletes]
+    names = [n for _, n in order]
+    assert set(order) >= {("kustomizations", "flux-system"), ("gitrepositories", "flux-system"),
+                          ("secrets", "flux-system"), ("namespaces", NS)}, order
+    assert all(e["objectRef"].get("namespace") in (None, NS) for e in deletes), order
+    assert "bystander" not in names and "default" not in names
+    position = {o: i for i, o in enumerate(order)}
+    # The dependents go before what they depend on: the Kustomization before its source, both before their CRDs.
+    assert position[("kustomizations", "flux-system")] < position[("gitrepositories", "flux-system")]
+    for crd in CRDS:
+        assert position[("gitrepositories", "flux-system")] < position[("customresourcedefinitions", crd)]
+    assert flux_tier.keys(flux_tier.stack_key("flux"))  # the stack stays, emptied, as after any destroy
+    resources = flux_tier.checkpoint("flux")["checkpoint"]["latest"].get("resources") or []
+    assert [r for r in resources if r["type"].startswith("kubernetes:") and "providers" not in r["type"]] == []
