@@ -20,7 +20,7 @@ _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSE
 def redact(obj: Any, secrets: Iterable[str], mask: str = MASK) -> Any:
     """`obj` (a string, or dicts and lists of them) with every occurrence of every secret value replaced
     by `mask`."""
-    return mask_obj(obj, secrets, mask, min_length=4)
+    return mask_obj(obj, secrets, mask)
 
 
 def transcript_json(transcript: dict, secrets: Iterable[str] = ()) -> str:

@@ -11,7 +11,6 @@ unreadable environment stop the others. Summaries (`summarize`) are pure.
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,9 +20,11 @@ from typing import Any, Callable, Optional
 from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
-from bootstrap.records.drift import parse_name
+from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.locks import lock_status
+from bootstrap.untrusted import Unreadable
 from recovery.drills.report import summarize_history
+from recovery.drills.stored import load_drill_record
 from recovery.fleet.protection import judge, read_protection
 
 DRILLS_PER_KIND = 3  # the RTO trend compares the latest drill of a kind with the ones before
@@ -48,13 +49,13 @@ def drill_kind(drill_id: str) -> Optional[str]:
     return kind if kind in DRILL_KINDS else None
 
 
-def _json(store, key: str) -> Optional[dict]:
+def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> Optional[dict]:
+    """The record at `key` checked by `load` (records are untrusted input), or None when it is unreadable."""
     obj = store.get(key)
     try:
-        doc = json.loads(obj.body) if obj is not None else None
-    except ValueError:
+        return load(obj.body if obj is not None else None, key)
+    except Unreadable:
         return None
-    return doc if isinstance(doc, dict) else None
 
 
 def _stem(key: str) -> str:
@@ -75,7 +76,7 @@ def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clo
         store, env = src.store, spec.name
         # Drift records are named newest first, verdict last: a one-key listing tells the latest result.
         newest = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
-        raw["drift"] = (parse_name(_stem(newest)) or _json(store, newest)) if newest else None
+        raw["drift"] = (parse_name(_stem(newest)) or _json(store, newest, load_drift_record)) if newest else None
         if newest and raw["drift"] is None:
             raw["problems"].append(f"{newest} is not a readable drift record")
         # One listing from the end of the drift records up to the lock: `drills/`, `ledger/` and `locks/`
@@ -103,8 +104,8 @@ def read_environment(src: Source, *, drills_per_kind: int = DRILLS_PER_KIND, clo
         drills = []
         for kind, keys in sorted(by_kind.items()):
             for key in keys[-drills_per_kind:]:
-                doc = _json(store, key)
-                if doc is None or "drill_id" not in doc:
+                doc = _json(store, key, load_drill_record)
+                if doc is None:
                     raw["problems"].append(f"{key} is not a readable drill record")
                 else:
                     drills.append(doc)
