@@ -64,7 +64,8 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
                                                      "stack's, and only when its holder is gone)."),
            json_out: bool = json_opt("what was broken")) -> None:
     """Remove the lock when its heartbeat has expired and its holder is gone (or with --force)."""
-    from bootstrap.records.locks import break_lock, broken_key, current_user
+    from bootstrap.records.layout import lock_key
+    from bootstrap.records.locks import UNREADABLE_OWNER, break_lock, broken_key, current_user
 
     by = f"{current_user()}@{socket.gethostname()}"
     if pulumi is not None:
@@ -77,8 +78,10 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
         console.emit_json({"environment": name, "broken": {k: v for k, v in asdict(info).items() if k != "etag"},
                            "forced": force, "by": by, "record_prefix": prefix})
         return
-    console.info(f"Broke the lock on {name} held by {info.holder}{' (forced)' if force else ''}; the break "
-                 f"is recorded under {prefix}.")
+    held = (f"the unreadable lock object {lock_key(name)}" if info.owner == UNREADABLE_OWNER
+            else f"the lock on {name} held by {info.holder}")
+    console.info(f"Broke {held}{' (forced)' if force else ''}; the break is recorded under {prefix}, with the "
+                 "object as it was.")
 
 
 def _break_pulumi(environment: str, endpoint_url: Optional[str], layer_name: str, force: bool, by: str,

@@ -29,6 +29,7 @@ from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, w
 
 # A lock object groundctl writes is ~300 bytes; anything near this is not one.
 MAX_LOCK_BYTES = 64 * 1024
+UNREADABLE_OWNER = "(unreadable lock object)"  # the owner `break_lock` reports for a lock it could not read
 
 
 def iso(t: float) -> str:
@@ -332,8 +333,8 @@ def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], flo
         return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
     if info is None:
         return LockStatus(environment, None, False,
-                          f"the lock object cannot be read ({why}); only `groundctl lock break {environment} "
-                          "--force` removes it", None, plocks, unreadable=layout.lock_key(environment))
+                          f"the lock object {layout.lock_key(environment)} cannot be read ({why}); only "
+                          f"`groundctl lock break {environment} --force` removes it", None, plocks, unreadable=layout.lock_key(environment))
     age = age_of(obj, info, clock())
     stale, reason, age = staleness(info, age, this_host or socket.gethostname(), alive)
     return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
@@ -360,7 +361,7 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
                 f"{environment} --force`: the object is kept under {layout.GROUNDCTL}/locks/broken/ first."
             )
         stale, reason = False, f"the lock object could not be read ({why})"
-        info = LockInfo(environment, "unknown", "unknown", -1, "unknown", "", "", 0, obj.etag)
+        info = LockInfo(environment, UNREADABLE_OWNER, "unknown", -1, "unknown", "", "", 0, obj.etag)
     else:
         stale, reason, _age = staleness(info, age_of(obj, info, now), this_host or socket.gethostname(), alive)
     if not stale and not force:
