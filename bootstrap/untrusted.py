@@ -118,7 +118,7 @@ def text(d: dict, name: str, *, optional: bool = False, max_len: int = MAX_TEXT,
     return v
 
 
-def prose(d: dict, name: str, *, optional: bool = True, max_len: int = 64 * 1024) -> Optional[str]:
+def prose(d: dict, name: str, *, optional: bool = True, max_len: int = 16 * 1024) -> Optional[str]:
     """Free text (a message, a reason): newlines and tabs allowed, other control characters not."""
     v = d.get(name)
     if v is None and optional:

@@ -11,6 +11,7 @@ import json
 from typing import Any, Iterable
 
 from bootstrap.masking import mask_obj
+from bootstrap.untrusted import inert
 
 MASK = "[secret]"
 _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
@@ -95,4 +96,4 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
                  "refuse": "REFUSED"}
         out += ["", "## Pending creates", ""]
         out += [f"- {verbs[d['action']]} `{d['urn']}`: {_cell(d['reason'])}" for d in pending["decisions"]]
-    return "\n".join(out) + "\n"
+    return inert("\n".join(out) + "\n")  # state and records may hold control characters

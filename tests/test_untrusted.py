@@ -84,3 +84,14 @@ def test_the_console_prints_every_control_character_as_its_escape(capsys, hostil
 def test_inert_keeps_what_groundctls_own_messages_use():
     assert inert("line one\n\tline two — ok [x]") == "line one\n\tline two — ok [x]"
     assert inert("a\x1bb") == "a\\x1bb"
+
+
+def test_a_recovery_report_shows_control_characters_as_escapes():
+    from recovery.report import render_markdown
+
+    phase = {"phase": "assess", "status": "refused", "reason": "LockHeld", "attempted": True, "details": {},
+             "message": "held by ops\x1b]8;;https://evil.example\x1b\\here", "next_step": "wait"}
+    md = render_markdown({"layer": "network", "environment": "dev\x1b[2J", "run_id": "r", "started_at": "s",
+                          "finished_at": "f", "options": {}, "outcome": "refused", "complete": False, "exit_code": 3,
+                          "state_downloads": 0, "phases": [phase]})
+    assert "\x1b" not in md and "dev\\x1b[2J" in md and "held by ops\\x1b]8;;" in md

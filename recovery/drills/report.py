@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from bootstrap.records import layout
 from bootstrap.records.runs import REDACTED
-from bootstrap.untrusted import Unreadable
+from bootstrap.untrusted import Unreadable, inert
 from recovery.drills.stored import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
@@ -178,7 +178,7 @@ def render_markdown(report: DrillReport, svg_name: Optional[str] = None) -> str:
         lines += ["", "## Plans (dry run)", ""]
         for plan in report.plans:
             lines.append(f"- **{plan.get('phase')}** ({plan.get('layer')}): {_cell(plan.get('summary'))}")
-    return "\n".join(lines) + "\n"
+    return inert("\n".join(lines) + "\n")  # state and records may hold control characters
 
 
 @dataclass(frozen=True)

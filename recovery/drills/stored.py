@@ -19,7 +19,7 @@ def load_drill_record(body: Optional[bytes], key: str) -> dict:
         text(d, "drill_id"), text(d, "kind"), text(d, "environment", optional=True), text(d, "layer", optional=True)
         when(d, "started_at"), when(d, "ended_at", optional=True), number(d, "total_seconds")
         verdict = obj(d, "verdict")
-        text(verdict, "outcome", optional=True), prose(verdict, "reason")
+        text(verdict, "outcome", optional=True), prose(verdict, "reason", max_len=4096)
         number(verdict, "recovery_seconds", low=0), number(verdict, "rto_seconds", low=0)
         flag(obj(d, "options"), "dry_run")
         for phase in items(d, "phases"):
