@@ -28,22 +28,23 @@ def _pulumi_lock(tier, layer: str):
     return locks[0] if locks else None
 
 
+@pytest.mark.timeout(1500)  # three updates, a kill and two recoveries of a real engine, at a load of 8-10
 def test_a_killed_updates_lock_is_shown_refuses_a_restore_and_is_removed_only_when_dead(tier, tmp_path):
     assert tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")["outcome"] == "succeeded"
     tier.spec_path.write_text(tier.spec_path.read_text().replace("az_count: 2", "az_count: 3"))
     run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json",
                      faults={"private-2": "sleep:120", "public-2": "sleep:120"})
     try:
-        live = wait_for("Pulumi's lock on network", lambda: _pulumi_lock(tier, "network"), timeout=90)
+        live = wait_for("Pulumi's lock on network", lambda: _pulumi_lock(tier, "network"), timeout=300)
         assert live["holder_state"] == "alive" and live["pid"] in _tree(run.pid), live
         # A live update's lock is never removed, not even with --force.
         code, _, err = tier.cli("lock", "break", "SPEC", "--pulumi", "network", "--force")
         assert code == 3 and "never removed" in err, err
         assert _pulumi_lock(tier, "network") is not None
-        wait_for("the stalled creates pending", lambda: len(_pending(tier, "network")) == 2, timeout=90)
+        wait_for("the stalled creates pending", lambda: len(_pending(tier, "network")) == 2, timeout=300)
         _kill_the_update(run)
     finally:
-        run.communicate(timeout=120)
+        run.communicate(timeout=300)
     assert run.returncode == 4
 
     dead = _pulumi_lock(tier, "network")

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from bootstrap.records import layout
 from bootstrap.interrupts import shielded
 from bootstrap.errors import GroundctlError, LockHeld, Refused
-from bootstrap.records.pulumi_locks import PulumiLock, judge, read_locks
+from bootstrap.records.pulumi_locks import PulumiLock, judge, pulumi_hint, read_locks
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, whole, when
 
@@ -351,7 +351,7 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
     obj, info, why = read_lock(store, environment)
     if obj is None:
         raise Refused(f"Environment '{environment}' is not locked by groundctl; there is nothing to break."
-                      + _pulumi_hint(store, environment))
+                      + pulumi_hint(store, environment))
     now = clock()
     if info is None:
         if not force:
@@ -383,10 +383,3 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
         )
     return info
 
-
-def _pulumi_hint(store: ObjectStore, environment: str) -> str:
-    layers = sorted({p.layer for p in read_locks(store, environment)})
-    if not layers:
-        return ""
-    return (f" Pulumi holds a stack lock on {', '.join(layers)}: `groundctl lock status {environment}` shows its "
-            f"holder, and `groundctl lock break {environment} --pulumi <layer>` removes it once that holder is gone.")

@@ -162,3 +162,12 @@ def refuse_restore_under_lock(store: ObjectStore, project: str, stack: str, this
                 f"{project} --force`, then re-run the recovery")
     raise Refused(f"Pulumi holds a lock on the stack {project}/{stack}, so its state is not restored (an update "
                   f"still running would overwrite it at its next checkpoint): {holders}. {step}.")
+
+
+def pulumi_hint(store: ObjectStore, environment: str) -> str:
+    """A sentence for a message about groundctl's lock: which Pulumi locks there are, and the command for them."""
+    layers = sorted({p.layer for p in read_locks(store, environment)})
+    if not layers:
+        return ""
+    return (f" Pulumi holds a stack lock on {', '.join(layers)}: `groundctl lock status {environment}` shows its "
+            f"holder, and `groundctl lock break {environment} --pulumi <layer>` removes it once that holder is gone.")
