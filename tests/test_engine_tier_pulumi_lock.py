@@ -33,7 +33,7 @@ def test_a_killed_updates_lock_is_shown_refuses_a_restore_and_is_removed_only_wh
     assert tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")["outcome"] == "succeeded"
     tier.spec_path.write_text(tier.spec_path.read_text().replace("az_count: 2", "az_count: 3"))
     run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json",
-                     faults={"private-2": "sleep:120", "public-2": "sleep:120"})
+                     faults={"private-2": "sleep:600", "public-2": "sleep:600"})  # killed long before
     try:
         live = wait_for("Pulumi's lock on network", lambda: _pulumi_lock(tier, "network"), timeout=300)
         assert live["holder_state"] == "alive" and live["pid"] in _tree(run.pid), live
