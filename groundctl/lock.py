@@ -101,5 +101,6 @@ def _break_pulumi(environment: str, endpoint_url: Optional[str], layer_name: str
                            "by": by, "record_prefix": prefix})
         return
     for p in broken:
-        console.info(f"Removed Pulumi's lock {p.key} held by {p.holder}{' (forced)' if p.holder_state != 'dead' else ''}: "
-                     f"{p.reason}; a copy is kept under {prefix}.")
+        forced = " (forced)" if p.holder_state != "dead" else ""
+        console.info(f"Removed Pulumi's lock {p.key} held by {p.holder}{forced}: {p.reason}; a copy is kept under "
+                     f"{prefix}.")

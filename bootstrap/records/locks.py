@@ -332,9 +332,9 @@ def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], flo
     if obj is None:
         return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
     if info is None:
-        return LockStatus(environment, None, False,
-                          f"the lock object {layout.lock_key(environment)} cannot be read ({why}); only "
-                          f"`groundctl lock break {environment} --force` removes it", None, plocks, unreadable=layout.lock_key(environment))
+        key = layout.lock_key(environment)
+        return LockStatus(environment, None, False, f"the lock object {key} cannot be read ({why}); only "
+                          f"`groundctl lock break {environment} --force` removes it", None, plocks, unreadable=key)
     age = age_of(obj, info, clock())
     stale, reason, age = staleness(info, age, this_host or socket.gethostname(), alive)
     return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
