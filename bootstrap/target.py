@@ -125,6 +125,12 @@ class Target:
         if self._engine is None:
             from bootstrap.engine.scrubbing import ScrubbingEngine
 
+            from bootstrap import console
+            from bootstrap.masking import short_secret_warning
+
+            weak = short_secret_warning(SECRET_ENV_VARS[0], self.environ.get(SECRET_ENV_VARS[0], ""))
+            if weak:
+                console.warn(weak)
             ctx = EngineContext(self.spec, self.endpoint_url, self.store, self.lineage_for)
             self._engine = ScrubbingEngine(self.engine_factory(ctx), self.secret_values)
         return self._engine

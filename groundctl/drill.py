@@ -199,6 +199,8 @@ def history(
     summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable}
     if json_out:
         console.emit_json(summary)
+        if unreadable:
+            raise typer.Exit(1)  # a record that cannot be read is a problem found
         return
     drills = table(f"drills of {environment}", "drill", "kind", "started", "verdict", "recovery s", "RTO s")
     for row in summary["drills"]:
@@ -218,3 +220,5 @@ def history(
         console.warn(f"{key} is not a readable drill record")
     if not summary["drills"]:
         console.info(f"No drill has been recorded for {environment} yet.")
+    if unreadable:
+        raise typer.Exit(1)

@@ -22,13 +22,16 @@ def layer_status(store, layer: str, environment: str) -> dict:
     """What the ledger's head says about one layer (store None: the bucket is absent, nothing applied)."""
     from bootstrap.records.ledger import read_ledger
 
-    head = read_ledger(store, layer, environment).head if store is not None else None
+    ledger = read_ledger(store, layer, environment) if store is not None else None
+    head = ledger.head if ledger is not None else None
+    # A record that cannot be read is named (its key and why), never skipped in silence.
+    unreadable = [f.sentence for f in (ledger.problems if ledger else ()) if f.code == "unparseable-record"]
     if head is None:
         return {"layer": layer, "deployed": False, "operation": None, "serial": None, "lineage": None,
-                "resources": None, "at": None, "run_id": None}
+                "resources": None, "at": None, "run_id": None, "unreadable": unreadable}
     return {"layer": layer, "deployed": head.operation != "destroy", "operation": head.operation,
             "serial": head.serial, "lineage": head.lineage, "resources": head.resources, "at": head.at,
-            "run_id": head.run_id}
+            "run_id": head.run_id, "unreadable": unreadable}
 
 
 def holder_text(lock) -> str:
@@ -60,15 +63,21 @@ def status(
         lock = lock_status(store, target.name) if store is not None else None
     doc = {"environment": environment, "layers": layers, "lock": lock.to_dict() if lock else None,
            "lock_holder": holder_text(lock), "note": note}
+    unreadable = [u for row in layers for u in row["unreadable"]] + (
+        [f"the lock object {lock.unreadable} cannot be read"] if lock is not None and lock.unreadable else [])
     if json_out:
         console.emit_json(doc)
-        return
-    rows = table(f"status of {environment}", "layer", "last operation", "serial", "lineage", "resources", "at")
-    for row in layers:
-        rows.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
-                                          _s(row["lineage"]), _s(row["resources"]), _s(row["at"]))))
-    console.data(rows)
-    console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
+    else:
+        rows = table(f"status of {environment}", "layer", "last operation", "serial", "lineage", "resources", "at")
+        for row in layers:
+            rows.add_row(*(Text(v) for v in (row["layer"], row["operation"] or "never applied", _s(row["serial"]),
+                                              _s(row["lineage"]), _s(row["resources"]), _s(row["at"]))))
+        console.data(rows)
+        console.info(f"lock: {doc['lock_holder']}" + (f" ({note})" if note else ""))
+        for problem in unreadable:
+            console.warn(problem)
+    if unreadable:
+        raise typer.Exit(1)  # a record that cannot be read is a problem found, even when the rest reads
 
 
 def _record_failure(target, record: dict, save) -> None:

@@ -179,6 +179,11 @@ class _Run:
             st = s.lock_status(s.store, o.environment)
             details["lock"] = {"held": st.holder is not None, "holder": st.holder.holder if st.holder else None,
                                "stale": st.stale, "pulumi_locks": len(st.pulumi_locks)}
+            if st.unreadable:
+                return Condition("assess", "refused", "LockUnreadable",
+                                 f"Environment '{o.environment}' is locked by a lock object that cannot be read: "
+                                 f"{st.reason}.", f"if no run is active, `groundctl lock break {o.environment} "
+                                 "--force`", details=details)
             if st.holder is not None and not st.stale:
                 return Condition("assess", "refused", "LockHeld",
                                  f"Environment '{o.environment}' is locked by {st.holder.holder}: another run is "

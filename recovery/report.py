@@ -11,6 +11,7 @@ import json
 from typing import Any, Iterable
 
 from bootstrap.masking import mask_obj
+from bootstrap.untrusted import inert
 
 MASK = "[secret]"
 _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
@@ -20,7 +21,7 @@ _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSE
 def redact(obj: Any, secrets: Iterable[str], mask: str = MASK) -> Any:
     """`obj` (a string, or dicts and lists of them) with every occurrence of every secret value replaced
     by `mask`."""
-    return mask_obj(obj, secrets, mask, min_length=4)
+    return mask_obj(obj, secrets, mask)
 
 
 def transcript_json(transcript: dict, secrets: Iterable[str] = ()) -> str:
@@ -95,4 +96,4 @@ def render_markdown(transcript: dict, secrets: Iterable[str] = ()) -> str:
                  "refuse": "REFUSED"}
         out += ["", "## Pending creates", ""]
         out += [f"- {verbs[d['action']]} `{d['urn']}`: {_cell(d['reason'])}" for d in pending["decisions"]]
-    return "\n".join(out) + "\n"
+    return inert("\n".join(out) + "\n")  # state and records may hold control characters

@@ -19,6 +19,7 @@ quarantined (its versions stay). Which version to restore is decided elsewhere (
 from __future__ import annotations
 
 import hashlib
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +27,8 @@ from typing import Callable, Optional
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.records.locks import pid_alive
+from bootstrap.records.pulumi_locks import refuse_restore_under_lock
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")
 AfterStep = Callable[[int, str], None]
@@ -154,6 +157,8 @@ def restore(store: ObjectStore, plan: RestorePlan, *, lock_factory: Callable, ru
         steps.append(StepResult("lock", True, f"holding the lock on '{plan.environment}' as run {run_id}"))
         done(1)
         check = getattr(lock, "check", lambda: None)
+        # groundctl's lock keeps groundctl out, not Pulumi: a live update would overwrite the restored state.
+        refuse_restore_under_lock(store, plan.project, plan.stack, socket.gethostname(), pid_alive)
 
         # 1. quarantine whatever is current and is not already the chosen state.
         currents = current_objects(store, plan.project, plan.stack)

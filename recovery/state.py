@@ -18,7 +18,6 @@ import gc
 import gzip
 import hashlib
 import io
-import json
 import stat
 import zlib
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ import zstandard
 
 from bootstrap.errors import BadInput
 from bootstrap.layers import LINEAGE_OUTPUT
+from bootstrap.untrusted import decode_json
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -187,10 +187,6 @@ def decompress(raw: bytes, source: str = "the state", limit: int = MAX_STATE_BYT
     return raw, "none"
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"'{name}' is not a JSON value")
-
-
 def _drop_inputs(obj: dict) -> dict:
     # A resource's inputs are never read here and are often as large as its outputs: dropping them
     # while the JSON is decoded keeps peak memory near 3.5x the file instead of 4.5x. A StateDoc is a
@@ -205,14 +201,9 @@ def load_json(data: bytes, source: str, *, keep_inputs: bool = True) -> Any:
     # Go's decoder replaces invalid UTF-8 instead of failing, so Pulumi would load such a file; so do we.
     text = data.decode("utf-8", errors="replace")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_hook=None if keep_inputs else _drop_inputs)
-    except json.JSONDecodeError as exc:
-        raise NotAState(source, f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}, "
-                                f"character {exc.pos})") from None
-    except RecursionError:
-        raise NotAState(source, "its JSON is nested too deeply to be a state") from None
-    except ValueError as exc:  # NaN/Infinity, integers too long to convert
-        raise NotAState(source, f"it is not valid JSON ({exc})") from None
+        return decode_json(text, object_hook=None if keep_inputs else _drop_inputs)
+    except ValueError as exc:  # syntax, NaN/Infinity, overflowing numbers, too long integers, too deep
+        raise NotAState(source, f"{exc} to be a state" if "nested" in str(exc) else str(exc)) from None
 
 
 # -- JSON to StateDoc ------------------------------------------------------------------------------

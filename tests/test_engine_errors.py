@@ -100,7 +100,7 @@ def test_secret_values_are_scrubbed_from_cli_output():
 
 def test_scrub_handles_overlapping_and_escaped_secrets():
     assert scrub("a-LONGSECRET-b", ["SECRET", "LONGSECRET"]) == "a-[secret]-b"
-    assert scrub('x "pa\\nss" y', ["pa\nss"]) == 'x "[secret]" y'
+    assert scrub('x "pa\\nsswd" y', ["pa\nsswd"]) == 'x "[secret]" y'
     assert scrub("nothing here", []) == "nothing here"
 
 

@@ -136,8 +136,8 @@ def test_the_guided_recovery_after_the_kill_ends_clean(tier, tmp_path):
     if not tier.notes.get("killed"):
         pytest.skip("needs the killed update of the test before it in this module: run the module whole")
     assert _pending(tier, "network")
-    # runbooks/break-stale-lock.md §4: the killed update's Pulumi lock goes with `pulumi cancel`.
-    _pulumi_cancel(tier, "network")
+    # runbooks/break-stale-lock.md §4: the killed update's Pulumi lock (its pid gone from this host) goes.
+    _break_pulumi_lock(tier, "network")
     assert tier.cli_json("lock", "status", "SPEC")["pulumi_locks"] == []
     code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json", "--out", str(tmp_path / "first"))
     first = json.loads(out)
@@ -171,12 +171,10 @@ def test_the_guided_recovery_after_the_kill_ends_clean(tier, tmp_path):
     assert code == 0, out + err
 
 
-def _pulumi_cancel(tier, layer: str) -> None:
-    """`pulumi cancel`, as break-stale-lock.md says, with the backend URL groundctl uses."""
-    env = {**os.environ, **tier.env, "PULUMI_BACKEND_URL": backend_url(tier.state_bucket, "us-east-1", tier.endpoint)}
-    done = subprocess.run(["pulumi", "cancel", "--stack", tier.env_name, "--yes"], cwd=tier.stacks / layer, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+def _break_pulumi_lock(tier, layer: str) -> None:
+    """`groundctl lock break <env> --pulumi <layer>`, as break-stale-lock.md says: the dead update's lock only."""
+    broken = tier.cli_json("lock", "break", "SPEC", "--pulumi", layer)["broken"]
+    assert broken and all(p["holder_state"] == "dead" for p in broken), broken
 
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
@@ -211,7 +209,7 @@ def test_a_live_pending_create_is_never_dropped_and_pulumi_cannot_adopt_it(tier)
     finally:
         run.communicate(timeout=120)
     assert run.returncode == 4
-    _pulumi_cancel(tier, "network")
+    _break_pulumi_lock(tier, "network")
     urn = _pending(tier, "network")[0]["resource"]["urn"]
 
     def inventory(environment: str, layer: str) -> Inventory:

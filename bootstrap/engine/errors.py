@@ -36,9 +36,10 @@ class StackLocked(EngineError):
         who = "; ".join(holders) if holders else "another process (the lock file does not say who)"
         super().__init__(
             f"The Pulumi stack for layer '{layer}' of environment '{environment}' is locked by {who}. "
-            f"Another update may still be running: check with `groundctl lock status {environment}`, "
-            f"which also lists Pulumi's stack locks. Only if that holder is gone, remove the stale lock "
-            f"with `groundctl lock break {environment}`, then run the command again."
+            f"Another update may still be running: `groundctl lock status {environment}` shows Pulumi's stack "
+            f"locks with whether each holder is alive. Only once that holder is gone, remove this stack's lock "
+            f"(and no other) with `groundctl lock break {environment} --pulumi {layer}`, then run the command "
+            "again; never `pulumi cancel`, which deletes every lock file of the stack, a live update's too."
         )
 
 

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import drift_key
 from bootstrap.records.runs import new_run_id, iso, redact
+from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, prose, text, when, whole
 
 DRIFTED = ("drift", "not deployed")
 
@@ -81,3 +82,29 @@ def save_drift_record(store, record: dict, secret_values: Iterable[str] = ()) ->
     key = drift_key(record["environment"], record_name(record))
     store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
     return key
+
+
+def load_drift_record(body: Optional[bytes], key: str) -> dict:
+    """A stored drift record, checked field by field (it is untrusted input); raises `Unreadable` naming `key`."""
+    d = load_record(body, key, kind="drift record")
+    try:
+        text(d, "check_id"), text(d, "environment"), when(d, "at")
+        # A check that could not finish knows no verdict: its `drift` is null and its `reason` says why.
+        if text(d, "outcome", optional=True) == "failed":
+            prose(d, "reason")
+            if d.get("drift") is not None:
+                flag(d, "drift")
+        else:
+            flag(d, "drift")
+        for name in items(d, "drifted_layers", optional=False):
+            text({"drifted_layers": name}, "drifted_layers")
+        for layer in items(d, "layers"):
+            if not isinstance(layer, dict):
+                raise ValueError("an entry of 'layers' is not an object")
+            text(layer, "layer"), text(layer, "state"), prose(layer, "summary"), prose(layer, "skipped_reason")
+            whole(layer, "changed", optional=True)
+            for op, n in obj(layer, "counts").items():
+                whole({op: n}, op)
+    except ValueError as exc:
+        raise Unreadable(key, str(exc)) from None
+    return d

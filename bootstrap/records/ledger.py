@@ -25,6 +25,7 @@ from typing import Callable, Optional
 from bootstrap.records import layout
 from bootstrap.errors import CloudError, StateUnusable
 from bootstrap.aws.objectstore import ObjectStore, StoredObject
+from bootstrap.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
 
 _RECORD_NAME = re.compile(r"^(\d{12})\.json$")
 MAX_APPEND_ATTEMPTS = 60
@@ -42,7 +43,7 @@ def epoch_seconds(value: object) -> float:
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
     if isinstance(value, str):
-        return epoch_seconds(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        return epoch(value)
     return float(value)  # type: ignore[arg-type]
 
 
@@ -66,29 +67,20 @@ class LedgerRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LedgerRecord":
+        """Raises ValueError naming the first field of the wrong type, size or form."""
         def s(name: str, optional: bool = False):
-            v = d.get(name)
-            if v is None and optional:
-                return None
-            if not isinstance(v, str) or not v and not optional:
-                raise ValueError(f"field '{name}' is missing or not a string")
-            return v
-        serial, resources = d.get("serial"), d.get("resources")
-        if not isinstance(serial, int) or isinstance(serial, bool) or serial < 1:
-            raise ValueError("field 'serial' is not a positive whole number")
-        if not isinstance(resources, int) or isinstance(resources, bool):
-            raise ValueError("field 'resources' is not a whole number")
+            return text(d, name, optional=optional)
+        serial, resources = whole(d, "serial", low=1), whole(d, "resources")
         sha = s("sha256")
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise ValueError("field 'sha256' is not a sha256 hex digest")
-        for name in ("at", "state_last_modified"):
-            stamp = s(name, optional=name != "at")
-            if stamp is not None:
-                epoch_seconds(stamp)  # raises ValueError when it is not an ISO time
+        previous = s("previous_sha256", True)
+        if previous is not None and not re.fullmatch(r"[0-9a-f]{64}", previous):
+            raise ValueError("field 'previous_sha256' is not a sha256 hex digest")
         return cls(lineage=s("lineage"), serial=serial, sha256=sha, version_id=s("version_id", True),
-                   previous_sha256=s("previous_sha256", True), operation=s("operation"), run_id=s("run_id"),
-                   at=s("at"), git_commit=s("git_commit", True), resources=resources, stack_key=s("stack_key"),
-                   state_last_modified=s("state_last_modified", True))
+                   previous_sha256=previous, operation=s("operation"), run_id=s("run_id"),
+                   at=when(d, "at"), git_commit=s("git_commit", True), resources=resources, stack_key=s("stack_key"),
+                   state_last_modified=when(d, "state_last_modified", optional=True))
 
 
 @dataclass(frozen=True)
@@ -135,8 +127,10 @@ class ChainVerdict:
 
 def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRecord], Optional[Finding]]:
     try:
-        rec = LedgerRecord.from_dict(json.loads(body))
-    except (ValueError, TypeError, AttributeError) as exc:
+        rec = LedgerRecord.from_dict(load_record(body, key, kind="ledger record"))
+    except Unreadable as exc:
+        return None, Finding("unparseable-record", serial, f"ledger record {key} cannot be read ({exc.reason}).")
+    except ValueError as exc:
         return None, Finding("unparseable-record", serial, f"ledger record {key} cannot be read ({exc}).")
     if rec.serial != serial:
         return None, Finding("serial-mismatch", serial,
@@ -232,7 +226,7 @@ def count_resources(body: bytes) -> int:
     """Resources in a checkpoint (`{version, checkpoint: {latest: {resources}}}`) or an export.
     Raises ValueError for anything that is not one."""
     try:
-        doc = json.loads(decompress(body))
+        doc = decode_json(decompress(body).decode("utf-8", errors="replace"))
     except ValueError:
         raise
     except Exception as exc:  # a truncated gzip/zstd stream raises its library's own error

@@ -25,8 +25,13 @@ from bootstrap.records import layout
 from bootstrap.interrupts import shielded
 from bootstrap.errors import CloudError, GroundctlError, LockHeld, Refused
 from bootstrap.aws.clients import call_deadline
-from bootstrap.layers import LAYER_NAMES
+from bootstrap.records.pulumi_locks import PulumiLock, judge, pulumi_hint, read_locks
 from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, whole, when
+
+# A lock object groundctl writes is ~300 bytes; anything near this is not one.
+MAX_LOCK_BYTES = 64 * 1024
+UNREADABLE_OWNER = "(unreadable lock object)"  # the owner `break_lock` reports for a lock it could not read
 
 
 def iso(t: float) -> str:
@@ -34,7 +39,7 @@ def iso(t: float) -> str:
 
 
 def parse_iso(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+    return epoch(s)
 
 
 @dataclass(frozen=True)
@@ -60,22 +65,17 @@ class LockInfo:
         return json.dumps(d, sort_keys=True).encode()
 
     @classmethod
-    def parse(cls, body: bytes, etag: Optional[str] = None) -> "LockInfo":
-        d = json.loads(body)
-        return cls(environment=str(d["environment"]), owner=str(d["owner"]), host=str(d["host"]),
-                   pid=int(d["pid"]), run_id=str(d["run_id"]), started_at=str(d["started_at"]),
-                   heartbeat_at=str(d["heartbeat_at"]), ttl_seconds=int(d["ttl_seconds"]), etag=etag)
-
-
-@dataclass(frozen=True)
-class PulumiLock:
-    """One of Pulumi's own stack locks (`.pulumi/locks/organization/<project>/<stack>/<uuid>.json`)."""
-    layer: str
-    key: str
-    pid: Optional[int]
-    username: Optional[str]
-    hostname: Optional[str]
-    timestamp: Optional[str]
+    def parse(cls, body: Optional[bytes], etag: Optional[str] = None, key: str = "the lock object") -> "LockInfo":
+        """The lock stored at `key`; raises `Unreadable` (naming the key and why) for anything else."""
+        d = load_record(body, key, max_bytes=MAX_LOCK_BYTES, kind="lock object")
+        try:
+            return cls(environment=text(d, "environment"), owner=text(d, "owner", max_len=256),
+                       host=text(d, "host", max_len=256), pid=whole(d, "pid", high=MAX_PID),
+                       run_id=text(d, "run_id", max_len=256), started_at=when(d, "started_at"),
+                       heartbeat_at=when(d, "heartbeat_at"), ttl_seconds=whole(d, "ttl_seconds", low=1, high=86400),
+                       etag=etag)
+        except ValueError as exc:
+            raise Unreadable(key, str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class LockStatus:
             "reason": self.reason,
             "heartbeat_age_seconds": self.heartbeat_age_seconds,
             "unreadable": self.unreadable,
-            "pulumi_locks": [asdict(p) for p in self.pulumi_locks],
+            "pulumi_locks": [p.to_dict() for p in self.pulumi_locks],
         }
 
 
@@ -150,14 +150,24 @@ def heartbeat_age(obj, info: LockInfo, local_now: float) -> float:
 
 # -- I/O helpers -----------------------------------------------------------------------------------
 
-def _read_lock(store: ObjectStore, environment: str):
-    obj = store.get(layout.lock_key(environment))
+def read_lock(store: ObjectStore, environment: str):
+    """(the stored object or None, its LockInfo or None, why it cannot be read or None)."""
+    key = layout.lock_key(environment)
+    obj = store.get(key)
     if obj is None:
-        return None, None
+        return None, None, None
     try:
-        return obj, LockInfo.parse(obj.body, obj.etag)
-    except (ValueError, KeyError, TypeError):
-        return obj, None
+        info = LockInfo.parse(obj.body, obj.etag, key)
+    except Unreadable as exc:
+        return obj, None, exc.reason
+    if info.environment != environment:
+        return obj, None, f"it names the environment '{info.environment}', not '{environment}'"
+    return obj, info, None
+
+
+def _read_lock(store: ObjectStore, environment: str):
+    obj, info, _why = read_lock(store, environment)
+    return obj, info
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -370,34 +380,25 @@ def current_user() -> str:
 
 # -- status and break ------------------------------------------------------------------------------
 
-def pulumi_locks(store: ObjectStore, environment: str) -> tuple[PulumiLock, ...]:
-    found = []
-    for layer_name in LAYER_NAMES:
-        for key, _size, _mod in store.keys(layout.pulumi_locks_prefix(layer_name, environment)):
-            obj = store.get(key)
-            try:
-                d = json.loads(obj.body) if obj else {}
-                d = d if isinstance(d, dict) else {}
-            except ValueError:
-                d = {}
-            pid = d.get("pid")
-            found.append(PulumiLock(layer_name, key, int(pid) if isinstance(pid, int) else None,
-                                    d.get("username"), d.get("hostname"), d.get("timestamp")))
-    return tuple(found)
+def pulumi_locks(store: ObjectStore, environment: str, this_host: Optional[str] = None,
+                 alive: Callable[[int], bool] = pid_alive) -> tuple[PulumiLock, ...]:
+    """Pulumi's stack locks on every layer of the environment, each with its holder judged."""
+    host = this_host or socket.gethostname()
+    return tuple(judge(p, host, alive) for p in read_locks(store, environment))
 
 
 def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], float] = time.time,
                 this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive,
                 age_of: Callable[..., float] = heartbeat_age, with_pulumi_locks: bool = True) -> LockStatus:
-    obj, info = _read_lock(store, environment)
+    obj, info, why = read_lock(store, environment)
     # Pulumi's locks cost a listing per layer; a fleet-wide view reads only groundctl's own lock.
-    plocks = pulumi_locks(store, environment) if with_pulumi_locks else ()
+    plocks = pulumi_locks(store, environment, this_host, alive) if with_pulumi_locks else ()
     if obj is None:
         return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
     if info is None:
-        return LockStatus(environment, None, False,
-                          "the lock object cannot be parsed; only `groundctl lock break --force` removes it",
-                          None, plocks, unreadable=layout.lock_key(environment))
+        key = layout.lock_key(environment)
+        return LockStatus(environment, None, False, f"the lock object {key} cannot be read ({why}); only "
+                          f"`groundctl lock break {environment} --force` removes it", None, plocks, unreadable=key)
     age = age_of(obj, info, clock())
     stale, reason, age = staleness(info, age, this_host or socket.gethostname(), alive)
     return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
@@ -411,18 +412,20 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
                clock: Callable[[], float] = time.time, this_host: Optional[str] = None,
                alive: Callable[[int], bool] = pid_alive, age_of: Callable[..., float] = heartbeat_age) -> LockInfo:
     """Remove a stale lock (or any lock, with `force`), recording who did it first."""
-    obj, info = _read_lock(store, environment)
+    obj, info, why = read_lock(store, environment)
     if obj is None:
-        raise Refused(f"Environment '{environment}' is not locked; there is nothing to break.")
+        raise Refused(f"Environment '{environment}' is not locked by groundctl; there is nothing to break."
+                      + pulumi_hint(store, environment))
     now = clock()
     if info is None:
         if not force:
             raise Refused(
-                f"The lock object for '{environment}' cannot be parsed, so whether its holder is alive is "
-                f"unknown. If you are sure no run is active, re-run with `groundctl lock break {environment} --force`."
+                f"The lock object {layout.lock_key(environment)} cannot be read ({why}), so whether its holder is "
+                f"alive is unknown. If you are sure no run is active, re-run with `groundctl lock break "
+                f"{environment} --force`: the object is kept under {layout.GROUNDCTL}/locks/broken/ first."
             )
-        stale, reason = False, "the lock object could not be parsed"
-        info = LockInfo(environment, "unknown", "unknown", -1, "unknown", "", "", 0, obj.etag)
+        stale, reason = False, f"the lock object could not be read ({why})"
+        info = LockInfo(environment, UNREADABLE_OWNER, "unknown", -1, "unknown", "", "", 0, obj.etag)
     else:
         stale, reason, _age = staleness(info, age_of(obj, info, now), this_host or socket.gethostname(), alive)
     if not stale and not force:
@@ -443,3 +446,4 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
             f"took it), so it was left alone. Run `groundctl lock status {environment}` again."
         )
     return info
+

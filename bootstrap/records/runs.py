@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from bootstrap.errors import GroundctlError, Refused
 from bootstrap.records.layout import run_key
 from bootstrap.masking import mask_text
+from bootstrap import untrusted
 
 # Layer outcomes. "not-reached" is a layer the run meant to handle but stopped before.
 ACHIEVED = ("pending", "applied", "unchanged", "destroyed", "previewed", "skipped", "refused", "failed", "not-reached")
@@ -54,8 +55,7 @@ def git_commit() -> Optional[str]:
 
 
 def redact(text: str, secret_values: Iterable[str]) -> str:
-    # Very short values are skipped: replacing "a" everywhere protects nothing.
-    return mask_text(text, secret_values, REDACTED, min_length=6)
+    return mask_text(text, secret_values, REDACTED)
 
 
 @dataclass(frozen=True)
@@ -233,6 +233,29 @@ def start_run(environment: str, command: str, options: dict, *, clock: Callable[
     return RunLog(record, clock=clock, secret_values=secret_values)
 
 
-def load_record(data: bytes) -> dict:
-    """A stored run record, as the dict it was saved as."""
-    return json.loads(data)
+def load_record(data: Optional[bytes], key: str = "the run record") -> dict:
+    """A stored run record, as the dict it was saved as, checked field by field (it is untrusted input: another
+    version of groundctl or anyone with bucket access may have written it); raises `Unreadable` naming `key`."""
+    d = untrusted.load_record(data, key, kind="run record")
+    try:
+        for name in ("run_id", "environment", "command", "outcome"):
+            untrusted.text(d, name)
+        untrusted.when(d, "started_at"), untrusted.when(d, "ended_at", optional=True)
+        untrusted.text(d, "stopped_at", optional=True), untrusted.prose(d, "message")
+        for phase in untrusted.items(d, "phases") + [p for lay in untrusted.items(d, "layers")
+                                                      for p in untrusted.items(_object(lay), "phases")]:
+            _object(phase)
+            untrusted.text(phase, "name"), untrusted.text(phase, "outcome"), untrusted.prose(phase, "detail")
+            untrusted.number(phase, "seconds")
+        for lay in untrusted.items(d, "layers"):
+            untrusted.text(lay, "layer"), untrusted.text(lay, "attempted"), untrusted.text(lay, "achieved")
+            untrusted.prose(lay, "message")
+    except ValueError as exc:
+        raise untrusted.Unreadable(key, str(exc)) from None
+    return d
+
+
+def _object(v: object) -> dict:
+    if not isinstance(v, dict):
+        raise ValueError(f"an entry is a {untrusted.type_name(v)}, not an object")
+    return v

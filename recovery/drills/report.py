@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterable, Optional
 
 from bootstrap.records import layout
 from bootstrap.records.runs import REDACTED
+from bootstrap.untrusted import Unreadable, inert
+from recovery.drills.stored import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
 from recovery.report import redact
@@ -177,7 +179,7 @@ def render_markdown(report: DrillReport, svg_name: Optional[str] = None) -> str:
         lines += ["", "## Plans (dry run)", ""]
         for plan in report.plans:
             lines.append(f"- **{plan.get('phase')}** ({plan.get('layer')}): {_cell(plan.get('summary'))}")
-    return "\n".join(lines) + "\n"
+    return inert("\n".join(lines) + "\n")  # state and records may hold control characters
 
 
 @dataclass(frozen=True)
@@ -240,12 +242,8 @@ def load_history(store, environment: str) -> tuple[list[dict], list[str]]:
     for key, _size, _mod in store.keys(prefix):
         obj = store.get(key)
         try:
-            doc = json.loads(obj.body) if obj is not None else None
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and "drill_id" in doc:
-            records.append(doc)
-        else:
+            records.append(load_drill_record(obj.body if obj is not None else None, key))
+        except Unreadable:
             unreadable.append(key)
     return records, unreadable
 

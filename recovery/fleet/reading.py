@@ -15,7 +15,6 @@ was written for; a body that disagrees would be a planted or hand-edited record.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -27,8 +26,10 @@ from bootstrap.aws.clients import separate_budget
 from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
-from bootstrap.records.drift import parse_name
+from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.locks import lock_status
+from bootstrap.untrusted import Unreadable
+from recovery.drills.stored import load_drill_record
 from recovery.fleet.protection import read_protection
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
@@ -80,13 +81,13 @@ def parse_drill_name(stem: str) -> Optional[dict]:
     return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs}
 
 
-def _json(store, key: str) -> Optional[dict]:
+def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> Optional[dict]:
+    """The record at `key` checked by `load` (records are untrusted input), or None when it is unreadable."""
     obj = store.get(key)
     try:
-        doc = json.loads(obj.body) if obj is not None else None
-    except (ValueError, RecursionError):
+        return load(obj.body if obj is not None else None, key)
+    except Unreadable:
         return None
-    return doc if isinstance(doc, dict) else None
 
 
 def _stem(key: str) -> str:
@@ -148,7 +149,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
-            raw["drift"] = named if named and named["outcome"] != "failed" else (_json(store, newest) or named)
+            raw["drift"] = named if named and named["outcome"] != "failed" else (_json(store, newest, load_drift_record) or named)
             if raw["drift"] is None:
                 raw["problems"].append(f"{newest} is not a readable drift record")
         raw["problems"] += [f"{k} is not a drill record name" for k in found["odd_drills"][:5]]
@@ -161,7 +162,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
                 # pass (its reason, its failed phase), and an earlier one only when its name is silent.
                 if (i == 0 and item["outcome"] != "passed") or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
                     old_reads += i > 0
-                    doc = _json(store, item["key"])
+                    doc = _json(store, item["key"], load_drill_record)
                     if doc is None or "drill_id" not in doc:
                         raw["problems"].append(f"{item['key']} is not a readable drill record")
                         continue

@@ -1,0 +1,173 @@
+"""Pulumi's own stack locks: who holds them, whether the holder is alive, and removing a dead one.
+
+Pulumi's DIY backend writes `.pulumi/locks/organization/<project>/<stack>/<uuid>.json` holding
+`{pid, username, hostname, timestamp}` before an update and deletes it at the end
+(pkg/backend/diy/lock.go: lockContent, Lock, Unlock). A killed update leaves it behind, and every later
+operation on the stack fails with "the stack is currently locked". The file has no heartbeat, so the
+only proof that its holder is gone is the one groundctl uses for its own lock on the holder's host: the
+same hostname and no process with that pid. From another host nothing proves it: such a lock, or one
+that cannot be read, is removed only with `--force`. A lock whose holder is shown alive is never removed.
+`pulumi cancel` is never used: it deletes every lock file of the stack without looking
+(pkg/backend/diy/backend.go: CancelCurrentUpdate).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Iterable, Optional
+
+from bootstrap.aws.objectstore import ObjectStore
+from bootstrap.errors import Refused
+from bootstrap.layers import LAYER_NAMES
+from bootstrap.records import layout
+from bootstrap.untrusted import MAX_PID, Unreadable, load_record, text, when, whole
+
+MAX_PULUMI_LOCK_BYTES = 64 * 1024
+
+DEAD, ALIVE, UNKNOWN = "dead", "alive", "unknown"
+
+
+@dataclass(frozen=True)
+class PulumiLock:
+    """One of Pulumi's own stack locks, as read from the bucket and judged from this host."""
+    layer: str
+    key: str
+    pid: Optional[int]
+    username: Optional[str]
+    hostname: Optional[str]
+    timestamp: Optional[str]
+    unreadable: Optional[str] = None   # why the lock file cannot be read (it still blocks Pulumi)
+    holder_state: Optional[str] = None  # dead | alive | unknown, once judged
+    reason: Optional[str] = None
+    etag: Optional[str] = None
+
+    @property
+    def holder(self) -> str:
+        if self.unreadable:
+            return f"an unreadable lock file ({self.unreadable})"
+        return f"{self.username}@{self.hostname} (pid {self.pid}, since {self.timestamp})"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("etag")
+        return d
+
+
+def parse(layer: str, key: str, body: Optional[bytes], etag: Optional[str] = None) -> PulumiLock:
+    """A lock file as Pulumi writes it; an unreadable one is kept, with the reason, since it still locks."""
+    try:
+        d = load_record(body, key, max_bytes=MAX_PULUMI_LOCK_BYTES, kind="Pulumi lock file")
+        return PulumiLock(layer, key, whole(d, "pid", high=MAX_PID), text(d, "username", max_len=256, empty=True),
+                          text(d, "hostname", max_len=256), when(d, "timestamp"), etag=etag)
+    except Unreadable as exc:
+        return PulumiLock(layer, key, None, None, None, None, unreadable=exc.reason, etag=etag)
+    except ValueError as exc:
+        return PulumiLock(layer, key, None, None, None, None, unreadable=str(exc), etag=etag)
+
+
+def judge(lock: PulumiLock, this_host: str, alive: Callable[[int], bool]) -> PulumiLock:
+    """The lock with its holder judged dead, alive or unknown, and why. Pure apart from the `alive` probe."""
+    if lock.unreadable:
+        state, why = UNKNOWN, (f"the lock file cannot be read ({lock.unreadable}), so its holder is unknown; "
+                               "Pulumi refuses to run while it is there")
+    elif lock.hostname != this_host:
+        state, why = UNKNOWN, (f"the holder ran on another host ({lock.hostname}), whose processes cannot be "
+                               "checked from here, and Pulumi's lock has no heartbeat to expire")
+    elif alive(lock.pid):
+        state, why = ALIVE, f"pid {lock.pid} is running on this host ({this_host}): the update is alive"
+    else:
+        state, why = DEAD, f"pid {lock.pid} is gone from this host ({this_host}): the update that held it is dead"
+    return replace(lock, holder_state=state, reason=why)
+
+
+def read_locks(store: ObjectStore, environment: str, layers: Iterable[str] = LAYER_NAMES) -> tuple[PulumiLock, ...]:
+    found = []
+    for layer in layers:
+        for key, _size, _mod in store.keys(layout.pulumi_locks_prefix(layer, environment)):
+            obj = store.get(key)
+            if obj is not None:
+                found.append(parse(layer, key, obj.body, obj.etag))
+    return tuple(found)
+
+
+def break_decision(locks: tuple[PulumiLock, ...], force: bool) -> Optional[str]:
+    """Why these judged locks must be left alone (None: remove them all). Pure.
+
+    A holder shown alive wins over `force`: force is for what cannot be proven, not for what is known."""
+    alive = [p for p in locks if p.holder_state == ALIVE]
+    if alive:
+        return "; ".join(f"{p.holder}: {p.reason}" for p in alive)
+    unknown = [p for p in locks if p.holder_state != DEAD]
+    if unknown and not force:
+        return "; ".join(f"{p.holder}: {p.reason}" for p in unknown)
+    return None
+
+
+def broken_key(environment: str, layer: str, stamp: str, lock_key: str) -> str:
+    name = lock_key.rsplit("/", 1)[-1].removesuffix(".json")
+    return f"{layout.GROUNDCTL}/locks/broken/{environment}/pulumi-{layer}-{stamp}-{name}.json"
+
+
+def break_locks(store: ObjectStore, environment: str, layer: str, *, force: bool, by: str, at: str,
+                this_host: str, alive: Callable[[int], bool]) -> tuple[PulumiLock, ...]:
+    """Remove the Pulumi locks of one stack (`<layer>/<environment>`) whose holders are gone; a copy of each,
+    with who removed it and why, is kept under `.groundctl/locks/broken/<env>/` first. Refused otherwise."""
+    locks = tuple(judge(p, this_host, alive) for p in read_locks(store, environment, (layer,)))
+    stack = f"{layer}/{environment}"
+    if not locks:
+        raise Refused(f"The Pulumi stack {stack} holds no lock; there is nothing to break.")
+    why_not = break_decision(locks, force)
+    if why_not is not None:
+        live = any(p.holder_state == ALIVE for p in locks)
+        raise Refused(
+            f"Refusing to remove Pulumi's lock on {stack}: {why_not}. "
+            + ("Wait for that update to finish; a lock whose holder is alive is never removed."
+               if live else
+               f"If you know that update is dead (check on its host), `groundctl lock break {environment} "
+               f"--pulumi {layer} --force` removes it and records that you did.")
+        )
+    stamp = at.replace(":", "").replace("-", "")
+    for p in locks:
+        obj = store.get(p.key)
+        if obj is None:
+            continue  # released between the listing and now
+        record = {"environment": environment, "layer": layer, "key": p.key, "broken_by": by, "at": at,
+                  "forced": p.holder_state != DEAD, "holder_state": p.holder_state, "reason": p.reason,
+                  "lock_body": obj.body.decode("utf-8", "replace")}
+        store.put(broken_key(environment, layer, stamp, p.key), json.dumps(record, sort_keys=True, indent=2).encode())
+        if not store.delete_if_match(p.key, obj.etag) and store.get(p.key) is not None:
+            raise Refused(f"Pulumi's lock {p.key} changed while it was being removed, so it was left alone. "
+                          f"Run `groundctl lock status {environment}` again.")
+    return locks
+
+
+def refuse_restore_under_lock(store: ObjectStore, project: str, stack: str, this_host: str,
+                              alive: Callable[[int], bool]) -> None:
+    """Refused while Pulumi holds a lock on the stack about to be restored.
+
+    A live update rewrites the stack object at its next checkpoint (pkg/backend/diy/state.go: saveStack),
+    overwriting the restored state; a dead one's lock makes every phase after the restore fail, so the
+    restore would be written with no way forward."""
+    locks = tuple(judge(p, this_host, alive) for p in read_locks(store, stack, (project,)))
+    if not locks:
+        return
+    holders = "; ".join(f"{p.holder}: {p.reason}" for p in locks)
+    if any(p.holder_state == ALIVE for p in locks):
+        step = "Wait for that update to finish, then re-run the recovery"
+    elif all(p.holder_state == DEAD for p in locks):
+        step = f"Remove it with `groundctl lock break {stack} --pulumi {project}`, then re-run the recovery"
+    else:
+        step = (f"Check on its host that the update is gone, remove it with `groundctl lock break {stack} --pulumi "
+                f"{project} --force`, then re-run the recovery")
+    raise Refused(f"Pulumi holds a lock on the stack {project}/{stack}, so its state is not restored (an update "
+                  f"still running would overwrite it at its next checkpoint): {holders}. {step}.")
+
+
+def pulumi_hint(store: ObjectStore, environment: str) -> str:
+    """A sentence for a message about groundctl's lock: which Pulumi locks there are, and the command for them."""
+    layers = sorted({p.layer for p in read_locks(store, environment)})
+    if not layers:
+        return ""
+    return (f" Pulumi holds a stack lock on {', '.join(layers)}: `groundctl lock status {environment}` shows its "
+            f"holder, and `groundctl lock break {environment} --pulumi <layer>` removes it once that holder is gone.")
