@@ -87,14 +87,20 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
     if not dry_run:
         # A drill refused at its preflight is stored too (a scheduled run that failed must show as failed),
         # wherever the state bucket exists to hold it.
-        try:
-            pre = report.phase("preflight")
-            if pre is None or not pre.achieved:
+        pre = report.phase("preflight")
+        bucket = True
+        if pre is None or not pre.achieved:
+            try:
                 ctx.require_bucket()
-            key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
-        except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
-            notes.append(f"the drill record could not be stored in the state bucket "
-                         f"({getattr(exc, 'message', None) or type(exc).__name__})")
+            except Exception:  # noqa: BLE001 - the preflight's own message already says why, once
+                bucket = False
+                notes.append("the drill record was not stored: the state bucket cannot hold it (see the preflight)")
+        if bucket:
+            try:
+                key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
+            except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
+                notes.append(f"the drill record could not be stored in the state bucket "
+                             f"({getattr(exc, 'message', None) or type(exc).__name__})")
     if json_out:
         from recovery.drills.report import redact_obj
         doc = redact_obj(report.to_dict(), ctx.secrets)
