@@ -49,12 +49,14 @@ def test_without_saved_plans_a_fresh_preview_must_match_the_approved_one(world):
     assert {lay["layer"]: lay["applied_with"] for lay in stored["layers"]} == {
         "backend": "re-preview", "network": "re-preview"}
     network = next(lay for lay in stored["layers"] if lay["layer"] == "network")
-    assert [p["name"] for p in network["phases"]] == ["stack", "preview", "gate", "re-preview", "up", "ledger", "contract"]
+    assert [p["name"] for p in network["phases"]] == ["stack", "setup-gate", "create", "preview", "gate", "re-preview",
+                                                      "up", "ledger", "contract"]
 
     answers = []
 
-    def confirm(question):  # the operator approves, and meanwhile someone changes the program
-        engine.desired["cluster"].append(FakeResource("aws:iam/role:Role", "late-role", {"name": "late"}))
+    def confirm(question):  # the operator approves the plan, and meanwhile someone changes the program
+        if question.startswith("Apply"):  # not the setup gate of the new stack, before any preview
+            engine.desired["cluster"].append(FakeResource("aws:iam/role:Role", "late-role", {"name": "late"}))
         answers.append(question)
         return True
 

@@ -9,6 +9,7 @@ import threading
 import uuid
 
 import pytest
+from pathlib import Path
 
 from bootstrap.records import layout
 from bootstrap.aws.clients import AwsClients
@@ -151,6 +152,29 @@ def _restore_write(method, path, headers, body) -> bool:
     return method == "PUT" and bool(headers.get("x-amz-copy-source"))  # the restore's first write is a copy
 
 
+def _engine_stand_in(folder: Path) -> dict:
+    """A `pulumi` that answers only `version` (at the pinned release), and the provider plugin folders the
+    network layer needs: enough for the check made before the restore's first write to pass, so the restore
+    meets the storm; every phase after it that needs the engine then fails, as it would without one."""
+    from bootstrap.engine.preflight import layer_plugins
+    from bootstrap.engine.versions import PULUMI_CLI_PINNED
+    from bootstrap.layers import STACKS_DIR
+
+    bin_dir, home = folder / "stand-in-bin", folder / "stand-in-pulumi-home"
+    bin_dir.mkdir(exist_ok=True)
+    cli = bin_dir / "pulumi"
+    cli.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo v{PULUMI_CLI_PINNED} && exit 0\n'
+                   'echo "stand-in pulumi: only version" >&2\nexit 1\n')
+    cli.chmod(0o755)
+    for plugin in layer_plugins(STACKS_DIR, "network", str(STACKS_DIR.parent)):
+        place = home / "plugins" / f"resource-{plugin.name}-v{plugin.version}"
+        place.mkdir(parents=True, exist_ok=True)
+        (place / f"pulumi-resource-{plugin.name}").write_text("#!/bin/sh\n")
+        (place / f"pulumi-resource-{plugin.name}").chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
+            "PULUMI_CONFIG_PASSPHRASE": "storm-test-passphrase"}
+
+
 def _recover(spec, endpoint: str, deadline: float, *extra: str):
     import os
     import subprocess
@@ -160,7 +184,7 @@ def _recover(spec, endpoint: str, deadline: float, *extra: str):
     from tests.conftest import REPO
 
     env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
-    env.update(GROUNDCTL_CLOUD_DEADLINE=str(deadline), PATH="/usr/bin:/bin")  # no Pulumi: verify cannot run
+    env.update(GROUNDCTL_CLOUD_DEADLINE=str(deadline), **_engine_stand_in(Path(str(spec)).parent))
     args = ["recover", str(spec), "network", "--yes", "--json", "--endpoint-url", endpoint, *extra]
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "groundctl", *args], cwd=REPO, capture_output=True, text=True,
@@ -197,7 +221,8 @@ def test_a_storm_shorter_than_the_deadline_is_waited_out_by_the_restore_and_the_
         assert proxy.stats["fault_storm"] > 3  # the restore's writes met the storm, more than once
     phases = _phases(proc)
     assert phases["restore"]["achieved"], proc.stdout
-    assert proc.returncode == 1 and phases["verify"]["attempted"]  # only the verification (no engine) is left
+    # Only what needs the engine is left (the stand-in CLI answers nothing else): the engine's failure, exit 4.
+    assert proc.returncode == 4 and phases["verify"]["attempted"]
     assert store.get(layout.lock_key("local")) is None  # released once the storm was over
     assert took > 8  # it did wait the storm out
 
@@ -229,7 +254,7 @@ def test_after_a_storm_longer_than_the_deadline_the_named_command_works(emulator
         again, _ = _recover(spec, proxy.endpoint_url, 20)  # a deadline with room for a loaded machine
     again_phases = _phases(again)
     assert again_phases["restore"]["achieved"], again.stderr
-    assert again.returncode == 1 and store.get(layout.lock_key("local")) is None
+    assert again.returncode == 4 and store.get(layout.lock_key("local")) is None
 
 
 def _storm_proxy(emulator_endpoint, storm, seconds: float) -> FaultProxy:

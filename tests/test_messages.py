@@ -88,7 +88,8 @@ def test_state_verify_of_a_stack_without_state_or_ledger_says_so_in_words(tmp_pa
     proc = _run(["state", "verify", spec, "network", "--endpoint-url", emulator_endpoint])
     assert proc.returncode == 1, proc.stderr
     assert "no current state object" in proc.stdout and "no ledger record" in proc.stdout
-    assert "groundctl recover local network --dry-run" in proc.stdout  # the environment, not <env>
+    # Never deployed (no state, no ledger): the next step creates the layer, naming the environment, not <env>.
+    assert "groundctl up local --layers network" in proc.stdout
     assert not PYTHON_VALUES.search(proc.stdout + proc.stderr), proc.stdout + proc.stderr
 
 
