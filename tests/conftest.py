@@ -110,3 +110,31 @@ def kube_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+STAND_IN_FAILURE = "stand-in pulumi: only version"
+
+
+def engine_stand_in(folder: Path, layers: list[str]) -> dict:
+    """Environment variables for a `pulumi` that answers only `version` (at the pinned release), with the
+    provider plugin folders `layers` need: enough for groundctl's engine check, made before its first write,
+    to pass, so a run goes on to write; every later step that needs the engine fails (exit 4), as it would
+    with a broken one. Nothing is downloaded or built: the plugin folders hold empty stand-ins."""
+    from bootstrap.engine.preflight import layer_plugins
+    from bootstrap.engine.versions import PULUMI_CLI_PINNED
+    from bootstrap.layers import STACKS_DIR
+
+    bin_dir, home = folder / "stand-in-bin", folder / "stand-in-pulumi-home"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    cli = bin_dir / "pulumi"
+    cli.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo v{PULUMI_CLI_PINNED} && exit 0\n'
+                   f'echo "{STAND_IN_FAILURE}" >&2\nexit 1\n')
+    cli.chmod(0o755)
+    for layer in layers:
+        for plugin in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent)):
+            place = home / "plugins" / f"resource-{plugin.name}-v{plugin.version}"
+            place.mkdir(parents=True, exist_ok=True)
+            (place / f"pulumi-resource-{plugin.name}").write_text("#!/bin/sh\n")
+            (place / f"pulumi-resource-{plugin.name}").chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
+            "PULUMI_CONFIG_PASSPHRASE": "stand-in-passphrase"}

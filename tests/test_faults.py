@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from bootstrap.records import layout
 from bootstrap.aws.clients import AwsClients
@@ -152,39 +152,16 @@ def _restore_write(method, path, headers, body) -> bool:
     return method == "PUT" and bool(headers.get("x-amz-copy-source"))  # the restore's first write is a copy
 
 
-def _engine_stand_in(folder: Path) -> dict:
-    """A `pulumi` that answers only `version` (at the pinned release), and the provider plugin folders the
-    network layer needs: enough for the check made before the restore's first write to pass, so the restore
-    meets the storm; every phase after it that needs the engine then fails, as it would without one."""
-    from bootstrap.engine.preflight import layer_plugins
-    from bootstrap.engine.versions import PULUMI_CLI_PINNED
-    from bootstrap.layers import STACKS_DIR
-
-    bin_dir, home = folder / "stand-in-bin", folder / "stand-in-pulumi-home"
-    bin_dir.mkdir(exist_ok=True)
-    cli = bin_dir / "pulumi"
-    cli.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo v{PULUMI_CLI_PINNED} && exit 0\n'
-                   'echo "stand-in pulumi: only version" >&2\nexit 1\n')
-    cli.chmod(0o755)
-    for plugin in layer_plugins(STACKS_DIR, "network", str(STACKS_DIR.parent)):
-        place = home / "plugins" / f"resource-{plugin.name}-v{plugin.version}"
-        place.mkdir(parents=True, exist_ok=True)
-        (place / f"pulumi-resource-{plugin.name}").write_text("#!/bin/sh\n")
-        (place / f"pulumi-resource-{plugin.name}").chmod(0o755)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
-            "PULUMI_CONFIG_PASSPHRASE": "storm-test-passphrase"}
-
-
 def _recover(spec, endpoint: str, deadline: float, *extra: str):
     import os
     import subprocess
     import sys
     import time
 
-    from tests.conftest import REPO
+    from tests.conftest import REPO, engine_stand_in
 
     env = {k: v for k, v in os.environ.items() if k != "GROUNDCTL_ENDPOINT_URL"}
-    env.update(GROUNDCTL_CLOUD_DEADLINE=str(deadline), **_engine_stand_in(Path(str(spec)).parent))
+    env.update(GROUNDCTL_CLOUD_DEADLINE=str(deadline), **engine_stand_in(Path(str(spec)).parent, ["network"]))
     args = ["recover", str(spec), "network", "--yes", "--json", "--endpoint-url", endpoint, *extra]
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "groundctl", *args], cwd=REPO, capture_output=True, text=True,
