@@ -14,7 +14,7 @@ import pytest
 from bootstrap.errors import Refused
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, tier, wait_for  # noqa: F401 - fixture
-from tests.test_engine_tier_interrupts import _kill_the_update, _pending, _pulumi_cancel
+from tests.test_engine_tier_interrupts import _break_pulumi_lock, _kill_the_update, _pending
 
 pytestmark = [pytest.mark.engine, requires_pulumi]
 
@@ -67,7 +67,7 @@ def _killed_up(tier, az_count: int, faults: dict, until, *flags: str) -> None:
     finally:
         run.communicate(timeout=120)
     assert run.returncode == 4
-    _pulumi_cancel(tier, "network")  # the killed update's Pulumi lock (runbooks/break-stale-lock.md)
+    _break_pulumi_lock(tier, "network")  # the killed update's Pulumi lock (runbooks/break-stale-lock.md)
 
 
 def test_a_pending_delete_left_by_a_killed_update_is_never_dropped_by_clearing_pending_creates(tier, tmp_path):
