@@ -50,13 +50,31 @@ def _ready(kube) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in (doc.get("status") or {}).get("conditions") or [])
 
 
-def test_rebuild_drill_destroys_and_recreates_flux_and_waits_for_it_ready(drill_env, tmp_path):
+def test_rebuild_drill_destroys_and_recreates_flux_and_waits_for_it_ready(drill_env, tmp_path, monkeypatch):
+    import threading
+
+    from recovery.drills import rebuild_cluster
     from tests.engine_programs.tier import wait_for
 
-    kube = drill_env.notes["kube"]
+    kube, standin = drill_env.notes["kube"], drill_env.notes["standin"]
     wait_for("Flux Ready before the drill", lambda: _ready(kube), 120)
     uid_before = kube.get(KUSTOMIZATION)["metadata"]["uid"]
-    code, out, err = drill_env.cli("drill", "rebuild-cluster", "SPEC", "--yes", "--json", "--out", str(tmp_path))
+
+    # The recreated objects get no status until the drill's Ready wait has begun: otherwise, at any load, the
+    # stand-in may mark them Ready while the flux layer's `up` is still finishing, and the wait would prove
+    # nothing. The stand-in resumes 1 s into the wait and marks them `delay` (3 s) after it first sees them.
+    real_wait_ready = rebuild_cluster.wait_ready
+
+    def wait_ready_then_resume(*args, **kwargs):
+        threading.Timer(1.0, lambda: setattr(standin, "paused", False)).start()
+        return real_wait_ready(*args, **kwargs)
+
+    monkeypatch.setattr(rebuild_cluster, "wait_ready", wait_ready_then_resume)
+    standin.paused = True
+    try:
+        code, out, err = drill_env.cli("drill", "rebuild-cluster", "SPEC", "--yes", "--json", "--out", str(tmp_path))
+    finally:
+        standin.paused = False
     report = json.loads(out)
     assert code == 0, err + json.dumps(report["verdict"])
     assert [p["name"] for p in report["phases"]] == PHASES
@@ -64,7 +82,7 @@ def test_rebuild_drill_destroys_and_recreates_flux_and_waits_for_it_ready(drill_
     assert report["verdict"]["outcome"] == "passed" and report["verdict"]["rto_seconds"] == 600
     assert all(p["seconds"] is not None and p["seconds"] >= 0 for p in report["phases"])
     ready = next(p for p in report["phases"] if p["name"] == "flux-ready")
-    assert ready["seconds"] >= 3  # the stand-in's delay: the drill waited for Flux, it did not find it Ready
+    assert ready["seconds"] >= 4  # the pause and the stand-in's delay: the drill waited for Flux to become Ready
     assert report["baseline"]["kustomizations"] == report["after"]["kustomizations"]
     assert kube.get(KUSTOMIZATION)["metadata"]["uid"] != uid_before  # really destroyed and recreated
     assert report["left_half_done"] == []

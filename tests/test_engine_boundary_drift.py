@@ -77,6 +77,61 @@ def test_drift_the_program_would_not_revert_is_still_reported():
     assert plan_from_events("network", "local", events).has_changes
 
 
+K = "kubernetes:kustomize.toolkit.fluxcd.io/v1:Kustomization"
+
+
+def kst(spec, meta=None, status=None):
+    """A Kubernetes object as the provider's state has it: inputs pruned to what the program declares."""
+    inputs = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+              "metadata": {"name": "flux-system", "namespace": "flux-system"}, "spec": spec}
+    outputs = {**inputs, "metadata": {**inputs["metadata"], **(meta or {})}, **({"status": status} if status else {})}
+    return ev.StepEventStateMetadata(type=K, urn=urn("ks"), id="flux-system/flux-system", parent="", provider="",
+                                     inputs=inputs, outputs=outputs)
+
+
+def kmd(op, old, new, diffs=None, detailed=None):
+    return ev.StepEventMetadata(op=ev.OpType(op), urn=urn("ks"), type=K, provider="", old=old, new=new,
+                                diffs=diffs, detailed_diff=detailed or {})
+
+
+def test_a_refresh_that_only_sees_what_the_server_owns_is_not_drift():
+    """A controller wrote the object's status; the API server bumped resourceVersion and managedFields
+    (the real Kubernetes provider's refresh, seen in the cluster tier). The provider's refresh diff is
+    empty and the program's step is `same`: nothing the program declares changed."""
+    spec = {"prune": True, "path": "./clusters/local"}
+    before = kst(spec, {"resourceVersion": "10", "generation": 1})
+    after = kst(spec, {"resourceVersion": "14", "generation": 1, "managedFields": [{"manager": "standin"}]},
+                {"conditions": [{"type": "Ready", "status": "True"}], "observedGeneration": 1})
+    events = [pre(kmd("refresh", before, before)), post(kmd("refresh", before, after)),
+              pre(kmd("same", after, after))]
+    (change,) = changes_from_events(events)
+    assert (change.operation, change.diff_keys) == ("same", ())
+    assert drift_row(plan_from_events("flux", "local", events))["state"] == "clean"
+
+
+def test_a_declared_field_changed_outside_pulumi_is_drift_next_to_server_owned_changes():
+    before = kst({"prune": True}, {"resourceVersion": "10"})
+    after = kst({"prune": False}, {"resourceVersion": "20"}, {"conditions": []})
+    events = [pre(kmd("refresh", before, before)),
+              post(kmd("refresh", before, after, diffs=["spec"], detailed={"spec.prune": {"kind": "update"}})),
+              pre(kmd("update", after, before, diffs=["spec"]))]
+    (change,) = changes_from_events(events)
+    assert (change.operation, change.diff_keys) == ("update", ("spec",))
+    assert drift_row(plan_from_events("flux", "local", events))["state"] == "drift"
+
+
+def test_a_provider_that_names_no_keys_has_its_update_named_by_the_refreshed_outputs():
+    """A dynamic provider answers DIFF_SOME with no keys and reads no inputs back: the refreshed outputs
+    name the update the program's step then proposes."""
+    old = st("a", "one")
+    new = ev.StepEventStateMetadata(type=T, urn=urn("a"), id="a", parent="", provider="", inputs={"value": "one"},
+                                    outputs={"name": "a", "value": "changed"})
+    events = [pre(md("refresh", "a", old, old)), post(md("refresh", "a", old, new)),
+              pre(md("update", "a", new, old))]
+    (change,) = changes_from_events(events)
+    assert (change.operation, change.diff_keys) == ("update", ("value",))
+
+
 def test_a_refresh_operation_reports_its_result_op():
     events = [pre(md("refresh", "a", st("a", "one"), st("a", "one"))),
               pre(md("refresh", "b", st("b", "two"), st("b", "two"))),

@@ -38,11 +38,18 @@ def coerce_event(event: Any) -> ev.EngineEvent:
     return ev.EngineEvent.from_json(event) if isinstance(event, dict) else event
 
 
-def _changed_output_keys(md: ev.StepEventMetadata) -> tuple[str, ...]:
-    """Keys whose outputs a refresh found different; compares values, returns only names."""
-    old = (md.old.outputs if md.old else None) or {}
-    new = (md.new.outputs if md.new else None) or {}
+def _changed_keys(old: Optional[Mapping[str, Any]], new: Optional[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Keys whose values differ; compares values, returns only names."""
+    old, new = old or {}, new or {}
     return tuple(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)))
+
+
+def _changed_input_keys(md: ev.StepEventMetadata) -> tuple[str, ...]:
+    return _changed_keys(md.old.inputs if md.old else None, md.new.inputs if md.new else None)
+
+
+def _changed_output_keys(md: ev.StepEventMetadata) -> tuple[str, ...]:
+    return _changed_keys(md.old.outputs if md.old else None, md.new.outputs if md.new else None)
 
 
 def _step_keys(md: ev.StepEventMetadata) -> set[str]:
@@ -72,7 +79,7 @@ def change_from_step(md: ev.StepEventMetadata) -> ResourceChange:
         if md.new is None and md.old is not None:
             keys = {DELETED_MARK}
         elif not keys:
-            keys = set(_changed_output_keys(md))
+            keys = set(_changed_input_keys(md))
         if not keys:
             op = "same"
     return _resource(md, op, keys)
@@ -86,13 +93,21 @@ REFRESH_RESULT_OPS = frozenset({"refresh", "update", "delete", "same"})
 
 def refresh_outcome(md: ev.StepEventMetadata) -> ResourceChange:
     """The drift one refresh step found, outside Pulumi: `refresh` with the changed keys (DELETED_MARK
-    when the resource is gone), or `same`."""
+    when the resource is gone), or `same`.
+
+    Drift is a change to what the program declares. Pulumi diffs the refreshed resource against the
+    program's last inputs with the provider's own Diff and sends that diff with this event
+    (RefreshStep.Apply, pkg/resource/deploy/step.go); a provider that reads inputs back (the Kubernetes
+    provider prunes the live object to the declared fields) also shows it as changed inputs. Outputs
+    alone change whenever the server writes what it owns (a Kubernetes object's status, resourceVersion,
+    managedFields): that is not drift, see `changes_from_events`.
+    """
     op = _op(md.op)
     if op == "same":
         return _resource(md, "same", set())
     if op == "delete" or (md.new is None and md.old is not None):
         return _resource(md, "refresh", {DELETED_MARK})
-    keys = _step_keys(md) or set(_changed_output_keys(md))
+    keys = _step_keys(md) or set(_changed_input_keys(md))
     return _resource(md, "refresh" if keys else "same", keys)
 
 
@@ -110,6 +125,7 @@ def changes_from_events(events: Iterable[Any]) -> tuple[ResourceChange, ...]:
     """
     by_urn: dict[str, ResourceChange] = {}
     refreshed: set[str] = set()
+    outputs_only: dict[str, tuple[str, ...]] = {}
     for raw in events:
         event = coerce_event(raw)
         pre, post = event.resource_pre_event, event.res_outputs_event
@@ -121,11 +137,23 @@ def changes_from_events(events: Iterable[Any]) -> tuple[ResourceChange, ...]:
                 and _op(post.metadata.op) in REFRESH_RESULT_OPS:
             refreshed.discard(post.metadata.urn)  # the program's own step on this URN comes after
             change = refresh_outcome(post.metadata)
+            if change.operation == "same":
+                outputs_only[change.urn] = _changed_output_keys(post.metadata)
         else:
             continue
         seen = by_urn.get(change.urn)
         by_urn[change.urn] = change if seen is None else _fold(seen, change)
-    return tuple(by_urn.values())
+    return tuple(_name_unnamed(c, outputs_only.get(c.urn, ())) for c in by_urn.values())
+
+
+def _name_unnamed(change: ResourceChange, output_keys: tuple[str, ...]) -> ResourceChange:
+    """A refresh that changed only outputs is drift only when the program's own step then changes the
+    resource, i.e. the provider judged the live resource no longer what the program declares. A provider
+    that names no keys (a dynamic provider answers DIFF_SOME with none) leaves that step unnamed: the
+    refreshed outputs name it."""
+    if change.operation in ("update", "replace") and not change.diff_keys and output_keys:
+        return ResourceChange(change.urn, change.type, change.operation, output_keys, change.protected)
+    return change
 
 
 def plan_from_events(layer: str, environment: str, events: Iterable[Any]) -> Plan:

@@ -18,7 +18,11 @@ Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not
   would also skip waiting for its deletion, and a `destroy` followed by an `up` would then create the
   Secret in a Namespace still terminating.
 - The Secret, GitRepository and Kustomization are this layer's: a field changed on them outside Pulumi is
-  drift that the next `up` takes back (patchForce), instead of a field-manager conflict that stops it.
+  drift (`groundctl drift` refreshes; `up` does not, so it proposes nothing for it), and the next `up` that
+  applies them takes the field back (patchForce) instead of stopping at a field-manager conflict.
+- The custom resources depend on the manifest's component; Pulumi counts a component's children as
+  dependencies too (pkg/resource/graph/dependency_graph.go, DependenciesOf), so `destroy` deletes them
+  before their CRDs and the Namespace, as the audit log in the cluster tier shows.
 """
 
 from __future__ import annotations
