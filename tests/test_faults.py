@@ -302,10 +302,19 @@ def test_a_throttled_call_is_retried_until_the_deadline_and_names_the_command_to
     assert "SlowDown" in said and "for 4 s" in said and "re-run `groundctl up dev --yes`" in said, said
 
 
+def _exited_pid() -> int:
+    """The pid of a process that has exited: a real pid (a lock naming one past pid_max is unreadable)."""
+    import subprocess
+
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
 def test_a_lock_whose_holder_exited_this_host_is_taken_over_at_once_and_recorded(store_direct):
     from bootstrap.records.locks import lock_status
 
-    EnvironmentLock(store_direct, "gone", "run-dead", pid=2 ** 22 + 7, settle_seconds=0).acquire()  # no such pid
+    EnvironmentLock(store_direct, "gone", "run-dead", pid=_exited_pid(), settle_seconds=0).acquire()
     assert lock_status(store_direct, "gone").stale
     taker = EnvironmentLock(store_direct, "gone", "run-next", settle_seconds=0)
     assert taker.acquire().run_id == "run-next"
@@ -318,7 +327,7 @@ def test_a_lock_whose_holder_exited_this_host_is_taken_over_at_once_and_recorded
 def test_a_lock_held_elsewhere_or_by_a_live_process_is_never_taken_over(store_direct):
     import os
 
-    EnvironmentLock(store_direct, "away", "run-away", host="another-host", pid=2 ** 22 + 7,
+    EnvironmentLock(store_direct, "away", "run-away", host="another-host", pid=_exited_pid(),
                     settle_seconds=0).acquire()
     with pytest.raises(LockHeld):  # another host's processes cannot be probed: its TTL decides, not us
         EnvironmentLock(store_direct, "away", "run-next", settle_seconds=0).acquire()
