@@ -95,14 +95,18 @@ def test_detailed_diff_keys_are_used_when_diffs_are_absent():
 
 def test_refresh_steps_count_only_when_they_found_drift():
     quiet = pre("refresh", SG, "quiet", old=state(SG, "", outputs={"a": 1}), new=state(SG, "", outputs={"a": 1}))
-    drifted = pre("refresh", SG, "drifted", old=state(SG, "", outputs={"a": 1, "secret": "x"}),
-                  new=state(SG, "", outputs={"a": 2, "secret": CANARY}))
+    # Outputs alone change whenever the server writes what it owns: not drift.
+    server_owned = pre("refresh", SG, "server-owned", old=state(SG, "", inputs={"a": 1}, outputs={"a": 1, "st": 1}),
+                       new=state(SG, "", inputs={"a": 1}, outputs={"a": 1, "st": 2}))
+    # What the program declares, read back changed (secret included, never its value): drift.
+    drifted = pre("refresh", SG, "drifted", old=state(SG, "", inputs={"a": 1, "secret": "x"}),
+                  new=state(SG, "", inputs={"a": 2, "secret": CANARY}))
     gone = pre("refresh", SG, "gone", old=state(SG, "", outputs={"a": 1}), new=None)
-    changes = {c.name: c for c in changes_from_events([quiet, drifted, gone])}
-    assert changes["quiet"].operation == "same"
+    changes = {c.name: c for c in changes_from_events([quiet, server_owned, drifted, gone])}
+    assert changes["quiet"].operation == "same" and changes["server-owned"].operation == "same"
     assert (changes["drifted"].operation, changes["drifted"].diff_keys) == ("refresh", ("a", "secret"))
     assert changes["gone"].diff_keys == (DELETED_MARK,)
-    plan = plan_from_events("network", ENV, [quiet])
+    plan = plan_from_events("network", ENV, [quiet, server_owned])
     assert not plan.has_changes
 
 
