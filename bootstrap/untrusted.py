@@ -102,8 +102,7 @@ def type_name(v: Any) -> str:
 # -- fields ----------------------------------------------------------------------------------------
 
 
-def text(d: dict, name: str, *, optional: bool = False, max_len: int = MAX_TEXT, empty: bool = False) -> Optional[str]:
-    """A one-line string field: the right type, at most `max_len` characters, no control characters."""
+def _string(d: dict, name: str, optional: bool, max_len: int, empty: bool, control) -> Optional[str]:
     v = d.get(name)
     if v is None and optional:
         return None
@@ -113,23 +112,19 @@ def text(d: dict, name: str, *, optional: bool = False, max_len: int = MAX_TEXT,
         raise ValueError(f"field '{name}' is empty")
     if len(v) > max_len:
         raise ValueError(f"field '{name}' is {len(v):,} characters long, over the limit of {max_len:,}")
-    if _CONTROL_LINE.search(v):
+    if control.search(v):
         raise ValueError(f"field '{name}' holds control characters")
     return v
+
+
+def text(d: dict, name: str, *, optional: bool = False, max_len: int = MAX_TEXT, empty: bool = False) -> Optional[str]:
+    """A one-line string field: the right type, at most `max_len` characters, no control characters."""
+    return _string(d, name, optional, max_len, empty, _CONTROL_LINE)
 
 
 def prose(d: dict, name: str, *, optional: bool = True, max_len: int = 16 * 1024) -> Optional[str]:
     """Free text (a message, a reason): newlines and tabs allowed, other control characters not."""
-    v = d.get(name)
-    if v is None and optional:
-        return None
-    if not isinstance(v, str):
-        raise ValueError(f"field '{name}' is {'missing' if v is None else 'a ' + type_name(v)}, not a string")
-    if len(v) > max_len:
-        raise ValueError(f"field '{name}' is {len(v):,} characters long, over the limit of {max_len:,}")
-    if _CONTROL.search(v):
-        raise ValueError(f"field '{name}' holds control characters")
-    return v
+    return _string(d, name, optional, max_len, True, _CONTROL)
 
 
 def number(d: dict, name: str, *, optional: bool = True, low: float = -1e15, high: float = 1e15) -> Optional[float]:
