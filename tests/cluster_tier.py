@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, pulumi_binary
-from tests.engine_programs.tier import PROGRAMS, Tier, install_stacks_dir, make_tier
+from tests.engine_programs.tier import PROGRAMS, Tier, make_tier, tier_environment
 from tests.kube_standin import StandIn
 from tests.kubeapi import missing_binaries
 
@@ -71,16 +71,9 @@ def flux_tier(tmp_path_factory, emulator_endpoint, kube_cluster):
     standin = StandIn(kube_cluster).start()
     tier.notes["standin"] = standin
     tier.notes["kube"] = kube_cluster
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in tier.env.items():
-            mp.setenv(k, v)
-        mp.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
-        mp.delenv("ENGINE_TIER_FAULTS", raising=False)
+    with tier_environment(tier) as mp:
         from bootstrap import target as target_module
-        from bootstrap.engine import automation
 
-        mp.setattr(automation, "PulumiEngine", automation.PulumiEngine)  # undone at the module's end
-        install_stacks_dir(tier.stacks)
         # AWS is the emulator, Kubernetes is real: the one seam between the two.
         mp.setattr(target_module.Target, "emulated", property(lambda self: False))
         try:

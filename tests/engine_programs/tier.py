@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import boto3
 import pytest
@@ -214,6 +214,13 @@ def make_tier(tmp: Path, endpoint: str, spec_edit: Callable[[dict], None] = lamb
 def tier(tmp_path_factory, emulator_endpoint):
     """One environment for the whole test module, its programs and buckets, the engine's environment."""
     tier = make_tier(tmp_path_factory.mktemp("engine-tier"), emulator_endpoint)
+    with tier_environment(tier):
+        yield tier
+
+
+@contextlib.contextmanager
+def tier_environment(tier) -> Iterator[pytest.MonkeyPatch]:
+    """The tier's environment variables and stacks folder for the engine, all undone at the end."""
     with pytest.MonkeyPatch.context() as mp:
         for k, v in tier.env.items():
             mp.setenv(k, v)
@@ -221,6 +228,6 @@ def tier(tmp_path_factory, emulator_endpoint):
         mp.delenv("ENGINE_TIER_FAULTS", raising=False)
         from bootstrap.engine import automation
 
-        mp.setattr(automation, "PulumiEngine", automation.PulumiEngine)  # undone at the module's end
+        mp.setattr(automation, "PulumiEngine", automation.PulumiEngine)  # undone at the end
         install_stacks_dir(tier.stacks)
-        yield tier
+        yield mp
