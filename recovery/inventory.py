@@ -28,7 +28,7 @@ import botocore.exceptions
 
 from bootstrap.aws.clients import AwsClients, error_code, retry_transient
 from recovery.import_ids import import_id
-from recovery.imports import LiveItem
+from recovery.state_vs_live import LiveItem
 from stacks.common import naming
 
 _AUTONAME = re.compile(r"^(.+)-[0-9a-f]{7}$")  # Pulumi's auto-name: the logical name plus 7 hex digits
