@@ -158,7 +158,7 @@ class _Run:
         self.chosen_candidate = None
         self.nothing_to_restore = False
         self.import_plan: Optional[dict] = None
-        self.classification = None              # recovery.imports.Classification of the chosen state
+        self.classification = None              # recovery.state_vs_live.Classification of the chosen state
         self.covered: frozenset[str] = frozenset()  # the types inventory looked for
         self.planned_urns: frozenset[str] = frozenset()  # resources of the chosen state, and those the import adds
         self.never_made: frozenset[str] = frozenset()    # pending creates cleared as having made nothing
@@ -372,7 +372,8 @@ class _Run:
         return dep if isinstance(dep, dict) else {}
 
     def reconcile(self) -> Condition:
-        from recovery.imports import classify, plan_for_survivors
+        from recovery.import_plan import plan_for_survivors
+        from recovery.state_vs_live import classify
 
         dep = self._state_json()
         resources = [r for r in dep.get("resources") or [] if isinstance(r, dict)]
@@ -429,7 +430,7 @@ class _Run:
                          f"{getattr(rec, 'serial', '-')}.", "verify", details={"counts": dict(result.counts)})
 
     def pending(self) -> Condition:
-        from recovery.imports import resolve_pending
+        from recovery.pending_creates import resolve_pending
 
         o, s = self.o, self.s
         creates = self.classification.pending_creates if self.classification else ()

@@ -193,7 +193,7 @@ def test_a_live_pending_create_is_never_dropped_and_pulumi_cannot_adopt_it(tier)
     snapshot), which is why the Engine offers no such import."""
     from bootstrap.records.locks import EnvironmentLock
     from recovery.guide import GuideOptions, GuideServices, run_guide
-    from recovery.imports import LiveItem
+    from recovery.state_vs_live import LiveItem
     from recovery.inventory import Inventory
 
     if tier.notes.get("recovered") != 0:

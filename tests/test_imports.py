@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from recovery.import_ids import SECRET_SIG, SECRET_SIG_KEY
-from recovery.imports import (
-    ImportPlan, LiveItem, classify, expected_urn, plan_for_survivors, plan_from_state, urn_parts,
-)
+from recovery.import_plan import ImportPlan, plan_for_survivors, plan_from_state
+from recovery.state_vs_live import LiveItem, classify
+from recovery.urns import expected_urn, urn_parts
 from tests.conftest import STATES
 
 CANARY = "c4n4ry-s3cr3t-value"

@@ -1,10 +1,11 @@
-"""What recovery does with each pending CREATE an interrupted update left (recovery/imports.resolve_pending),
+"""What recovery does with each pending CREATE an interrupted update left (recovery/pending_creates.resolve_pending),
 and the engine boundary's rule for dropping them (bootstrap/engine/automation.py). Pure."""
 
 from __future__ import annotations
 
 from bootstrap.engine.automation import other_pending_operations, pending_create_urns, unexpected_pending_creates
-from recovery.imports import CLEAR_UNCHECKED_FLAG, LiveItem, PendingCreate, classify, resolve_pending
+from recovery.pending_creates import CLEAR_UNCHECKED_FLAG, resolve_pending
+from recovery.state_vs_live import LiveItem, PendingCreate, classify
 
 SUBNET, TOPIC = "aws:ec2/subnet:Subnet", "aws:sns/topic:Topic"
 COVERED = {SUBNET, "aws:ec2/vpc:Vpc"}

@@ -1,4 +1,4 @@
-"""Import plans in `pulumi import --file` format, and the state-versus-live classification.
+"""Import plans in `pulumi import --file` format: from a whole state, or for live survivors.
 
 The file format is Pulumi's own (pkg/cmd/pulumi/operations/import.go, `importFile`/`importSpec`):
 `{"nameTable": {name: urn}, "resources": [{"type", "name", "id", "parent"?, "provider"?, "version"?,
@@ -19,53 +19,15 @@ Pure: plain dicts in (resources as in a Pulumi deployment), frozen values out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from recovery.import_ids import import_id, import_id_from_state, rule_for
+from recovery.import_ids import import_id_from_state, rule_for
+from recovery.state_vs_live import LiveItem
+from recovery.urns import (
+    NOT_IMPORTED, PROVIDER_PREFIX, ROOT_STACK, expected_urn, is_default_provider, live_resources, logical_name,
+    provider_urn, urn_parts,
+)
 
-ROOT_STACK = "pulumi:pulumi:Stack"
-PROVIDER_PREFIX = "pulumi:providers:"
-NOT_IMPORTED = frozenset({ROOT_STACK, "pulumi:pulumi:StackReference"})
-
-
-# --- URNs ------------------------------------------------------------------------------------------
-
-def urn_parts(urn: str) -> tuple[str, str, str, str] | None:
-    """`urn:pulumi:<stack>::<project>::<qualified type>::<name>` → (stack, project, qtype, name)."""
-    if not isinstance(urn, str) or not urn.startswith("urn:pulumi:"):
-        return None
-    parts = urn[len("urn:pulumi:"):].split("::", 3)
-    if len(parts) != 4:
-        return None
-    return parts[0], parts[1], parts[2], parts[3]
-
-
-def logical_name(urn: str) -> str:
-    parts = urn_parts(urn)
-    return parts[3] if parts else urn
-
-
-def provider_urn(reference: str) -> str:
-    """A provider reference is `<urn>::<id>`; the URN is everything before the last `::`."""
-    return reference.rsplit("::", 1)[0] if reference.count("::") >= 4 else reference
-
-
-def is_default_provider(urn: str) -> bool:
-    name = logical_name(urn)
-    return name == "default" or name.startswith("default_")
-
-
-def expected_urn(stack: str, project: str, typ: str, name: str, parent_urn: str | None) -> str:
-    """The URN Pulumi gives a resource: the parent's qualified type is prefixed unless it is the stack."""
-    qualified = typ
-    if parent_urn:
-        parent = urn_parts(parent_urn)
-        if parent and parent[2] != ROOT_STACK:
-            qualified = f"{parent[2]}${typ}"
-    return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
-
-
-# --- The plan --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ImportEntry:
@@ -146,18 +108,6 @@ class _Names:
         return candidate
 
 
-def _live_resources(resources: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Drop `delete: true` leftovers and anything without a usable URN/type."""
-    out = []
-    for res in resources:
-        if not isinstance(res, Mapping) or res.get("delete") is True:
-            continue
-        if not isinstance(res.get("urn"), str) or not isinstance(res.get("type"), str):
-            continue
-        out.append(res)
-    return out
-
-
 def _provider_version(provider: Mapping[str, Any] | None) -> str | None:
     if not provider:
         return None
@@ -184,7 +134,7 @@ def plan_from_state(resources: Sequence[Mapping[str, Any]]) -> ImportPlan:
     Providers are referenced, never imported; components are recreated; the root stack and stack
     references are left to Pulumi. A resource whose import ID cannot be built is skipped with a reason.
     """
-    live = _live_resources(resources)
+    live = live_resources(resources)
     by_urn: dict[str, Mapping[str, Any]] = {}
     for res in live:
         by_urn.setdefault(res["urn"], res)
@@ -279,102 +229,6 @@ def plan_from_state(resources: Sequence[Mapping[str, Any]]) -> ImportPlan:
     return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes), changes, provider_inputs)
 
 
-# --- State versus live -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LiveItem:
-    """One live resource found by inventory, with what an import needs."""
-
-    type: str
-    name: str | None          # logical name: the `groundctl:name` tag, or the naming convention for children
-    import_id: str
-    arn: str | None = None
-    parent_name: str | None = None  # the tagged parent it was found through, for children
-    layer: str | None = None
-    region: str | None = None       # the region it was found in (picks the provider of that region)
-
-
-@dataclass(frozen=True)
-class StateRef:
-    urn: str
-    type: str
-    name: str
-    import_id: str | None
-
-
-@dataclass(frozen=True)
-class PendingCreate:
-    urn: str
-    type: str
-    name: str
-    live: LiveItem | None
-
-
-@dataclass(frozen=True)
-class Classification:
-    in_state_and_live: tuple[tuple[StateRef, LiveItem], ...]
-    survivors: tuple[LiveItem, ...]             # live, not in state: import
-    in_state_not_live: tuple[StateRef, ...]     # to drop after the operator confirms
-    not_checked: tuple[StateRef, ...]           # types inventory cannot see: neither confirmed nor denied
-    pending_creates: tuple[PendingCreate, ...]  # a create was in flight; live ones are also survivors
-    unnamed: tuple[LiveItem, ...] = ()          # tagged but without `groundctl:name`: cannot be named
-
-    def counts(self) -> dict[str, int]:
-        return {"in_state_and_live": len(self.in_state_and_live), "survivors": len(self.survivors),
-                "in_state_not_live": len(self.in_state_not_live), "not_checked": len(self.not_checked),
-                "pending_creates": len(self.pending_creates), "unnamed": len(self.unnamed)}
-
-
-def classify(state_resources: Sequence[Mapping[str, Any]], live: Sequence[LiveItem],
-             pending_operations: Sequence[Mapping[str, Any]] = (),
-             inventoried_types: Iterable[str] | None = None) -> Classification:
-    """Match state and live by (type, import ID); by (type, logical name) only where the ID is unknown.
-
-    `inventoried_types` are the types inventory looked for; a state resource of another type is
-    `not_checked` rather than "not live", so nothing is dropped on missing evidence.
-    """
-    covered = set(inventoried_types) if inventoried_types is not None else {i.type for i in live}
-    by_id = {(i.type, i.import_id): i for i in live}
-    by_name = {(i.type, i.name): i for i in live if i.name}
-    used: set[int] = set()
-    matched: list[tuple[StateRef, LiveItem]] = []
-    missing: list[StateRef] = []
-    unchecked: list[StateRef] = []
-
-    for res in _live_resources(state_resources):
-        typ = res["type"]
-        if res.get("custom") is not True or typ in NOT_IMPORTED or typ.startswith(PROVIDER_PREFIX):
-            continue
-        ident = import_id_from_state(res)
-        ref = StateRef(res["urn"], typ, logical_name(res["urn"]), ident.value)
-        # By name only when the state cannot say its ID: a same-named live resource with another ID
-        # is a replacement made outside Pulumi, reported as "not live" + a survivor, never merged.
-        hit = by_id.get((typ, ident.value)) if ident.value else by_name.get((typ, ref.name))
-        if hit is not None:
-            matched.append((ref, hit))
-            used.add(id(hit))
-        elif typ in covered:
-            missing.append(ref)
-        else:
-            unchecked.append(ref)
-
-    pending: list[PendingCreate] = []
-    for op in pending_operations:
-        if not isinstance(op, Mapping) or op.get("type") != "creating":
-            continue
-        res = op.get("resource")
-        if not isinstance(res, Mapping) or not isinstance(res.get("urn"), str):
-            continue
-        typ, name = str(res.get("type", "")), logical_name(res["urn"])
-        ident = import_id(typ, {**(res.get("inputs") or {}), **(res.get("outputs") or {})}, res.get("id"))
-        hit = (by_id.get((typ, ident.value)) if ident.value else None) or by_name.get((typ, name))
-        pending.append(PendingCreate(res["urn"], typ, name, hit))
-
-    survivors = tuple(i for i in live if id(i) not in used and i.name)
-    unnamed = tuple(i for i in live if id(i) not in used and not i.name)
-    return Classification(tuple(matched), survivors, tuple(missing), tuple(unchecked), tuple(pending), unnamed)
-
-
 def plan_for_survivors(survivors: Sequence[LiveItem], state_resources: Sequence[Mapping[str, Any]] = (),
                        declared_parents: Mapping[tuple[str, str], str] | None = None) -> ImportPlan:
     """The plan that adopts survivors into a stack that still has the rest of its state.
@@ -385,7 +239,7 @@ def plan_for_survivors(survivors: Sequence[LiveItem], state_resources: Sequence[
     (from a preview or the mock run); without it, survivors are children of the stack.
     """
     providers: dict[str, list[tuple[str, str | None]]] = {}  # package → [(urn, region)]
-    for res in _live_resources(state_resources):
+    for res in live_resources(state_resources):
         typ = res["type"]
         if typ.startswith(PROVIDER_PREFIX) and not is_default_provider(res["urn"]):
             bags = [b for b in (res.get("inputs"), res.get("outputs")) if isinstance(b, Mapping)]
@@ -425,102 +279,6 @@ def plan_for_survivors(survivors: Sequence[LiveItem], state_resources: Sequence[
                                    source_urn=item.arn))
     if any(rule_for(e.type) is None for e in entries):
         notes.append("some survivor types have no documented import ID rule")
-    by_urn = {r["urn"]: r for r in _live_resources(state_resources)}
+    by_urn = {r["urn"]: r for r in live_resources(state_resources)}
     return ImportPlan(name_table, tuple(entries), tuple(skipped), tuple(notes),
                       provider_inputs=_provider_inputs(name_table, by_urn))
-
-
-# --- Pending creates -------------------------------------------------------------------------------
-
-CLEAR_UNCHECKED_FLAG = "--allow-clear-unchecked-creates"
-
-
-@dataclass(frozen=True)
-class PendingDecision:
-    """What to do with one pending create: `import` (it made a live resource, which is, or will be, in
-    state under its URN), `clear` (it made nothing, or what it made is already tracked), or `refuse`."""
-
-    urn: str
-    type: str
-    action: str                  # import | clear | refuse
-    reason: str                  # one sentence for the operator
-    import_id: str | None = None
-    flag: str | None = None      # the flag that lifts a refusal, or that allowed a clear
-    tracked: bool = False        # its URN is (or will be) a resource in state
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"urn": self.urn, "type": self.type, "action": self.action, "reason": self.reason,
-                "import_id": self.import_id, "flag": self.flag, "tracked": self.tracked}
-
-
-@dataclass(frozen=True)
-class PendingResolution:
-    decisions: tuple[PendingDecision, ...]
-
-    @property
-    def refused(self) -> tuple[PendingDecision, ...]:
-        return tuple(d for d in self.decisions if d.action == "refuse")
-
-    @property
-    def to_drop(self) -> tuple[str, ...]:
-        """The pending operations to remove from state: all of them, once none is refused."""
-        return () if self.refused else tuple(d.urn for d in self.decisions)
-
-    @property
-    def never_made(self) -> frozenset[str]:
-        """URNs whose create made nothing: the program still declares them, so a preview shows them
-        as creates until the next `up` makes them."""
-        return frozenset(d.urn for d in self.decisions if d.action == "clear" and not d.tracked)
-
-    def summary(self) -> str:
-        by = {a: [logical_name(d.urn) for d in self.decisions if d.action == a] for a in ("import", "clear", "refuse")}
-        return "; ".join(f"{a}: {', '.join(names)}" for a, names in by.items() if names) or "none"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"decisions": [d.to_dict() for d in self.decisions],
-                "imported": [d.urn for d in self.decisions if d.action == "import"],
-                "cleared": [d.urn for d in self.decisions if d.action == "clear"],
-                "refused": [d.urn for d in self.refused]}
-
-
-def resolve_pending(pending: Sequence[PendingCreate], covered_types: Iterable[str], tracked_urns: Iterable[str],
-                    *, clear_unchecked: bool = False) -> PendingResolution:
-    """Decide each pending create. Pure.
-
-    `covered_types` are the types inventory looked for; `tracked_urns` the URNs that are (or, after the
-    planned import, will be) resources in state. A live resource is never dropped from tracking: a
-    live pending create is `import` only when its URN is tracked, else refused. One that inventory
-    could not see is refused unless it is already tracked or the operator vouches for it with
-    `clear_unchecked`, because clearing it could orphan a live resource.
-    """
-    covered, tracked = set(covered_types), set(tracked_urns)
-    out: list[PendingDecision] = []
-    for p in pending:
-        if p.live is not None:
-            if p.urn in tracked:
-                out.append(PendingDecision(p.urn, p.type, "import", f"live as '{p.live.import_id}' and adopted into "
-                                           "state under this URN; only its pending operation goes",
-                                           p.live.import_id, tracked=True))
-            else:
-                out.append(PendingDecision(
-                    p.urn, p.type, "refuse", f"live as '{p.live.import_id}' but not in state under this URN, so "
-                    "clearing it would drop a live resource from tracking: import it by hand (`pulumi import "
-                    f"{p.type} {p.name} {p.live.import_id}` in the layer's folder), then run the recovery again",
-                    p.live.import_id))
-        elif p.urn in tracked:
-            out.append(PendingDecision(p.urn, p.type, "clear", "already in state as a resource: only its pending "
-                                       "operation goes", tracked=True))
-        elif p.type in covered:
-            out.append(PendingDecision(p.urn, p.type, "clear", f"inventory looked for {p.type} and found nothing "
-                                       "live: the create made nothing, and the next `up` makes it"))
-        elif clear_unchecked:
-            out.append(PendingDecision(p.urn, p.type, "clear", f"inventory cannot see {p.type}; cleared on the "
-                                       f"operator's word ({CLEAR_UNCHECKED_FLAG}) that it made nothing",
-                                       flag=CLEAR_UNCHECKED_FLAG))
-        else:
-            out.append(PendingDecision(
-                p.urn, p.type, "refuse", f"inventory cannot see {p.type}, so whether the interrupted create made "
-                "it is unknown and clearing could orphan a live resource: check by hand whether it exists; if it "
-                f"does, import it (`pulumi import {p.type} {p.name} <id>` in the layer's folder), if it does not, "
-                f"run the recovery again with {CLEAR_UNCHECKED_FLAG}", flag=CLEAR_UNCHECKED_FLAG))
-    return PendingResolution(tuple(out))
