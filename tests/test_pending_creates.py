@@ -1,9 +1,9 @@
 """What recovery does with each pending CREATE an interrupted update left (recovery/imports.resolve_pending),
-and the engine boundary's rule for dropping them (bootstrap/engine/automation.py). Pure."""
+and the engine boundary's rule for dropping them (bootstrap/engine/pending.py). Pure."""
 
 from __future__ import annotations
 
-from bootstrap.engine.automation import other_pending_operations, pending_create_urns, unexpected_pending_creates
+from bootstrap.engine.pending import other_pending_operations, pending_create_urns, unexpected_pending_creates
 from recovery.imports import CLEAR_UNCHECKED_FLAG, LiveItem, PendingCreate, classify, resolve_pending
 
 SUBNET, TOPIC = "aws:ec2/subnet:Subnet", "aws:sns/topic:Topic"
