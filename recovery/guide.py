@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ListedOnce
-from bootstrap.engine.automation import other_pending_operations, refuse_other_pending
+from bootstrap.engine.pending import other_pending_operations, refuse_other_pending
 from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan

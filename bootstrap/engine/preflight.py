@@ -1,7 +1,7 @@
 """Before anything is written: can the Pulumi engine run what the command will ask of it?
 
 Two checks, each a pure decision over what a thin probe reads:
-- the CLI's version against `PULUMI_CLI_MIN` (an older CLI fails later with a raw "unknown flag");
+- the CLI on PATH, at `PULUMI_CLI_MIN` or later (an older CLI fails later with a raw "unknown flag");
 - the resource plugins each layer's program needs, at the versions the installed SDKs ask for (each SDK
   package ships a `pulumi-plugin.json`; Pulumi's Python host reports those, sdk/python/cmd/
   pulumi-language-python/main.go GetRequiredPackages), found where Pulumi looks: on PATH as
@@ -95,6 +95,17 @@ def _reported_version(path: str) -> str:
                               "again.")
         _probed[key] = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     return _probed[key]
+
+
+def pulumi_available() -> bool:
+    """Whether a `pulumi` binary is on PATH (the SDK runs `pulumi` and never installs one here)."""
+    return shutil.which("pulumi") is not None
+
+
+def require_pulumi() -> None:
+    """Fail early, in one paragraph, when the CLI is missing (its version is checked when an engine is built)."""
+    if not pulumi_available():
+        raise missing_cli_error()
 
 
 def require_cli() -> str:
