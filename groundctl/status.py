@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 from rich.text import Text
@@ -13,9 +13,6 @@ from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.errors import BadInput
 from bootstrap.layers import select
-
-if TYPE_CHECKING:
-    from bootstrap.planning.plan import Plan
 
 
 def layer_status(store, layer: str, environment: str) -> dict:
@@ -95,27 +92,6 @@ def _s(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def drift_row(plan: "Plan") -> dict:
-    from bootstrap.apply.orchestrator import plan_summary
-    from bootstrap.engine.events import DELETED_MARK
-    from bootstrap.planning.plan import NO_CHANGE_OPS
-
-    if plan.not_deployed:
-        state = "not deployed"
-    elif plan.skipped_reason:
-        state = "skipped"
-    elif not plan.has_changes:
-        state = "clean"
-    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
-        state = "not deployed"  # nothing of it exists: that differs from its declaration too
-    else:
-        state = "drift"
-    changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
-               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
-    return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
-            "skipped_reason": plan.skipped_reason, "changes": changed}
-
-
 def require_flux_secrets(spec, steps) -> None:
     """BadInput before any preview when the flux layer will run and its SSH secrets are not set: a scheduled
     drift check must fail at once with what to set, not after every other layer."""
@@ -140,7 +116,7 @@ def drift(
     from bootstrap.apply.orchestrator import default_services, preview_all
     from bootstrap.apply.steps import build_preview
     from bootstrap.errors import GroundctlError
-    from bootstrap.records.drift import drift_record, failed_drift_record, save_drift_record
+    from bootstrap.records.drift import drift_record, drift_row, failed_drift_record, save_drift_record
     from bootstrap.target import open_target
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
