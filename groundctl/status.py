@@ -77,15 +77,15 @@ def status(
         raise typer.Exit(1)  # a record that cannot be read is a problem found, even when the rest reads
 
 
-def _record_failure(target, record: dict, save) -> None:
+def record_failure(target, record: dict, save, what: str = "drift check", title: str = "Drift record") -> None:
     """Keep the failed check's record; when even that cannot be written, say so and let the error stand."""
     try:
         key = save(target.store, record, target.secret_values())
     except Exception as exc:  # noqa: BLE001 - the check's own error is the one to report
-        console.warn(f"the failed drift check could not be recorded in the state bucket "
+        console.warn(f"the failed {what} could not be recorded in the state bucket "
                      f"({getattr(exc, 'message', None) or type(exc).__name__})")
         return
-    console.info(f"Drift record (failed): {key} in the state bucket")
+    console.info(f"{title} (failed): {key} in the state bucket")
 
 
 def _s(value: object) -> str:
@@ -126,7 +126,7 @@ def drift(
             plans = preview_all(target, steps, default_services())
         except GroundctlError as exc:
             if record:  # a scheduled check that failed is seen as failed, with its reason
-                _record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
+                record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
             raise
         rows = [drift_row(p) for p in plans]
         if record:
