@@ -31,7 +31,8 @@ def _context(target, clock=time.time):
 
     import boto3
 
-    from bootstrap.records.locks import EnvironmentLock, lock_status
+    from bootstrap.records.lock_status import lock_status
+    from bootstrap.records.locks import EnvironmentLock
     from recovery.drills.rebuild_cluster import DrillContext, orchestrated_layers
     from recovery.drills.flux_ready import api_from_kubeconfig
 

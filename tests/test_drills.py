@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from bootstrap.records import layout
 from groundctl import app
 from bootstrap.errors import EngineError
-from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.records.lock_status import lock_status
+from bootstrap.records.locks import EnvironmentLock
 from bootstrap.target import open_target
 from recovery.drills import phases as dp
 from recovery.drills.report import write_report
