@@ -32,9 +32,11 @@ from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import CloudError, GroundctlError, Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from recovery import choose as ch
+from recovery.choose_inputs import evidence_from, options_from
 from bootstrap.records import ledger as led
 from recovery import placement
 from bootstrap.records import layout
+from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_point
 from recovery.restore import RestorePlan, restore
 from recovery.state import NotAState, decompress, load_json
 from recovery.tamper import tamper_findings
@@ -248,8 +250,8 @@ class _Run:
         tampered = tamper_findings(self.ledger.records, stack_versions, ledger_versions.result())
         # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
         # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
-        self.evidence = ch.evidence_from(self.ledger.records, chain.findings, (*self.ledger.problems, *tampered),
-                                         self.ledger.missing)
+        self.evidence = evidence_from(self.ledger.records, chain.findings, (*self.ledger.problems, *tampered),
+                                      self.ledger.missing)
         if tampered:
             self.evidence = dataclasses.replace(self.evidence, tampered=tuple(f.sentence for f in tampered))
         ev = self.evidence
@@ -273,7 +275,7 @@ class _Run:
         while True:
             evaluated = [c for c in cands.values() if c.evaluation is not None]
             evidence = self._with_out_of_band_forks(evaluated)
-            result = ch.decide(ch.options_from(list(cands.values()), self.ledger.records, evidence),
+            result = ch.decide(options_from(list(cands.values()), self.ledger.records, evidence),
                                evidence, self.o.flags)
             if isinstance(result, ch.Choice):
                 self.evidence = evidence
@@ -323,9 +325,9 @@ class _Run:
                              r.flag for r in choice.overridden) + "." if choice.overridden else ""),
                          "restore it as the current state", details=details)
 
-    def _recovery_point(self, choice: ch.Choice) -> ch.RecoveryPoint:
+    def _recovery_point(self, choice: ch.Choice) -> RecoveryPoint:
         chosen_doc = self.evaluator.load(self.chosen_candidate)
-        newest = ch.newest_readable(choice)
+        newest = newest_readable(choice)
         newest_urns = None
         if newest is not None and newest.ident != choice.chosen.ident:
             cand = next(c for c in self.cset.candidates if c.ident == newest.ident)
@@ -338,8 +340,8 @@ class _Run:
             newest_urns = [r.urn for r in chosen_doc.resources if not r.delete]
         # When newer recorded serials exist but none of their states can be read, only the ledger's
         # resource count of the head says what is lost.
-        return ch.recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns,
-                                 self.evidence.head_resources)
+        return recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns,
+                              self.evidence.head_resources)
 
     # -- Restore -----------------------------------------------------------------------------------
 
