@@ -51,7 +51,7 @@ def status(
     """Per layer: the last recorded operation, serial, lineage and resource count; and the lock holder."""
     from bootstrap.target import open_target
 
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         try:

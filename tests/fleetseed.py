@@ -17,7 +17,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from bootstrap.records.drift import drift_record, save_drift_record
 from bootstrap.records.ledger import LedgerRecord
-from bootstrap.records.locks import LockInfo
+from bootstrap.records.lock_object import LockInfo
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhaseResult
 from recovery.drills.report import DrillReport, recovery_phases, write_report

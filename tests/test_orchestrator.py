@@ -65,7 +65,7 @@ def ops(engine, *kinds):
 
 
 def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(world, aws, local_spec):
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
     from bootstrap.records.ledger import read_ledger
 
     engine, open_, clock = world

@@ -24,7 +24,8 @@ from recovery.drills.phases import PhaseResult
 from recovery.drills.report import DrillReport, new_drill_id
 from recovery.drills.runner import (DrillContext, Failed, LayerOutcome, Refusal, build_report, check_lock,
                                    run_and_release, public_outputs, take_lock, verify_layer_state)
-from recovery.drills.flux_ready import KubeApiError, compare_revisions, observe, revisions, wait_ready
+from recovery.drills.flux_ready import compare_revisions, observe, revisions, wait_ready
+from recovery.drills.kube_api import KubeApiError
 
 
 @dataclass(frozen=True)

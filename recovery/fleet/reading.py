@@ -27,7 +27,7 @@ from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
 from bootstrap.records.drift import load_drift_record, parse_name
-from bootstrap.records.locks import lock_status
+from bootstrap.records.lock_status import lock_status
 from bootstrap.untrusted import Unreadable
 from recovery.drills.stored import load_drill_record
 from recovery.fleet.protection import read_protection
