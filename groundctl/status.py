@@ -96,7 +96,7 @@ def _s(value: object) -> str:
 
 
 def drift_row(plan: "Plan") -> dict:
-    from bootstrap.apply.orchestrator import plan_summary
+    from bootstrap.apply.summary import plan_summary
     from bootstrap.engine.events import DELETED_MARK
     from bootstrap.planning.plan import NO_CHANGE_OPS
 
@@ -137,7 +137,8 @@ def drift(
                                 ".groundctl/drift/<env>/ (what scheduled runs do; `groundctl fleet status` reads it)."),
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
-    from bootstrap.apply.orchestrator import default_services, preview_all
+    from bootstrap.apply.preview import preview_all
+    from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
     from bootstrap.errors import GroundctlError
     from bootstrap.records.drift import drift_record, failed_drift_record, save_drift_record
