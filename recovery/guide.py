@@ -36,7 +36,7 @@ from bootstrap.records import ledger as led
 from recovery import placement
 from bootstrap.records import layout
 from recovery.restore import RestorePlan, restore
-from recovery.state import NotAState, decompress, load_json
+from recovery.state_bytes import NotAState, decompress, load_json
 from recovery.tamper import tamper_findings
 from recovery.versions import CandidateEvaluator, list_candidates
 

@@ -30,7 +30,9 @@ from typing import Callable, Iterable, Iterator, Optional
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
 from recovery.integrity import foreign_stacks, verify_integrity
-from recovery.state import Finding, NotAState, StateDoc, parse_state
+from recovery.state_bytes import NotAState
+from recovery.state_model import Finding, StateDoc
+from recovery.state_parse import parse_state
 
 SOURCES = ("current", "version", "bak", "history", "backup", "retained")
 _SOURCE_RANK = {s: i for i, s in enumerate(SOURCES)}
