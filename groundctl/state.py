@@ -185,7 +185,8 @@ def versions(
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
     from recovery.placement import place_candidates
-    from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, list_candidates
+    from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator
+    from recovery.versions import list_candidates
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

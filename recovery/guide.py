@@ -38,7 +38,8 @@ from bootstrap.records import layout
 from recovery.restore import RestorePlan, restore
 from recovery.state_bytes import NotAState, decompress, load_json
 from recovery.tamper import tamper_findings
-from recovery.versions import CandidateEvaluator, list_candidates
+from recovery.evaluator import CandidateEvaluator
+from recovery.versions import list_candidates
 
 PHASES = ("assess", "candidates", "lineage", "choose", "restore", "reconcile", "import", "pending", "verify")
 WRITES = frozenset({"restore", "import", "pending"})
