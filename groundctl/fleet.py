@@ -156,7 +156,8 @@ def _drills(r: dict) -> str:
 def _since(f: dict) -> str:
     if f.get("since_age_seconds") is None:
         return ""
-    return f" since {f['since']} ({'at least ' if not f.get('since_exact', True) else ''}{_age(f['since_age_seconds'])})"
+    return (f" since {f['since']} ({'at least ' if not f.get('since_exact', True) else ''}"
+            f"{_age(f['since_age_seconds'])} ago)")
 
 
 def _show(report: dict) -> None:

@@ -5,8 +5,9 @@ one row per environment that needs acting on (critical, warning), worst first an
 finding, whole (it wraps), since when it holds, and the next step (the command and its runbook); a fact cell
 is coloured by the level of the finding about it, so red means act and what is only true is grey. The
 environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
-environment's collapsed details: all findings, the facts, and the latest drill of each kind as a small bar
-(one path per phase status, a few hundred bytes), so 200 environments stay far under 300 KB.
+environment's collapsed details: all findings (each with since when and its command), the facts, and the
+latest drill of each kind as a small bar (one path per phase status, a few hundred bytes); the rules table,
+with each rule's next step and runbook, closes the page. About 2 KB per environment at most.
 No script, no external asset: the page opens from a file share or a CI artifact as it is. Every value
 from a record is escaped (records are written by many runs; a phase name or message may hold markup).
 """
@@ -122,7 +123,7 @@ def _rules() -> str:
     rows = "".join(f'<tr id="rule-{rule}"><td>{rule}</td><td>{prod}</td><td>{other}</td><td class="w">{escape(when)}</td>'
                    f'<td class="x"><code>{escape(NEXT_STEPS[rule][0])}</code></td><td class="x">'
                    f'{escape(NEXT_STEPS[rule][1])}</td></tr>' for rule, (prod, other, when) in RULES.items())
-    return ('<h2>Rules</h2><table><colgroup><col style="width:10rem"><col style="width:5rem"><col style="width:5rem">'
+    return ('<h2>Rules</h2><table><colgroup><col style="width:9rem"><col style="width:6rem"><col style="width:6rem">'
             '<col><col style="width:18rem"><col style="width:18rem"></colgroup><thead><tr><th>rule</th>'
             '<th>production</th><th>elsewhere</th><th>when</th><th>next step</th><th>runbook</th></tr></thead>'
             f'<tbody>{rows}</tbody></table>')
