@@ -3,8 +3,9 @@ driven by Selenium. On the seeded 50-environment fleet (tests/fleetseed.py, read
 1366×768 viewport shows every critical environment and none of the info-only ones, and for each critical one
 its finding and next step whole (inside the viewport, not clipped by its cell); info-level cells are grey and
 critical ones red; a row's link opens its collapsed details, whose drill bars are drawn; the page loads nothing
-from outside and keeps a hostile record's markup (and key) as text. Skipped, with the reason, where no browser or driver is installed. The screenshot of
-the first viewport is kept as /tmp/fleet-status-first-viewport.png (and in $GROUNDCTL_SCREENSHOTS when set)."""
+from outside and keeps a hostile record's markup (and key) as text. Skipped, with the reason, where no browser
+or driver is installed. The screenshot of the first viewport is kept as /tmp/fleet-status-first-viewport.png
+(and in $GROUNDCTL_SCREENSHOTS when set)."""
 
 from __future__ import annotations
 
