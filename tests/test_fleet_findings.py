@@ -112,7 +112,8 @@ def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
 
     row = {"environment": "prod-ledger", "production": True, "bucket": "b", "problems": [],
            "freshness": {"drift_max_age_seconds": 7200, "drift_schedule": "17 * * * *", "drill_max_age_seconds": {}},
-           "drift": {"result": "drift", "at": "2026-01-05T10:00:00Z", "age_seconds": 30.0, "drifted_layers": ["network"],
+           "drift": {"result": "drift", "at": "2026-01-05T10:00:00Z", "age_seconds": 30.0,
+                     "drifted_layers": ["network"],
                      "streak": {"records": 12, "at": "2026-01-05T00:00:00Z", "exact": True}},
            "drills": {"per_kind": {"rebuild-cluster": {
                "last": {"verdict": "failed", "reason": "Timeout", "started_at": "2026-01-04T00:00:00Z",

@@ -120,9 +120,9 @@ def _finding(f: dict) -> str:
 
 def _rules() -> str:
     """The rules table (README, "Fleet status"): what each level and next step on this page comes from."""
-    rows = "".join(f'<tr id="rule-{rule}"><td>{rule}</td><td>{prod}</td><td>{other}</td><td class="w">{escape(when)}</td>'
-                   f'<td class="x"><code>{escape(NEXT_STEPS[rule][0])}</code></td><td class="x">'
-                   f'{escape(NEXT_STEPS[rule][1])}</td></tr>' for rule, (prod, other, when) in RULES.items())
+    rows = "".join(f'<tr id="rule-{rule}"><td>{rule}</td><td>{prod}</td><td>{other}</td>'
+                   f'<td class="w">{escape(when)}</td><td class="x"><code>{escape(NEXT_STEPS[rule][0])}</code></td>'
+                   f'<td class="x">{escape(NEXT_STEPS[rule][1])}</td></tr>' for rule, (prod, other, when) in RULES.items())
     return ('<h2>Rules</h2><table><colgroup><col style="width:9rem"><col style="width:6rem"><col style="width:6rem">'
             '<col><col style="width:18rem"><col style="width:18rem"></colgroup><thead><tr><th>rule</th>'
             '<th>production</th><th>elsewhere</th><th>when</th><th>next step</th><th>runbook</th></tr></thead>'
@@ -199,7 +199,8 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
     took = last.get("recovery_seconds")
     reason = f" ({last.get('reason')})" if last.get("reason") else ""
     text = (f"{kind}: {last.get('verdict')}{reason} {_age(last.get('age_seconds'))}"
-            + (f", recovered in {took:.0f} s of {last.get('rto_seconds') or 0:.0f} s RTO" if _num(took) is not None else "")
+            + (f", recovered in {took:.0f} s of {last.get('rto_seconds') or 0:.0f} s RTO"
+               if _num(took) is not None else "")
             + f"; trend {trend.get('trend')}"
             + (f" (median {trend['baseline']:.0f} ± {trend['threshold_seconds']:.0f} s)"
                if trend.get("baseline") is not None else ""))

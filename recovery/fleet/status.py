@@ -162,7 +162,8 @@ def summarize(raw: dict, spec, now: float) -> dict:
                                   if holder else ("unreadable lock object" if lock.get("unreadable") else None)),
                        "reason": lock.get("reason"), "pulumi_locks": len(lock.get("pulumi_locks") or []),
                        "started_at": holder.get("started_at"),
-                       "heartbeat_at": _iso(now - beat) if isinstance(beat, (int, float)) else holder.get("heartbeat_at")}
+                       "heartbeat_at": (_iso(now - beat) if isinstance(beat, (int, float))
+                                        else holder.get("heartbeat_at"))}
     heads = raw.get("ledger")
     if heads is not None:
         newest = max((h["at"] for h in heads.values()), default=None)
