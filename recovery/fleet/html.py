@@ -7,7 +7,7 @@ is coloured by the level of the finding about it, so red means act and what is o
 environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
 environment's collapsed details: all findings (each with since when and its command), the facts, and the
 latest drill of each kind as a small bar (one path per phase status, a few hundred bytes); the rules table,
-with each rule's next step and runbook, closes the page. About 2 KB per environment at most.
+with each rule's next step and runbook, closes the page. At most about 2.5 KiB per environment.
 No script, no external asset: the page opens from a file share or a CI artifact as it is. Every value
 from a record is escaped (records are written by many runs; a phase name or message may hold markup).
 """
