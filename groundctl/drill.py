@@ -31,9 +31,10 @@ def _context(target, clock=time.time):
 
     import boto3
 
-    from bootstrap.records.locks import EnvironmentLock, lock_status
+    from bootstrap.records.lock_status import lock_status
+    from bootstrap.records.locks import EnvironmentLock
     from recovery.drills.rebuild_cluster import DrillContext, orchestrated_layers
-    from recovery.drills.flux_ready import api_from_kubeconfig
+    from recovery.drills.kube_api import api_from_kubeconfig
 
     def inventory(environment: str, layer: str):
         from recovery.inventory import collect

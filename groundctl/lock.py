@@ -24,7 +24,7 @@ def status(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
     """Show the groundctl lock (holder, heartbeat, stale verdict) and Pulumi's stack locks (holder, alive or not).
 
     Exit 1 when a lock object cannot be read (it is named, with why)."""
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
 
     with state_reader(environment, endpoint_url) as target:
         spec, st = target.spec, lock_status(target.store, target.name)
@@ -65,7 +65,9 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
            json_out: bool = json_opt("what was broken")) -> None:
     """Remove the lock when its heartbeat has expired and its holder is gone (or with --force)."""
     from bootstrap.records.layout import lock_key
-    from bootstrap.records.locks import UNREADABLE_OWNER, break_lock, broken_key, current_user
+    from bootstrap.records.lock_object import broken_key
+    from bootstrap.records.lock_status import UNREADABLE_OWNER, break_lock
+    from bootstrap.records.locks import current_user
 
     by = f"{current_user()}@{socket.gethostname()}"
     if pulumi is not None:
@@ -87,7 +89,7 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
 def _break_pulumi(environment: str, endpoint_url: Optional[str], layer_name: str, force: bool, by: str,
                   json_out: bool) -> None:
     from bootstrap.layers import layer
-    from bootstrap.records.locks import iso, pid_alive
+    from bootstrap.records.lock_object import iso, pid_alive
     from bootstrap.records.pulumi_locks import break_locks
 
     layer(layer_name)  # a typo is bad input, not "no lock"

@@ -2,7 +2,7 @@
 
 `--offline` runs the layer programs under Pulumi's mock runtime and checks posture: no engine, no
 cloud, no credentials (bootstrap/planning/offline.py). Without it, the live plan previews through the engine;
-that path lives in `bootstrap.apply.orchestrator.plan_live`.
+that path lives in `bootstrap.apply.preview.plan_live`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def dispatch(environment: str, *, offline: bool, out: Path, json_out: bool,
             )
         return plan_offline(environment, out=out, json_out=json_out)
     # Imported here: the offline path must not pay for the engine's imports.
-    from bootstrap.apply.orchestrator import plan_live
+    from bootstrap.apply.preview import plan_live
 
     return plan_live(environment, out_dir=out, json_out=json_out, endpoint_url=endpoint_url, layers=layers)
 

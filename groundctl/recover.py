@@ -90,7 +90,8 @@ def recover(
 ) -> None:
     """Walk a stack back from a lost or damaged state: assess, choose, restore, import, resolve pending creates,
     verify."""
-    from bootstrap.records.locks import EnvironmentLock, lock_status
+    from bootstrap.records.lock_status import lock_status
+    from bootstrap.records.locks import EnvironmentLock
     from bootstrap.target import open_target
     from recovery.choose import Flags
     from recovery.guide.flow import run_guide

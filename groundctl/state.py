@@ -15,7 +15,7 @@ from bootstrap import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
 if TYPE_CHECKING:
-    from recovery.state import Finding, StateDoc
+    from recovery.state_model import Finding, StateDoc
     from recovery.versions import CandidateSet
 
 # The recovery modules (and botocore) are imported by the commands that run, not to print --help.
@@ -102,7 +102,7 @@ def inspect(
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
     from recovery.integrity import verify_integrity
-    from recovery.state import read_state_file
+    from recovery.state_parse import read_state_file
 
     doc = read_state_file(file)
     findings = verify_integrity(doc, stack)
@@ -185,7 +185,8 @@ def versions(
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
     from recovery.placement import place_candidates
-    from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, list_candidates
+    from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator
+    from recovery.versions import list_candidates
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

@@ -48,7 +48,7 @@ def status(
     """Per layer: the last recorded operation, serial, lineage and resource count; and the lock holder."""
     from bootstrap.target import open_target
 
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         try:
@@ -113,7 +113,8 @@ def drift(
                                 ".groundctl/drift/<env>/ (what scheduled runs do; `groundctl fleet status` reads it)."),
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
-    from bootstrap.apply.orchestrator import default_services, preview_all
+    from bootstrap.apply.preview import preview_all
+    from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
     from bootstrap.errors import GroundctlError
     from bootstrap.records.drift import drift_record, drift_row, failed_drift_record, save_drift_record

@@ -17,7 +17,7 @@ _LAYERS = typer.Option(None, "--layers",
 _JSON = json_opt("the run record")
 
 if TYPE_CHECKING:
-    from bootstrap.apply.orchestrator import RunOutcome
+    from bootstrap.apply.runner import RunOutcome
 
 
 def report(outcome: "RunOutcome", json_out: bool) -> None:
@@ -52,7 +52,9 @@ def up(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Create or update an environment, layer by layer: preview, gate, apply, check, record."""
-    from bootstrap.apply.orchestrator import UpOptions, default_services, run
+    from bootstrap.apply.layer_up import UpOptions
+    from bootstrap.apply.runner import run
+    from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_up
     from bootstrap.target import open_target
 
@@ -75,7 +77,9 @@ def destroy(
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
     """Destroy an environment's layers in reverse order (never the backend unless --include-backend)."""
-    from bootstrap.apply.orchestrator import UpOptions, default_services, run
+    from bootstrap.apply.layer_up import UpOptions
+    from bootstrap.apply.runner import run
+    from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_destroy
     from bootstrap.target import open_target
 

@@ -22,7 +22,7 @@ this module does the reads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import botocore.exceptions
 

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.records.locks import pid_alive
+from bootstrap.records.lock_object import pid_alive
 from bootstrap.records.pulumi_locks import refuse_restore_under_lock
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from recovery import choose as ch
+from recovery.choose_inputs import evidence_from, options_from
+from recovery.recovery_point import recovery_point
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 L = "lineage-a"
@@ -91,7 +93,7 @@ def test_fork_at_or_after_the_choice_refuses_without_a_flag():
 
 
 def test_weaker_evidence_takes_lineage_from_the_newest_integral_and_orders_by_time():
-    ev = ch.evidence_from([], missing=True)
+    ev = evidence_from([], missing=True)
     assert ev.strength == "weaker" and "no ledger" in ev.notes[0]
     opts = [opt(1), opt(3, verdict="unreadable", current=True), opt(2)]
     c = ch.decide(opts, ev)
@@ -106,7 +108,7 @@ def test_nothing_readable_is_a_refusal_without_a_flag():
 
 def test_recovery_point_lists_lost_resources_and_serials():
     c = ch.decide([opt(7, serial=7, verdict="missing"), opt(5, serial=5)], ledger(), ch.Flags(allow_rollback=True))
-    point = ch.recovery_point(c, ["a", "b"], None, ["a", "b", "c"])
+    point = recovery_point(c, ["a", "b"], None, ["a", "b", "c"])
     assert point.serials_lost == (6, 7) and point.resources_lost == ("c",) and not point.loses_nothing
 
 
@@ -130,9 +132,9 @@ class _Cand:
 
 def test_options_from_places_by_version_id_and_by_time():
     recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
-    ev = ch.evidence_from(recs)
+    ev = evidence_from(recs)
     assert ev.strength == "ledger" and ev.head_serial == 2
-    opts = ch.options_from([_Cand("v3", 3, "current"), _Cand("v2", 2), _Cand("vx", 1)], recs, ev)
+    opts = options_from([_Cand("v3", 3, "current"), _Cand("v2", 2), _Cand("vx", 1)], recs, ev)
     assert [(o.serial, o.after_serial) for o in opts] == [(None, 2), (2, None), (None, 1)]
 
 
@@ -140,7 +142,7 @@ def test_copies_with_a_recorded_versions_etag_take_its_serial_without_a_download
     recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
     hist = _Cand("h1", 5, "history", etag="v1")
     hist.key = "history-key"
-    opts = ch.options_from([_Cand("v2", 2), _Cand("v1", 1), hist], recs, ch.evidence_from(recs))
+    opts = options_from([_Cand("v2", 2), _Cand("v1", 1), hist], recs, evidence_from(recs))
     assert opts[2].serial == 1 and opts[2].verdict is None
 
 
@@ -150,7 +152,7 @@ def test_a_bak_written_in_the_same_second_as_a_recorded_version_is_placed_before
     recs = [_Rec(1, "s1", "v1", 1), _Rec(2, "s2", "v2", 2)]
     bak = _Cand("b1", 2, "bak", evaluation=_Eval("s-mid"))
     bak.key = "k.bak"
-    opts = ch.options_from([_Cand("v2", 2, evaluation=_Eval("s2")), bak], recs, ch.evidence_from(recs))
+    opts = options_from([_Cand("v2", 2, evaluation=_Eval("s2")), bak], recs, evidence_from(recs))
     assert [(o.serial, o.after_serial) for o in opts] == [(2, None), (None, 1)]
     assert ch.ordered(opts)[0].serial == 2
 

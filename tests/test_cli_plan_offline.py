@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bootstrap.errors import BadInput
-from bootstrap.spec import ENVIRONMENTS_DIR
+from bootstrap.spec_file import ENVIRONMENTS_DIR
 from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,9 +97,9 @@ def test_live_plan_dispatches_to_the_orchestrator(monkeypatch, tmp_path):
     from groundctl import plan as plan_cmd
 
     calls = []
-    fake = types.ModuleType("bootstrap.apply.orchestrator")
+    fake = types.ModuleType("bootstrap.apply.preview")
     fake.plan_live = lambda environment, **kwargs: calls.append((environment, kwargs)) or 0
-    monkeypatch.setitem(sys.modules, "bootstrap.apply.orchestrator", fake)
+    monkeypatch.setitem(sys.modules, "bootstrap.apply.preview", fake)
     assert plan_cmd.dispatch("dev", offline=False, out=tmp_path, json_out=True, layers=["network"]) == 0
     assert calls == [("dev", {"out_dir": tmp_path, "json_out": True, "endpoint_url": None, "layers": ["network"]})]
 

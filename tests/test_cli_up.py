@@ -109,7 +109,7 @@ def test_bad_input_exit_2(cli):
 
 
 def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
-    from bootstrap.apply.orchestrator import plan_live
+    from bootstrap.apply.preview import plan_live
 
     passphrase, deploy_key, kube = "CANARY-pass-51f0e2", "CANARY-deploy-key-9a7c33", "CANARY-kubeconfig-77aa01"
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", passphrase)

@@ -31,13 +31,13 @@ def drill_env(flux_tier):
     """Every layer up, Flux Ready; the environment is destroyed again after the module."""
     import shutil
 
-    from bootstrap.apply import orchestrator
+    from bootstrap.apply import layer_up
 
     shutil.copytree(PROGRAMS / "backend", flux_tier.stacks / "backend")
     # The real backend layer adopts the bootstrapped bucket and key with Pulumi's AWS provider, which is
     # not available here: the stand-in backend has nothing to adopt.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(orchestrator, "_adopt_backend", lambda *args: False)
+        mp.setattr(layer_up, "_adopt_backend", lambda *args: False)
         record = flux_tier.cli_json("up", "SPEC", "--yes")
     assert record["outcome"] == "succeeded", record
     flux_tier.notes["standin"].delay = 3.0

@@ -14,7 +14,8 @@ import pytest
 
 from bootstrap.records import layout
 from bootstrap.errors import EngineError
-from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.records.lock_status import lock_status
+from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
 from recovery.drills.state_loss import StateLossOptions, run_state_loss

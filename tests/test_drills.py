@@ -19,12 +19,13 @@ from typer.testing import CliRunner
 from bootstrap.records import layout
 from groundctl import app
 from bootstrap.errors import EngineError
-from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.records.lock_status import lock_status
+from bootstrap.records.locks import EnvironmentLock
 from bootstrap.target import open_target
 from recovery.drills import phases as dp
 from recovery.drills.report import write_report
 from recovery.drills.rebuild_cluster import DrillContext, RebuildOptions, orchestrated_layers, run_rebuild
-from recovery.drills.flux_ready import KubeApiError
+from recovery.drills.kube_api import KubeApiError
 from bootstrap.records.ledger import append_record, read_ledger
 from tests.fakes.clock import FakeClock
 from tests.fakes.engine import LINEAGE_CONFIG, InMemoryEngine, declare_standard

@@ -61,7 +61,8 @@ def test_without_saved_plans_a_fresh_preview_must_match_the_approved_one(world):
         return True
 
     from tests.test_orchestrator import services
-    from bootstrap.apply.orchestrator import UpOptions, run
+    from bootstrap.apply.layer_up import UpOptions
+    from bootstrap.apply.runner import run
     from bootstrap.apply.steps import build_up
 
     svc = services(clock)

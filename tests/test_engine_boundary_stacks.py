@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from bootstrap.apply.orchestrator import preview_all
+from bootstrap.apply.preview import preview_all
 from bootstrap.apply.steps import build_preview, stack_action
 from bootstrap.engine.errors import StackLost, StackMissing
 from bootstrap.records.layout import stack_key
@@ -104,7 +104,8 @@ def test_the_pulumi_engine_selects_only_and_creates_on_request(tmp_path, monkeyp
 
 
 def test_destroy_skips_a_layer_never_deployed_and_stops_at_a_lost_one(world):  # noqa: F811
-    from bootstrap.apply.orchestrator import UpOptions, run
+    from bootstrap.apply.layer_up import UpOptions
+    from bootstrap.apply.runner import run
     from bootstrap.apply.steps import build_destroy
 
     engine, open_, clock = world

@@ -312,7 +312,7 @@ def _exited_pid() -> int:
 
 
 def test_a_lock_whose_holder_exited_this_host_is_taken_over_at_once_and_recorded(store_direct):
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
 
     EnvironmentLock(store_direct, "gone", "run-dead", pid=_exited_pid(), settle_seconds=0).acquire()
     assert lock_status(store_direct, "gone").stale

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, observe, HttpKubeApi, KubeApiError, api_from_kubeconfig, assess,
-                                 backoff_delays, compare_revisions, eks_token, list_kustomizations,
-                                 parse_kubeconfig, parse_kustomizations, wait_ready)
+from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, assess, backoff_delays, compare_revisions,
+                                        list_kustomizations, observe, parse_kustomizations, wait_ready)
+from recovery.drills.kube_api import HttpKubeApi, KubeApiError, api_from_kubeconfig, eks_token, parse_kubeconfig
 from tests.fakes.clock import FakeClock
 from tests.fakes.k8s import FakeKubeApi, kustomization, serve_http
 

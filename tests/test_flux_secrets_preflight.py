@@ -8,7 +8,7 @@ import pytest
 
 from bootstrap.apply.steps import build_preview
 from bootstrap.errors import BadInput
-from bootstrap.records.locks import lock_status
+from bootstrap.records.lock_status import lock_status
 from bootstrap.spec import load_spec
 from recovery.drills.rebuild_cluster import RebuildOptions, run_rebuild
 from recovery.drills.state_loss import StateLossOptions, run_state_loss

@@ -45,3 +45,28 @@ def test_no_test_or_script_reads_outside_the_repository():
     for path in [*REPO.joinpath("tests").rglob("*.py"), *REPO.joinpath("bench").rglob("*.py")]:
         text = path.read_text()
         assert not [marker for marker in outside if marker in text], path
+
+
+# A product file past this many lines holds more than one concern: split it along its seams.
+MAX_LINES = 500
+
+
+def _oversized(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    found = {}
+    for floor in FLOORS:
+        for path in sorted((root / floor).rglob("*.py")):
+            lines = len(path.read_text().splitlines())
+            if lines > limit:
+                found[str(path.relative_to(root))] = lines
+    return found
+
+
+def test_no_product_file_is_over_500_lines():
+    assert _oversized(REPO) == {}, "split these files along their seams (one concern per file)"
+
+
+def test_the_checker_names_an_oversized_file(tmp_path):
+    (tmp_path / "recovery").mkdir()
+    (tmp_path / "recovery" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "recovery" / "fine.py").write_text("x = 1\n" * MAX_LINES)
+    assert _oversized(tmp_path) == {"recovery/big.py": MAX_LINES + 1}

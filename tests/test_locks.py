@@ -10,7 +10,9 @@ import pytest
 
 from bootstrap.records import layout
 from bootstrap.errors import LockHeld, Refused
-from bootstrap.records.locks import (EnvironmentLock, LockInfo, break_lock, iso, lock_status, staleness)
+from bootstrap.records.lock_object import LockInfo, iso
+from bootstrap.records.lock_status import break_lock, lock_status, staleness
+from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 
 
@@ -174,7 +176,7 @@ def test_heartbeat_age_uses_last_modified_against_the_response_date():
     from datetime import datetime, timedelta, timezone
 
     from bootstrap.aws.objectstore import StoredObject
-    from bootstrap.records.locks import heartbeat_age
+    from bootstrap.records.lock_status import heartbeat_age
 
     info = LockInfo("e", "a", "h", 1, "r", iso(0), iso(0), 300)
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -188,7 +190,7 @@ def test_heartbeat_age_uses_last_modified_against_the_response_date():
 def _spec_file(tmp_path, bucket, endpoint="embedded"):
     import yaml
 
-    from bootstrap.spec import ENVIRONMENTS_DIR
+    from bootstrap.spec_file import ENVIRONMENTS_DIR
     data = yaml.safe_load((ENVIRONMENTS_DIR / "local.yaml").read_text())
     data["backend"]["bucket"] = bucket
     data["aws"]["endpoint_url"] = endpoint

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from bootstrap.errors import SpecError
-from bootstrap.spec import environments_dir, parse_spec
+from bootstrap.spec import parse_spec
+from bootstrap.spec_file import environments_dir
 
 
 def _dev() -> dict:

@@ -14,7 +14,10 @@ from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LINEAGE_OUTPUT
 from bootstrap.records.layout import run_key
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.apply.orchestrator import UpOptions, default_services, plan_live, run
+from bootstrap.apply.layer_up import UpOptions
+from bootstrap.apply.preview import plan_live
+from bootstrap.apply.runner import run
+from bootstrap.apply.services import default_services
 from bootstrap.apply.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
 from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
@@ -65,7 +68,7 @@ def ops(engine, *kinds):
 
 
 def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(world, aws, local_spec):
-    from bootstrap.records.locks import lock_status
+    from bootstrap.records.lock_status import lock_status
     from bootstrap.records.ledger import read_ledger
 
     engine, open_, clock = world

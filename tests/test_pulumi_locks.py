@@ -17,7 +17,8 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.engine.errors import StackLocked
 from bootstrap.errors import Refused
 from bootstrap.records import layout
-from bootstrap.records.locks import iso, lock_status
+from bootstrap.records.lock_object import iso
+from bootstrap.records.lock_status import lock_status
 from bootstrap.records.pulumi_locks import (ALIVE, DEAD, UNKNOWN, break_decision, break_locks, judge, parse,
                                             refuse_restore_under_lock)
 from tests.conftest import local_spec_with_bucket

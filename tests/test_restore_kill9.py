@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 import tests.test_recovery_scenarios as sc
-from bootstrap.records.locks import break_lock
+from bootstrap.records.lock_status import break_lock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
 from recovery.restore import STEPS

@@ -13,9 +13,12 @@ import pytest
 
 from bootstrap.errors import EngineError, LockHeld
 from bootstrap.records.layout import run_key, stack_key
-from bootstrap.records.locks import EnvironmentLock, lock_status
+from bootstrap.records.lock_status import lock_status
+from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.apply.orchestrator import UpOptions, default_services, run
+from bootstrap.apply.layer_up import UpOptions
+from bootstrap.apply.runner import run
+from bootstrap.apply.services import default_services
 from bootstrap.apply.steps import build_up
 from bootstrap.records.ledger import read_ledger, verify_chain
 from tests.fakes.engine import quick_append

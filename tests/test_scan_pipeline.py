@@ -10,11 +10,12 @@ import uuid
 
 import pytest
 
-import recovery.versions as versions
+import recovery.evaluator as evaluator
 import tests.test_recovery_scenarios as sc
 from bootstrap.aws.objectstore import ListedOnce, ObjectStore
 from bootstrap.records import layout
-from recovery.versions import CandidateEvaluator, list_candidates
+from recovery.evaluator import CandidateEvaluator
+from recovery.versions import list_candidates
 from tests.test_versions import EXPECTED, KEY, PROJECT, STACK, state
 
 
@@ -78,7 +79,7 @@ def test_stopping_early_leaves_at_most_the_window_unused(store):
     before = sys.getswitchinterval()
     scan = ev.newest_first(cands, prefetch=3)
     first, second = next(scan), next(scan)
-    assert sys.getswitchinterval() == min(before, 0.001)  # while downloads run ahead (recovery/versions.py)
+    assert sys.getswitchinterval() == min(before, 0.001)  # while downloads run ahead (recovery/evaluator.py)
     scan.close()
     assert sys.getswitchinterval() == before
     assert (first.verdict, second.verdict) == ("unreadable", "integral")
@@ -87,7 +88,7 @@ def test_stopping_early_leaves_at_most_the_window_unused(store):
 
 def test_large_states_are_downloaded_one_at_a_time(store, monkeypatch):
     cands = seeded(store)
-    monkeypatch.setattr(versions, "PREFETCH_BYTES", min(c.size for c in cands if c.size > 200) // 2)
+    monkeypatch.setattr(evaluator, "PREFETCH_BYTES", min(c.size for c in cands if c.size > 200) // 2)
     judged = list(CandidateEvaluator(store, EXPECTED).newest_first(cands, prefetch=4))
     assert len(judged) == len(cands) and store.most_in_flight == 1
 
@@ -125,7 +126,7 @@ def test_the_guide_lists_the_stack_once_and_still_checks_the_ledger(aws, bucket,
 
 
 def test_overlapping_scans_share_the_short_switch_interval_and_restore_python_s():
-    from recovery.versions import _quick_handoffs
+    from recovery.evaluator import _quick_handoffs
 
     before = sys.getswitchinterval()
     _quick_handoffs.enter()

@@ -12,7 +12,8 @@ import pytest
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
-from recovery.versions import CandidateEvaluator, LedgerRef, list_candidates, match_ledger
+from recovery.evaluator import CandidateEvaluator
+from recovery.versions import LedgerRef, list_candidates, match_ledger
 from tests.fakes.engine import FakeResource, InMemoryEngine
 from tests.test_state_integrity import base_resources, build_state
 

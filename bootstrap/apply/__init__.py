@@ -1,1 +1,2 @@
-"""Applying an environment: the orchestrator, its per-layer steps and the approval gate."""
+"""Applying an environment: the steps a command runs, the runner that runs them (preflight, each layer's
+up, destroy, the previews) and the approval gate."""

@@ -1,6 +1,6 @@
 """The builder: which steps a command will run, decided from the spec and the flags alone (no I/O).
 
-The runner (`bootstrap.apply.orchestrator`) executes what this returns and does all the I/O. Keeping the
+The runner (`bootstrap.apply.runner`) executes what this returns and does all the I/O. Keeping the
 decision here means "which layers, in what order, which are skipped and why, which preflight
 checks" can be read and tested without an engine or a bucket.
 """

@@ -16,7 +16,7 @@ ENV_DIR = "environments"
 # Paths whose change can alter every environment's plan. Prefixes ending in "/" are folders.
 EVERY_ENVIRONMENT = ("stacks/", "bootstrap/", "recovery/", "groundctl/", "pyproject.toml",
                      ".github/workflows/groundctl-")
-# The spec's own rule for names (bootstrap/spec.py): a name that fails it is never a usable environment,
+# The spec's own rule for names (bootstrap/spec/models.py): a name that fails it is never a usable environment,
 # and only such names are put into shell variables and concurrency groups by the workflows.
 ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 

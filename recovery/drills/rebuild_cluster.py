@@ -2,7 +2,7 @@
 
 `rebuild-cluster`: preflight → baseline → destroy flux → destroy cluster → recreate cluster → recreate
 flux → wait for Flux Ready → verify the Kustomizations. The layers are destroyed and recreated through
-the orchestrator (`bootstrap.apply.orchestrator.run` with steps built here, so its gates, ledger records,
+the orchestrator (`bootstrap.apply.runner.run` with steps built here, so its gates, ledger records,
 output-contract checks and run records apply); the drill holds the environment lock for its whole
 length, so those steps carry no lock preflight of their own. A phase that fails stops the drill: the
 later phases are reported as not attempted, and what was left changed is listed in the report. The
@@ -24,7 +24,8 @@ from recovery.drills.phases import PhaseResult
 from recovery.drills.report import DrillReport, new_drill_id
 from recovery.drills.runner import (DrillContext, Failed, LayerOutcome, Refusal, build_report, check_lock,
                                    run_and_release, public_outputs, take_lock, verify_layer_state)
-from recovery.drills.flux_ready import KubeApiError, compare_revisions, observe, revisions, wait_ready
+from recovery.drills.flux_ready import compare_revisions, observe, revisions, wait_ready
+from recovery.drills.kube_api import KubeApiError
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class _Rebuild:
 
 def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
     from bootstrap.records.ledger import current_state
-    from recovery.state import NotAState, parse_state
+    from recovery.state_bytes import NotAState
+    from recovery.state_parse import parse_state
 
     if phase.startswith("destroy-"):
         try:
@@ -185,7 +187,7 @@ def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
         n = sum(counts.values())
         return {"phase": phase, "layer": layer, "summary": f"destroys {n} resource(s) in state", "by_type": counts}
     try:
-        from bootstrap.apply.orchestrator import plan_summary
+        from bootstrap.apply.summary import plan_summary
 
         plan = ctx.engine().preview(layer)
     except GroundctlError as exc:
@@ -222,7 +224,9 @@ def orchestrated_layers(target, *, clock: Callable[[], float] = time.time,
     `service_overrides` replace orchestrator services (tests pass their probe and ledger writer).
     """
     def run_layers(operation: str, layers: tuple[str, ...]) -> LayerOutcome:
-        from bootstrap.apply.orchestrator import UpOptions, default_services, run
+        from bootstrap.apply.layer_up import UpOptions
+        from bootstrap.apply.runner import run
+        from bootstrap.apply.services import default_services
         from bootstrap.apply.steps import KUBERNETES_LAYERS, LayerStep, Steps
 
         steps = Steps(operation, target.name, ("state-bucket",),

@@ -18,7 +18,7 @@ from bootstrap.records.runs import redact
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhasePlan, PhaseResult
 from recovery.drills.report import DrillReport, recovery_phases
-from recovery.drills.flux_ready import KubeApi
+from recovery.drills.kube_api import KubeApi
 from recovery.verify import verify_report
 
 

@@ -4,10 +4,12 @@ it loses."""
 from __future__ import annotations
 
 from recovery import choose as ch
+from recovery.choose_inputs import options_from
+from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_point
 from recovery import placement
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.state import NotAState
+from recovery.state_bytes import NotAState
 
 
 def _decide(run: Run) -> ch.Choice:
@@ -15,7 +17,7 @@ def _decide(run: Run) -> ch.Choice:
     while True:
         evaluated = [c for c in cands.values() if c.evaluation is not None]
         evidence = _with_out_of_band_forks(run, evaluated)
-        result = ch.decide(ch.options_from(list(cands.values()), run.ledger.records, evidence),
+        result = ch.decide(options_from(list(cands.values()), run.ledger.records, evidence),
                            evidence, run.o.flags)
         if isinstance(result, ch.Choice):
             run.evidence = evidence
@@ -68,9 +70,9 @@ def choose(run: Run) -> Condition:
                      "restore it as the current state", details=details)
 
 
-def _recovery_point(run: Run, choice: ch.Choice) -> ch.RecoveryPoint:
+def _recovery_point(run: Run, choice: ch.Choice) -> RecoveryPoint:
     chosen_doc = run.evaluator.load(run.chosen_candidate)
-    newest = ch.newest_readable(choice)
+    newest = newest_readable(choice)
     newest_urns = None
     if newest is not None and newest.ident != choice.chosen.ident:
         cand = next(c for c in run.cset.candidates if c.ident == newest.ident)
@@ -83,7 +85,7 @@ def _recovery_point(run: Run, choice: ch.Choice) -> ch.RecoveryPoint:
         newest_urns = [r.urn for r in chosen_doc.resources if not r.delete]
     # When newer recorded serials exist but none of their states can be read, only the ledger's
     # resource count of the head says what is lost.
-    return ch.recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns,
+    return recovery_point(choice, [r.urn for r in chosen_doc.resources if not r.delete], newest, newest_urns,
                              run.evidence.head_resources)
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 from bootstrap.records import layout
 from bootstrap.records import ledger as led
-from recovery import choose as ch
+from recovery.choose_inputs import evidence_from
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
 from recovery.tamper import tamper_findings
@@ -91,7 +91,7 @@ def lineage(run: Run) -> Condition:
     tampered = tamper_findings(run.ledger.records, stack_versions, ledger_versions.result())
     # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
     # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
-    run.evidence = ch.evidence_from(run.ledger.records, chain.findings, (*run.ledger.problems, *tampered),
+    run.evidence = evidence_from(run.ledger.records, chain.findings, (*run.ledger.problems, *tampered),
                                     run.ledger.missing)
     if tampered:
         run.evidence = dataclasses.replace(run.evidence, tampered=tuple(f.sentence for f in tampered))

@@ -9,7 +9,7 @@ from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.records import ledger as led
 from recovery import choose as ch
 from recovery.guide.model import GuideOptions, GuideServices
-from recovery.versions import CandidateEvaluator
+from recovery.evaluator import CandidateEvaluator
 
 
 class Run:

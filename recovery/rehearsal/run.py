@@ -21,7 +21,7 @@ from recovery.rehearsal.choosing import Chosen, choose_version
 from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
                                       kms_region, preview_failure, preview_from_row, secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
-from recovery.state import NotAState, decompress, load_json
+from recovery.state_bytes import NotAState, decompress, load_json
 
 _AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 

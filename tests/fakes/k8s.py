@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator, Optional
 
-from recovery.drills.flux_ready import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH, KubeApiError
+from recovery.drills.flux_ready import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH
+from recovery.drills.kube_api import KubeApiError
 
 
 def kustomization(name: str, *, namespace: str = "flux-system", ready: str = "True", reason: str = "ReconciliationSucceeded",

@@ -1,24 +1,17 @@
-"""The environment spec: `environments/<name>.yaml`, the single source of truth for an environment.
-
-Validation is written for the mistakes people make: a typo'd key, a network too small for its
-availability zones, a node group whose desired size is outside its bounds, a branch deployed to
-production, a bucket name S3 would refuse. Each problem names the field path and the fix.
+"""The spec's models: its shape, and the checks of each field on its own (names, ARNs, CIDRs, versions,
+bucket names). The rules across fields are in `bootstrap.spec.rules`; each model runs its own after
+its fields are valid.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
-from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bootstrap.errors import BadInput, SpecError
-from bootstrap.spec_file import (ENVIRONMENTS_DIR, bounded_quotes, bundled_notice, check_name,  # noqa: F401
-                                 environments_dir, read_spec_data, spec_path)
-from stacks.common.subnets import SubnetLayoutError, subnet_layout
+from bootstrap.spec import rules
 
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
@@ -27,7 +20,6 @@ _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
 _KMS_ALIAS = re.compile(r"^alias/[a-zA-Z0-9/_-]{1,250}$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _FLUX_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -36,6 +28,13 @@ _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 class _Model(BaseModel):
     # Unknown keys are typos until proven otherwise.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _holds(model: _Model, problem: Optional[str]) -> _Model:
+    """`model` when its rule across fields holds; the rule's words as the validation error when not."""
+    if problem:
+        raise ValueError(problem)
+    return model
 
 
 class AwsSpec(_Model):
@@ -158,11 +157,7 @@ class NetworkSpec(_Model):
 
     @model_validator(mode="after")
     def _fits(self) -> "NetworkSpec":
-        try:
-            subnet_layout(self.cidr, self.az_count)
-        except SubnetLayoutError as exc:
-            raise ValueError(str(exc))
-        return self
+        return _holds(self, rules.network_problem(self))
 
 
 class NodeGroupSpec(_Model):
@@ -176,16 +171,7 @@ class NodeGroupSpec(_Model):
 
     @model_validator(mode="after")
     def _bounds(self) -> "NodeGroupSpec":
-        if self.min_size > self.max_size:
-            raise ValueError(
-                f"min_size {self.min_size} is above max_size {self.max_size}; make min_size <= max_size"
-            )
-        if not self.min_size <= self.desired_size <= self.max_size:
-            raise ValueError(
-                f"desired_size {self.desired_size} is outside min_size..max_size "
-                f"({self.min_size}..{self.max_size}); set desired_size within those bounds"
-            )
-        return self
+        return _holds(self, rules.node_group_problem(self))
 
 
 class ClusterSpec(_Model):
@@ -228,16 +214,7 @@ class ClusterSpec(_Model):
 
     @model_validator(mode="after")
     def _unique_groups(self) -> "ClusterSpec":
-        names = [g.name for g in self.node_groups]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"node group names must be unique; {', '.join(dupes)} appears twice")
-        if self.endpoint_public_access is False and self.public_access_cidrs:
-            raise ValueError(
-                "public_access_cidrs is set but endpoint_public_access is false; remove the CIDRs or "
-                "turn public access on"
-            )
-        return self
+        return _holds(self, rules.cluster_problem(self))
 
 
 class FluxRef(_Model):
@@ -247,12 +224,7 @@ class FluxRef(_Model):
 
     @model_validator(mode="after")
     def _one(self) -> "FluxRef":
-        given = [k for k in ("tag", "commit", "branch") if getattr(self, k)]
-        if len(given) != 1:
-            raise ValueError("give exactly one of tag, commit or branch, e.g. `ref: {tag: v1.4.0}`")
-        if self.commit and not _COMMIT.fullmatch(self.commit):
-            raise ValueError(f"commit '{self.commit}' is not a full 40-character lowercase SHA")
-        return self
+        return _holds(self, rules.flux_ref_problem(self))
 
     @property
     def pinned(self) -> bool:
@@ -350,23 +322,7 @@ class EnvironmentSpec(_Model):
 
     @model_validator(mode="after")
     def _production_rules(self) -> "EnvironmentSpec":
-        if self.production and not self.flux.ref.pinned:
-            raise ValueError(
-                f"flux.ref: this is the branch '{self.flux.ref.branch}', but a production environment must "
-                "deploy a pinned tag or commit; use `ref: {tag: vX.Y.Z}` or `ref: {commit: <sha>}`"
-            )
-        if self.production and self.aws.endpoint_url:
-            raise ValueError(
-                "aws.endpoint_url: set on a production environment; emulator endpoints are for "
-                "non-production environments only"
-            )
-        svc = ipaddress.IPv4Network(self.cluster.service_cidr)
-        if svc.overlaps(ipaddress.IPv4Network(self.network.cidr)):
-            raise ValueError(
-                f"cluster.service_cidr: {svc} overlaps network.cidr {self.network.cidr}; Kubernetes "
-                "service addresses must lie outside the VPC, e.g. 172.20.0.0/16"
-            )
-        return self
+        return _holds(self, rules.environment_problem(self))
 
     @property
     def flux_path(self) -> str:
@@ -383,103 +339,3 @@ class EnvironmentSpec(_Model):
     def uses_emulator(self) -> bool:
         return self.aws.endpoint_url is not None
 
-
-_FIXES = {
-    "missing": "add this required key",
-    "int_parsing": "use a whole number",
-    "bool_parsing": "use true or false",
-    "string_type": "use a quoted string",
-    "list_type": "use a YAML list",
-    "literal_error": None,
-    "greater_than_equal": None,
-    "less_than_equal": None,
-    "too_short": None,
-    "string_pattern_mismatch": None,
-}
-
-
-def _path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
-
-def _allowed_keys(loc: tuple) -> list[str]:
-    model: type[BaseModel] = EnvironmentSpec
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return []
-        ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        candidates = [ann, *(inner or [])]
-        for c in candidates:
-            for sub in [c, *getattr(c, "__args__", [])]:
-                if isinstance(sub, type) and issubclass(sub, BaseModel):
-                    model = sub
-                    break
-            else:
-                continue
-            break
-        else:
-            return []
-    return list(model.model_fields)
-
-
-def _problem(err: dict) -> tuple[str, str]:
-    loc = tuple(err["loc"])
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        key = str(loc[-1])
-        close = difflib.get_close_matches(key, _allowed_keys(loc), n=1, cutoff=0.5)
-        hint = f"did you mean '{close[0]}'?" if close else "remove it"
-        return _path(loc), f"unknown key '{key}' ({hint})"
-    msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    fix = _FIXES.get(kind)
-    where = _path(loc)
-    # Cross-field rules live on the root model; they name their field as "a.b: message".
-    if not loc and re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg):
-        where, msg = msg.split(": ", 1)
-    return where, bounded_quotes(f"{msg}{'; ' + fix if fix else ''}")
-
-
-def parse_spec(data: object, source: str) -> EnvironmentSpec:
-    """Validate already-loaded YAML data; `source` names the file in errors."""
-    if not isinstance(data, dict):
-        raise SpecError(source, [("(top level)", "the file must hold a YAML mapping of keys")])
-    try:
-        return EnvironmentSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
-
-
-def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec:
-    check_name(name_or_path)
-    base = base or environments_dir()
-    path = spec_path(name_or_path, base)
-    if not path.is_file():
-        known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
-        raise BadInput(
-            f"No environment spec at {path}. Give an environment name from {base} "
-            f"({', '.join(known) or 'none found'}) or a path to a spec file."
-        )
-    data = read_spec_data(path)
-    spec = parse_spec(data, str(path))
-    if path.suffix in (".yaml", ".yml") and path.parent == base and spec.name != path.stem:
-        raise SpecError(
-            str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]
-        )
-    notice = bundled_notice(path, spec.aws.account_id)
-    if notice:
-        from bootstrap import console
-
-        console.warn(notice)  # on stderr: --json stays one document
-    return spec

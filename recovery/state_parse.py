@@ -8,205 +8,26 @@ pending operations and (newer CLIs) snippets.
 Whatever the bytes are, this module either returns a `StateDoc` or raises `NotAState`; it never lets a
 Python exception escape. A file that *is* a state but has a damaged resource entry (a field of the wrong
 type, an entry that is not an object) still loads: the damage becomes a finding, because an operator
-recovering from it wants to see everything else that is in it. The integrity rules live in
+recovering from it wants to see everything else that is in it. The bytes (caps, decompression, JSON) are
+`recovery.state_bytes`'s, the model is `recovery.state_model`'s, and the integrity rules live in
 `recovery.integrity`.
 """
 
 from __future__ import annotations
 
 import gc
-import gzip
 import hashlib
-import io
-import stat
-import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-import zstandard
-
-from bootstrap.errors import BadInput
 from bootstrap.layers import LINEAGE_OUTPUT
-from bootstrap.untrusted import decode_json
+from recovery.state_bytes import NotAState, decompress, load_json, read_state_bytes
+from recovery.state_model import Finding, Manifest, PendingOperation, Resource, StateDoc
 
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# A decompression bomb must not take the operator's machine down with it.
-MAX_STATE_BYTES = 1 << 30
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
-
-PENDING_MEANING = {
-    "creating": "Pulumi started creating this resource and never recorded the result: it may exist in "
-                "the cloud without being in state. Look for it by its tags; if found, import it.",
-    "updating": "Pulumi started updating this resource and never recorded the result: it exists, but its "
-                "real settings may differ from state. A refresh shows the difference.",
-    "deleting": "Pulumi started deleting this resource and never recorded the result: it may or may not "
-                "still exist. Check in the cloud before deciding to keep or drop it.",
-    "reading": "Pulumi started reading this external resource; nothing was changed in the cloud. A "
-               "refresh settles it.",
-    "importing": "Pulumi started importing this resource: it exists in the cloud, and may or may not have "
-                 "been adopted into state. Import it again if it is missing from state.",
-}
-
-
-class NotAState(BadInput):
-    """The bytes are not a Pulumi state (not decodable, not JSON, or not a checkpoint/export)."""
-
-    def __init__(self, source: str, reason: str):
-        self.source = source
-        self.reason = reason
-        super().__init__(
-            f"{source} is not a readable Pulumi state: {reason}. Give a checkpoint from "
-            "`.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, a history or backup copy of one, or the "
-            "output of `pulumi stack export`."
-        )
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One integrity problem: a stable code, the URN concerned (if any), and a plain sentence. `rule` says
-    whose rule it breaks: "pulumi" (Pulumi would refuse the state too) or "groundctl" (a check of
-    groundctl's own, stricter than Pulumi)."""
-
-    code: str
-    urn: Optional[str]
-    message: str
-    index: Optional[int] = None
-    rule: str = "pulumi"
-
-    def to_dict(self) -> dict:
-        return {"code": self.code, "urn": self.urn, "message": self.message, "index": self.index,
-                "rule": self.rule}
-
-
-@dataclass(frozen=True)
-class Manifest:
-    time: Optional[str]
-    magic: str
-    version: str
-
-
-@dataclass(frozen=True)
-class Resource:
-    index: int
-    urn: str
-    type: str
-    id: Optional[str]
-    custom: bool
-    parent: str = ""
-    provider: str = ""
-    dependencies: tuple[str, ...] = ()
-    property_dependencies: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    deleted_with: str = ""
-    replace_with: tuple[str, ...] = ()
-    delete: bool = False
-    protect: bool = False
-    pending_replacement: bool = False
-    outputs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
-    # Fields whose stored value had the wrong JSON type (normalised to empty here, reported as findings).
-    malformed: frozenset[str] = frozenset()
-
-    @property
-    def name(self) -> str:
-        parts = self.urn.split("::", 3)
-        return parts[3] if len(parts) == 4 else ""
-
-
-@dataclass(frozen=True)
-class PendingOperation:
-    type: str
-    urn: str
-    resource_type: str
-    id: Optional[str]
-
-    @property
-    def meaning(self) -> str:
-        return PENDING_MEANING.get(
-            self.type, f"'{self.type}' is not an operation type Pulumi writes; treat the resource as unknown.")
-
-    def to_dict(self) -> dict:
-        return {"type": self.type, "urn": self.urn, "resource_type": self.resource_type, "id": self.id,
-                "meaning": self.meaning}
-
-
-@dataclass(frozen=True)
-class StateDoc:
-    kind: str                      # "checkpoint" | "export"
-    version: int
-    stack: Optional[str]
-    resources: tuple[Resource, ...]
-    pending_operations: tuple[PendingOperation, ...]
-    secrets_provider: Optional[str]
-    manifest: Optional[Manifest]
-    lineage: Optional[str]
-    sha256: str
-    size: int
-    compression: str               # "none" | "gzip" | "zstd"
-    schema_findings: tuple[Finding, ...] = ()
-    snippet_uuids: tuple[str, ...] = ()  # one per snippet in the deployment, "" where it has none
-
-    def counts_by_type(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for r in self.resources:
-            counts[r.type] = counts.get(r.type, 0) + 1
-        return dict(sorted(counts.items()))
-
-
-# -- bytes to JSON ---------------------------------------------------------------------------------
-
-
-def _read_capped(reader, source: str, limit: int) -> bytes:
-    chunks, total = [], 0
-    while True:
-        chunk = reader.read(min(1 << 20, limit + 1 - total))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            raise NotAState(source, f"it decompresses to more than {limit} bytes, which no state is")
-
-
-def decompress(raw: bytes, source: str = "the state", limit: int = MAX_STATE_BYTES) -> tuple[bytes, str]:
-    """The JSON bytes inside `raw` and the compression found by its magic bytes."""
-    try:
-        if raw.startswith(GZIP_MAGIC):
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-                return _read_capped(f, source, limit), "gzip"
-        if raw.startswith(ZSTD_MAGIC):
-            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
-            return _read_capped(reader, source, limit), "zstd"
-    except NotAState:
-        raise
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError, ValueError) as exc:
-        kind = "gzip" if raw.startswith(GZIP_MAGIC) else "zstd"
-        raise NotAState(source, f"it starts like a {kind} file but does not decompress ({exc})") from None
-    return raw, "none"
-
-
-def _drop_inputs(obj: dict) -> dict:
-    # A resource's inputs are never read here and are often as large as its outputs: dropping them
-    # while the JSON is decoded keeps peak memory near 3.5x the file instead of 4.5x. A StateDoc is a
-    # read model; the stored bytes (not a re-serialisation) are what a restore copies.
-    if "urn" in obj and "inputs" in obj:
-        del obj["inputs"]
-    return obj
-
-
-def load_json(data: bytes, source: str, *, keep_inputs: bool = True) -> Any:
-    """The JSON value in `data`, everything kept unless `keep_inputs=False`; raises `NotAState`."""
-    # Go's decoder replaces invalid UTF-8 instead of failing, so Pulumi would load such a file; so do we.
-    text = data.decode("utf-8", errors="replace")
-    try:
-        return decode_json(text, object_hook=None if keep_inputs else _drop_inputs)
-    except ValueError as exc:  # syntax, NaN/Infinity, overflowing numbers, too long integers, too deep
-        raise NotAState(source, f"{exc} to be a state" if "nested" in str(exc) else str(exc)) from None
-
-
-# -- JSON to StateDoc ------------------------------------------------------------------------------
 
 
 def _type_name(v: Any) -> str:
@@ -494,38 +315,6 @@ def _state_doc(obj: Any, source: str, digest: str, size: int, compression: str) 
         secrets_provider=secrets, manifest=manifest, lineage=lineage_of(res), sha256=digest, size=size,
         compression=compression, schema_findings=tuple(stack_findings + findings), snippet_uuids=tuple(snippets),
     )
-
-
-def read_state_bytes(path: str | Path, limit: int = MAX_STATE_BYTES) -> bytes:
-    """The bytes of a state file on disk, refused as bad input unless it is a regular file of bounded size.
-
-    A FIFO would block the read forever and a device such as /dev/zero never ends, so only regular
-    files are read, and never more than `limit` bytes of them.
-    """
-    p = Path(path)
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise BadInput(f"{p} does not exist. Give the path of a state file (a download, a backup or an export).") from None
-    except OSError as exc:
-        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{p} is a directory. Give the path of a state file, not of a folder.")
-    if not stat.S_ISREG(st.st_mode):
-        raise BadInput(f"{p} is not a regular file (a pipe, socket or device), so it cannot be a state file. "
-                       "Save the state to a file first, then give that file's path.")
-    if st.st_size > limit:
-        raise BadInput(f"{p} is {st.st_size:,} bytes, over the {limit:,}-byte limit for a state file, so it is "
-                       "not a state groundctl can read. Check that this is the right file.")
-    try:
-        with p.open("rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
-    if len(raw) > limit:
-        raise BadInput(f"{p} grew past the {limit:,}-byte limit for a state file while it was read. "
-                       "Copy it somewhere stable first.")
-    return raw
 
 
 def read_state_file(path: str | Path) -> StateDoc:

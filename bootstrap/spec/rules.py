@@ -1,0 +1,82 @@
+"""The spec's rules across fields: each reads a model whose fields are already valid and says what is
+wrong, in words with the fix, or None. Pure.
+
+The models (`bootstrap.spec.models`) run them after their fields; a rule on the whole spec names its
+field as "a.b: message", which the problem list shows as the field path (`bootstrap.spec.parse`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Optional
+
+from stacks.common.subnets import SubnetLayoutError, subnet_layout
+
+if TYPE_CHECKING:
+    from bootstrap.spec.models import ClusterSpec, EnvironmentSpec, FluxRef, NetworkSpec, NodeGroupSpec
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def network_problem(network: NetworkSpec) -> Optional[str]:
+    """The VPC's CIDR must hold the subnets of its availability zones."""
+    try:
+        subnet_layout(network.cidr, network.az_count)
+    except SubnetLayoutError as exc:
+        return str(exc)
+    return None
+
+
+def node_group_problem(group: NodeGroupSpec) -> Optional[str]:
+    if group.min_size > group.max_size:
+        return f"min_size {group.min_size} is above max_size {group.max_size}; make min_size <= max_size"
+    if not group.min_size <= group.desired_size <= group.max_size:
+        return (
+            f"desired_size {group.desired_size} is outside min_size..max_size "
+            f"({group.min_size}..{group.max_size}); set desired_size within those bounds"
+        )
+    return None
+
+
+def cluster_problem(cluster: ClusterSpec) -> Optional[str]:
+    names = [g.name for g in cluster.node_groups]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return f"node group names must be unique; {', '.join(dupes)} appears twice"
+    if cluster.endpoint_public_access is False and cluster.public_access_cidrs:
+        return (
+            "public_access_cidrs is set but endpoint_public_access is false; remove the CIDRs or "
+            "turn public access on"
+        )
+    return None
+
+
+def flux_ref_problem(ref: FluxRef) -> Optional[str]:
+    given = [k for k in ("tag", "commit", "branch") if getattr(ref, k)]
+    if len(given) != 1:
+        return "give exactly one of tag, commit or branch, e.g. `ref: {tag: v1.4.0}`"
+    if ref.commit and not _COMMIT.fullmatch(ref.commit):
+        return f"commit '{ref.commit}' is not a full 40-character lowercase SHA"
+    return None
+
+
+def environment_problem(spec: EnvironmentSpec) -> Optional[str]:
+    """What production demands, and a service range outside the VPC."""
+    if spec.production and not spec.flux.ref.pinned:
+        return (
+            f"flux.ref: this is the branch '{spec.flux.ref.branch}', but a production environment must "
+            "deploy a pinned tag or commit; use `ref: {tag: vX.Y.Z}` or `ref: {commit: <sha>}`"
+        )
+    if spec.production and spec.aws.endpoint_url:
+        return (
+            "aws.endpoint_url: set on a production environment; emulator endpoints are for "
+            "non-production environments only"
+        )
+    svc = ipaddress.IPv4Network(spec.cluster.service_cidr)
+    if svc.overlaps(ipaddress.IPv4Network(spec.network.cidr)):
+        return (
+            f"cluster.service_cidr: {svc} overlaps network.cidr {spec.network.cidr}; Kubernetes "
+            "service addresses must lie outside the VPC, e.g. 172.20.0.0/16"
+        )
+    return None
