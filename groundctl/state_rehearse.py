@@ -9,6 +9,7 @@ cloud call failed before any verdict, or the record could not be written, 5 no l
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 import typer
@@ -37,9 +38,11 @@ def layer_cells(layer: dict) -> list[str]:
     """One table row of a rehearsed layer. Pure."""
     version = layer.get("version") or {}
     decrypt, preview = layer.get("decrypt") or {}, layer.get("preview") or {}
-    serial = version.get("serial")
-    named = (f"serial {serial}" if serial is not None else "unledgered") + \
-        (f" ({(version.get('version_id') or '-')[:8]})" if version else "") if version else "-"
+    named = "-"
+    if version:
+        serial = version.get("serial")
+        named = (f"serial {serial}" if serial is not None else "unledgered") + \
+            f" ({(version.get('version_id') or '-')[:8]})"
     seconds = sum((layer.get("seconds") or {}).values())
     return [layer["layer"], layer["outcome"], named, age_text(layer.get("age_seconds")),
             decrypt.get("kind") or decrypt.get("result") or "-",
@@ -106,8 +109,6 @@ def rehearse(
                                            report=console.step)
         except GroundctlError as exc:
             if record:  # a scheduled rehearsal that could not run is seen as failed, with its reason
-                import time
-
                 now = time.time()
                 failed = rehearsal_record(target.name, [], started=now, finished=now, reason=exc.message,
                                           groundctl_version=installed_version(), pulumi_version=None)

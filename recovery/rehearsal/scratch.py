@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 from bootstrap.records import layout
 
@@ -21,8 +20,8 @@ META = "version: 1\n"  # project mode (pkg/backend/diy/meta.go)
 
 
 class ScratchBackend:
-    def __init__(self, parent: Optional[str] = None):
-        self.root = Path(tempfile.mkdtemp(prefix="groundctl-rehearse-", dir=parent))
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="groundctl-rehearse-"))
         (self.root / layout.PULUMI).mkdir(mode=0o700)
         self._write(self.root / layout.PULUMI / "meta.yaml", META.encode())
 
