@@ -31,6 +31,9 @@ from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_fleet_manifests import spec_files
 
+# The plugin step is written from groundctl's versions table: one with every digest recorded.
+pytestmark = pytest.mark.usefixtures("recorded_digests")
+
 FLUX_SECRETS = {"GROUNDCTL_FLUX_DEPLOY_KEY": "${{ secrets.GROUNDCTL_FLUX_DEPLOY_KEY }}",
                 "GROUNDCTL_FLUX_KNOWN_HOSTS": "${{ secrets.GROUNDCTL_FLUX_KNOWN_HOSTS }}"}
 
