@@ -126,7 +126,7 @@ def local_plugin_releases(tmp_path_factory):
 @pytest.fixture
 def recorded_digests(monkeypatch, local_plugin_releases):
     """groundctl's versions table with every plugin's digest recorded: what `ci init` needs to write the plugin
-    step (the shipped table may still say "not recorded"; tests/test_plugin_pins.py holds that refusal)."""
+    step (the shipped table may still say "not recorded"; tests/test_pins.py holds that refusal)."""
     from bootstrap.engine import versions
 
     monkeypatch.setattr(versions, "PROVIDER_PLUGINS", local_plugin_releases[1])

@@ -4,13 +4,17 @@
   (exit 4), before the state bucket exists. The CLI here is a stand-in script that prints a version, so
   this test needs no real CLI.
 - A fresh copy of the repository with the real CLI but no provider plugin (an empty private PULUMI_HOME,
-  ambient plugins ignored): `up local` names the aws plugin, its version and the offline install command,
+  ambient plugins ignored): `up local` names the aws plugin, its version and the checked install command,
   and writes nothing (no bucket, no stack file beside the programs).
+- The workflows' plugin step run with the real CLI, its downloads answered from tarballs made here over a
+  loopback HTTP server (PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES): it installs what the engine check looks for, and
+  a download that is not the recorded one fails it with Pulumi's own checksum error.
 - A recovery whose layer program now needs a plugin that is missing stops before its restore.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -87,7 +91,7 @@ def test_an_old_pulumi_cli_is_refused_with_both_versions_before_anything_is_writ
 @requires_pulumi
 def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writes_nothing(tmp_path,
                                                                                            emulator_endpoint):
-    from bootstrap.engine.preflight import sdk_plugin
+    from bootstrap.engine.plugins import sdk_plugin
 
     aws = sdk_plugin("pulumi_aws")
     bucket = f"gl-{uuid.uuid4().hex[:16]}"
@@ -100,7 +104,7 @@ def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writ
     assert proc.returncode == 4, proc.stderr
     text = " ".join(proc.stderr.split())  # the console wraps the paragraph at the terminal's width
     assert f"the aws resource plugin v{aws.version}" in text and "backend and network and cluster layers" in text
-    assert f"pulumi plugin install resource aws v{aws.version} --file pulumi-resource-aws-v{aws.version}-" in text
+    assert f"pulumi plugin install resource aws v{aws.version} --exact --checksum " in text
     assert "Traceback" not in proc.stderr and "retry" not in proc.stderr.lower()
     assert bucket not in buckets(emulator_endpoint)
     assert not list((copy / "stacks").rglob("Pulumi.local.yaml")) and not home.joinpath("plugins").exists()
@@ -134,3 +138,58 @@ def test_recover_stops_before_the_restore_when_the_layer_needs_a_missing_plugin(
     # With the plugin problem gone the same command restores the state.
     code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json")
     assert json.loads(out)["phases"][4]["status"] == "achieved", err
+
+
+@contextlib.contextmanager
+def serving(folder: Path):
+    """A loopback HTTP server answering GETs from `folder`, for the length of the block: its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@requires_pulumi
+def test_the_workflows_plugin_step_installs_with_the_real_cli_and_refuses_another_download(
+        tmp_path, monkeypatch, local_plugin_releases):
+    from bootstrap.ci.workflows import DRIFT_WORKFLOW
+    from bootstrap.engine import plugins, versions
+    from bootstrap.engine.versions import LINUX_AMD64
+    from bootstrap.errors import EngineError
+    from tests.ci_workflow import rendered, step
+    from tests.test_ci_jobs_run import PLUGIN_STEP
+
+    folder, table = local_plugin_releases
+    monkeypatch.setattr(versions, "PROVIDER_PLUGINS", table)
+    script = step(rendered()[DRIFT_WORKFLOW]["jobs"]["drift"], PLUGIN_STEP)["run"]
+    needs = {plugins.Plugin(r.name, r.version): [("any", plugins.PROGRAM)] for r in table}
+
+    def run_step(downloads: Path, home: Path) -> subprocess.CompletedProcess:
+        with serving(downloads) as url:
+            names = "|".join(r.name for r in table)
+            env = {**base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), "/usr/bin", "/bin"]), home),
+                   "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-({names})$={url}"}
+            return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], env=env, capture_output=True,
+                                  text=True, timeout=300)
+
+    done = run_step(folder, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}, LINUX_AMD64)
+    tampered = tmp_path / "tampered"
+    shutil.copytree(folder, tampered)
+    aws = next(tampered.glob("pulumi-resource-aws-*.tar.gz"))
+    aws.write_bytes(aws.read_bytes() + b"\0")
+    done = run_step(tampered, tmp_path / "home-2")
+    assert done.returncode != 0 and "invalid checksum" in done.stderr, done.stderr
+    with pytest.raises(EngineError, match="the aws resource plugin"):
+        plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home-2"), "PATH": "/usr/bin:/bin"},
+                                LINUX_AMD64)

@@ -275,8 +275,9 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
 
 
 def _why(plugin: Plugin, needs: Sequence[tuple[str, str]], pinned: Optional[versions.Release]) -> str:
-    program = sorted({layer for layer, why in needs if why == PROGRAM})
-    state = sorted({layer for layer, why in needs if why == STATE})
+    # In the order the command takes the layers.
+    program = list(dict.fromkeys(layer for layer, why in needs if why == PROGRAM))
+    state = list(dict.fromkeys(layer for layer, why in needs if why == STATE))
     parts = []
     if program:
         sdk = f"the installed {plugin.sdk} SDK asks for it" if plugin.sdk else "the program asks for it"
@@ -286,8 +287,8 @@ def _why(plugin: Plugin, needs: Sequence[tuple[str, str]], pinned: Optional[vers
                      "run it")
     if state:
         parts.append(f"the state of the {' and '.join(state)} layer{'s' if len(state) > 1 else ''} records it for "
-                     "its provider: refresh and destroy (and a drift check, which refreshes) run that version "
-                     "until an up moves the provider to the SDK's")
+                     "its provider: refresh and destroy run that version, and so does a drift check, which "
+                     "refreshes, until an up moves the provider to the SDK's")
     return "; ".join(parts)
 
 

@@ -23,7 +23,7 @@ PULUMI_CLI_PINNED = "3.259.0"
 # `Stack.refresh(clear_pending_creates=...)` exists only from the Python SDK 3.151.0.
 PULUMI_SDK_MIN = "3.151.0"
 
-NOT_RECORDED = "not recorded"
+NOT_RECORDED = "not-recorded"
 # GitHub's ubuntu-latest runners and the fleet image. `pulumi plugin install --checksum` files the digest under
 # the platform it runs on (pkg/cmd/pulumi/plugin/plugin_install.go:176-185), so a job must run where its digest is.
 LINUX_AMD64 = "linux-amd64"
