@@ -47,7 +47,8 @@ from bootstrap.aws.clients import AwsClients  # noqa: E402
 from bootstrap.aws.objectstore import ObjectStore  # noqa: E402
 from bootstrap.records import ledger as led  # noqa: E402
 from recovery.choose import Flags  # noqa: E402
-from recovery.guide import GuideOptions, GuideServices, run_guide  # noqa: E402
+from recovery.guide.flow import run_guide  # noqa: E402
+from recovery.guide.model import GuideOptions, GuideServices  # noqa: E402
 from recovery.integrity import new_magic  # noqa: E402
 from recovery.inventory import Inventory  # noqa: E402
 from recovery.versions import SCAN_PREFETCH, CandidateEvaluator, list_candidates  # noqa: E402

@@ -26,7 +26,7 @@ from bootstrap.errors import BadInput
 if TYPE_CHECKING:
     from bootstrap.aws.clients import AwsClients
     from bootstrap.aws.objectstore import ObjectStore
-    from bootstrap.engine.automation import Engine
+    from bootstrap.engine.protocol import Engine
     from bootstrap.spec import EnvironmentSpec
 
 ENDPOINT_ENV = "GROUNDCTL_ENDPOINT_URL"
@@ -88,7 +88,7 @@ def pulumi_engine(ctx: EngineContext) -> Engine:
 
 def require_pulumi() -> None:
     """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
-    from bootstrap.engine.automation import require_pulumi as engine_requires_pulumi
+    from bootstrap.engine.preflight import require_pulumi as engine_requires_pulumi
 
     engine_requires_pulumi()
 

@@ -40,7 +40,7 @@ def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path
 
 def state_may_have_changed(transcript: dict) -> bool:
     """Whether a phase that writes the state was attempted: from then on the outcome is what must be told."""
-    from recovery.guide import WRITES
+    from recovery.guide.flow import WRITES
 
     return any(p.get("attempted") and p.get("phase") in WRITES for p in transcript.get("phases") or ())
 
@@ -93,7 +93,8 @@ def recover(
     from bootstrap.records.locks import EnvironmentLock, lock_status
     from bootstrap.target import open_target
     from recovery.choose import Flags
-    from recovery.guide import GuideOptions, GuideServices, run_guide
+    from recovery.guide.flow import run_guide
+    from recovery.guide.model import GuideOptions, GuideServices
     from recovery.inventory import collect
     from recovery.report import redact
 

@@ -144,7 +144,7 @@ def test_backend_adoption_first_up_imports_then_plans_no_creates(adopting_world,
 
 
 def test_backend_adoption_runs_the_provider_up_then_imports_the_whole_document(monkeypatch):
-    import bootstrap.engine.automation as engine_mod
+    import bootstrap.engine.preflight as preflight
     from bootstrap.engine.automation import PulumiEngine
 
     calls = []
@@ -169,7 +169,7 @@ def test_backend_adoption_runs_the_provider_up_then_imports_the_whole_document(m
         def outputs(self):
             return {}
 
-    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     engine = PulumiEngine(spec("dev"))
     engine._stacks["backend"] = Stack()

@@ -144,7 +144,7 @@ def test_a_refresh_operation_reports_its_result_op():
 
 
 def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_events_show_none(monkeypatch):
-    import bootstrap.engine.automation as engine_mod
+    import bootstrap.engine.preflight as preflight
     from bootstrap.engine.automation import PulumiEngine
     from bootstrap.spec import load_spec
     from pulumi.automation._cmd import CommandResult
@@ -157,7 +157,7 @@ def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_event
             raise create_command_error(CommandResult(
                 "", "error: no changes were expected for preview but changes were proposed", 255))
 
-    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     engine = PulumiEngine(load_spec("dev"))
     engine._stacks["network"] = Stack()
@@ -172,7 +172,7 @@ def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_event
 def test_a_failed_preview_is_the_engines_error_not_unexpected_changes(monkeypatch):
     """A refresh that announced its step and then could not read the resource (AccessDenied): the preview
     failed, which says nothing about drift. Before, the announced refresh step made it "1 refresh"."""
-    import bootstrap.engine.automation as engine_mod
+    import bootstrap.engine.preflight as preflight
     from bootstrap.engine.automation import PulumiEngine
     from bootstrap.spec import load_spec
     from pulumi.automation._cmd import CommandResult
@@ -187,7 +187,7 @@ def test_a_failed_preview_is_the_engines_error_not_unexpected_changes(monkeypatc
                 "", "error: preview failed: reading a: operation error S3: GetObject, AccessDenied: Access Denied",
                 255))
 
-    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     engine = PulumiEngine(load_spec("dev"))
     engine._stacks["network"] = Stack()

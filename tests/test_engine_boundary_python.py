@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bootstrap.engine.automation import program_python, workspace_settings
+from bootstrap.engine.workspace import program_python, workspace_settings
 from bootstrap.layers import STACKS_DIR
 from bootstrap.spec import load_spec
 from tests.boundary_helpers import file_engine, write_program

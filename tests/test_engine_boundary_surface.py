@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap.engine.automation import Engine, PulumiEngine
+from bootstrap.engine.automation import PulumiEngine
+from bootstrap.engine.protocol import Engine
 from tests.fakes.engine import InMemoryEngine
 
 GONE = ("cancel", "import_state")

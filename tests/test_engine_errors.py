@@ -7,11 +7,12 @@ from pulumi.automation import PulumiCommand
 from pulumi.automation import errors as auto_errors
 from pulumi.automation._cmd import CommandResult
 
-import bootstrap.engine.automation as engine_mod
-from bootstrap.engine.automation import PulumiEngine, pulumi_available, require_pulumi
+import bootstrap.engine.preflight as preflight
+from bootstrap.engine.automation import PulumiEngine
 from bootstrap.engine.errors import (
     StackLocked, UnexpectedChanges, Where, lock_holders, map_error, scrub, trim,
 )
+from bootstrap.engine.preflight import pulumi_available, require_pulumi
 from bootstrap.errors import EngineError
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.spec import load_spec
@@ -147,7 +148,7 @@ class BrokenStack:
 
 @pytest.fixture
 def engine(monkeypatch):
-    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", CANARY + "-pass")
     spec = load_spec("local")

@@ -10,10 +10,10 @@ import stat
 import pytest
 import yaml
 
-from bootstrap.engine.automation import ENFORCED_ENV, kms_provider, workspace_settings
 from bootstrap.engine.passphrase import passphrase_from
 from bootstrap.engine.rundir import RunDir, run_project
 from bootstrap.engine.secrets_provider import check_state_provider, same_provider, state_provider
+from bootstrap.engine.workspace import ENFORCED_ENV, kms_provider, workspace_settings
 from bootstrap.errors import BadInput, Refused
 from bootstrap.spec import load_spec
 

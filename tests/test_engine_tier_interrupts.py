@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from bootstrap.engine.automation import backend_url
+from bootstrap.engine.workspace import backend_url
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, tier, wait_for  # noqa: F401 - fixture
 
@@ -192,7 +192,8 @@ def test_a_live_pending_create_is_never_dropped_and_pulumi_cannot_adopt_it(tier)
     refresh.go, pendingCreatesToImports; pkg/backend/snapshot.go carries only pending creates into the new
     snapshot), which is why the Engine offers no such import."""
     from bootstrap.records.locks import EnvironmentLock
-    from recovery.guide import GuideOptions, GuideServices, run_guide
+    from recovery.guide.flow import run_guide
+    from recovery.guide.model import GuideOptions, GuideServices
     from recovery.state_vs_live import LiveItem
     from recovery.inventory import Inventory
 

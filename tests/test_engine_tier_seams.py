@@ -64,7 +64,7 @@ def _tree(folder: Path) -> list[tuple]:
 @pytest.mark.timeout(900)  # nine engine commands on a loaded machine
 def test_a_second_clone_previews_checks_drift_and_updates_a_kms_environment_and_the_provider_stays(
         tmp_path, emulator_endpoint, monkeypatch):
-    from bootstrap.engine.automation import kms_provider
+    from bootstrap.engine.workspace import kms_provider
 
     first = make_tier(tmp_path / "a", emulator_endpoint)
     alias = f"alias/{first.state_bucket}"

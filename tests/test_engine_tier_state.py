@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from bootstrap.engine.automation import backend_url
+from bootstrap.engine.workspace import backend_url
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import tier  # noqa: F401 - fixture
 

@@ -8,10 +8,11 @@ import pytest
 from pulumi.automation import OutputValue
 from pulumi.automation import events as ev
 
-from bootstrap.engine.automation import backend_url, outputs_from_automation, workspace_settings
 from bootstrap.engine.events import (
     DELETED_MARK, changes_from_events, counts_from_summary, plan_from_events, progress_message,
 )
+from bootstrap.engine.results import outputs_from_automation
+from bootstrap.engine.workspace import backend_url, workspace_settings
 from bootstrap.errors import BadInput
 from bootstrap.spec import load_spec
 
@@ -247,10 +248,10 @@ class StubStack:
 
 @pytest.fixture
 def shell(monkeypatch):
-    import bootstrap.engine.automation as engine_mod
+    import bootstrap.engine.preflight as preflight
     from bootstrap.engine.automation import PulumiEngine
 
-    monkeypatch.setattr(engine_mod, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     return PulumiEngine(load_spec("dev"))
 

@@ -11,7 +11,8 @@ import pytest
 import tests.test_recovery_scenarios as sc
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.guide import PHASES, GuideOptions, plan_phases, run_guide
+from recovery.guide.flow import PHASES, plan_phases, run_guide
+from recovery.guide.model import GuideOptions
 from recovery.report import render_markdown, transcript_json
 from tests.fakes.engine import FakeResource
 

@@ -1,9 +1,9 @@
 """What recovery does with each pending CREATE an interrupted update left (recovery/pending_creates.resolve_pending),
-and the engine boundary's rule for dropping them (bootstrap/engine/automation.py). Pure."""
+and the engine boundary's rule for dropping them (bootstrap/engine/pending.py). Pure."""
 
 from __future__ import annotations
 
-from bootstrap.engine.automation import other_pending_operations, pending_create_urns, unexpected_pending_creates
+from bootstrap.engine.pending import other_pending_operations, pending_create_urns, unexpected_pending_creates
 from recovery.pending_creates import CLEAR_UNCHECKED_FLAG, resolve_pending
 from recovery.state_vs_live import LiveItem, PendingCreate, classify
 

@@ -368,7 +368,8 @@ def versions(store) -> list[tuple]:
 def test_the_guide_checks_the_way_forward_once_before_its_first_write(aws, bucket):
     from bootstrap.aws.objectstore import ObjectStore
     from bootstrap.records.locks import EnvironmentLock
-    from recovery.guide import GuideOptions, GuideServices, run_guide
+    from recovery.guide.flow import run_guide
+    from recovery.guide.model import GuideOptions, GuideServices
     from recovery.inventory import collect
     from tests.fakes.engine import quick_append
 

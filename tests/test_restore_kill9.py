@@ -33,7 +33,8 @@ def hook(n, name):
     if n == kill_after:
         os.kill(os.getpid(), signal.SIGKILL)
 svc = sc.services(store, None, None, after_restore_step=hook)
-from recovery.guide import GuideOptions, run_guide
+from recovery.guide.flow import run_guide
+from recovery.guide.model import GuideOptions
 run_guide(GuideOptions(env, sc.LAYER, yes=True), svc)
 print("not killed")
 """

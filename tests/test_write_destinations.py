@@ -154,17 +154,18 @@ def test_recover_reports_a_change_even_when_its_report_cannot_be_written(monkeyp
     answer — its exit code, and the transcript as JSON on stdout — and the lost files are a warning naming
     the path. The guide is stood in for at its seam (a transcript whose restore phase ran): what is under
     test is the command's reporting; the file system is real."""
-    import recovery.guide as guide
+    import recovery.guide.flow as flow
+    from recovery.guide.model import Condition, Transcript
 
     out = tmpfs("reports")
 
     def restored(opts, svc, on_condition=None):
         _fill(out)  # the disk fills during the run
-        conditions = tuple(guide.Condition(p, "achieved" if p != "verify" else "failed", "x", "m", attempted=True)
-                           for p in guide.PHASES)
-        return guide.Transcript(opts.environment, opts.layer, opts.run_id, "t0", "t1", {}, conditions, "incomplete")
+        conditions = tuple(Condition(p, "achieved" if p != "verify" else "failed", "x", "m", attempted=True)
+                           for p in flow.PHASES)
+        return Transcript(opts.environment, opts.layer, opts.run_id, "t0", "t1", {}, conditions, "incomplete")
 
-    monkeypatch.setattr(guide, "run_guide", restored)
+    monkeypatch.setattr(flow, "run_guide", restored)
     rc, stdout, err = groundctl(monkeypatch, capsys, "recover", str(local_spec_file), "network", "--yes", "--json",
                                 "--out", str(out), "--endpoint-url", emulator_endpoint)
     transcript = json.loads(stdout)

@@ -1,7 +1,7 @@
 """Before anything is written: can the Pulumi engine run what the command will ask of it?
 
 Each check is a pure decision over what a thin probe reads:
-- the CLI's version against `PULUMI_CLI_MIN` (an older CLI fails later with a raw "unknown flag");
+- the CLI on PATH, at `PULUMI_CLI_MIN` or later (an older CLI fails later with a raw "unknown flag");
 - the resource plugins the command runs (bootstrap/engine/plugins.py): the ones each layer's program
   needs, at the versions the installed SDKs ask for, and the ones its stack's state records;
 - pip in the Python that runs the programs (bootstrap/engine/toolchain.py).
@@ -80,6 +80,17 @@ def _reported_version(path: str) -> str:
                               "again.")
         _probed[key] = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     return _probed[key]
+
+
+def pulumi_available() -> bool:
+    """Whether a `pulumi` binary is on PATH (the SDK runs `pulumi` and never installs one here)."""
+    return shutil.which("pulumi") is not None
+
+
+def require_pulumi() -> None:
+    """Fail early, in one paragraph, when the CLI is missing (its version is checked when an engine is built)."""
+    if not pulumi_available():
+        raise missing_cli_error()
 
 
 def require_cli() -> str:

@@ -91,7 +91,8 @@ class _StateLoss:
         yield self.lock
 
     def recover(self) -> tuple:
-        from recovery.guide import GuideOptions, GuideServices, run_guide
+        from recovery.guide.flow import run_guide
+        from recovery.guide.model import GuideOptions, GuideServices
 
         ctx, layer = self.ctx, self.opts.layer
         timings: list[dict] = []
@@ -150,7 +151,7 @@ class _StateLoss:
             key = (self.baseline.get("state") or {}).get("key") or f".pulumi/stacks/{layer}/{self.ctx.environment}.json"
             return {"phase": phase, "layer": layer, "summary": f"would delete {key}, leaving a delete marker"}
         if phase == "recover":
-            from recovery.guide import PHASES
+            from recovery.guide.flow import PHASES
             return {"phase": phase, "layer": layer, "summary": "would run the guided recovery unattended: "
                     + " → ".join(PHASES)}
         return {"phase": phase, "layer": layer, "summary": "would require a clean verification plan, 0 serials and "

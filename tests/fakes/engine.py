@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
-from bootstrap.engine.automation import (OperationResult, StackOutputs, other_pending_operations,
-                                         pending_create_urns, refuse_other_pending, unexpected_pending_creates)
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
+from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
+                                      unexpected_pending_creates)
+from bootstrap.engine.results import OperationResult, StackOutputs
 from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.planning.plan import Plan, ResourceChange

@@ -1,0 +1,199 @@
+"""Each layer's Pulumi stack for one environment, ready for an operation: its workspace in this run's
+private folder, the stack selected (or, for a layer's first `up`, created) and configured from the spec,
+every failure of the SDK turned into one scrubbed paragraph."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from bootstrap.engine.errors import StackMissing, Where, map_error
+from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
+from bootstrap.engine.preflight import require_pulumi
+from bootstrap.engine.workspace import workspace_settings
+from bootstrap.errors import BadInput, EngineError, GroundctlError
+from bootstrap.layers import STACKS_DIR, layer as layer_named
+
+
+class LayerStacks:
+    """One LocalWorkspace per layer running the program in stacks/<layer> from a private folder of this
+    run's (bootstrap/engine/rundir.py), the stack named after the environment, config set from the spec on
+    first use in this run. Nothing is written beside the programs and nothing an earlier run wrote is read:
+    the spec and the state are the only sources. PulumiEngine runs the Engine's operations on these stacks."""
+
+    def __init__(self, spec, *, endpoint_url: str | None = None,
+                 lineage_for: Callable[[str], str | None] | None = None,
+                 passphrase_env: str = PULUMI_PASSPHRASE_VAR,
+                 stacks_dir: Path | None = None, backend_override: str | None = None,
+                 secrets_provider: str | None = None):
+        # stacks_dir/backend_override/secrets_provider exist for the engine-tier tests (a tiny program,
+        # file://, the emulator's KMS).
+        from bootstrap.engine.rundir import RunDir
+
+        self.spec = spec
+        self.environment = spec.name
+        self.endpoint_url = endpoint_url
+        self.lineage_for = lineage_for
+        self.stacks_dir = Path(stacks_dir) if stacks_dir else STACKS_DIR
+        self.settings = workspace_settings(spec, endpoint_url=endpoint_url, passphrase_env=passphrase_env,
+                                           backend_override=backend_override, secrets_provider=secrets_provider)
+        self._secrets: set[str] = set(self.settings.secret_values)
+        self._stacks: dict[str, Any] = {}
+        self._run_dir = RunDir()
+        require_pulumi()
+        self._command = self._pulumi_command()
+
+    def _pulumi_command(self):
+        from pulumi.automation import PulumiCommand
+
+        from bootstrap.engine.preflight import require_cli
+
+        # The floor first, in one paragraph (an older CLI fails later with a raw "unknown flag"); asked once
+        # per process, and before the command writes anything.
+        require_cli()
+        try:
+            # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
+            return PulumiCommand()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
+            raise map_error(exc, Where(self.environment, "-", "version check"), self._secrets) from None
+
+    def _call(self, layer: str, operation: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except GroundctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine boundary translates everything
+            raise map_error(exc, Where(self.environment, layer, operation), self._secrets) from None
+
+    def _workspace_options(self, layer: str):
+        from pulumi import automation as auto
+
+        layer_named(layer)  # unknown layer → BadInput
+        program = self.stacks_dir / layer
+        if not (program / "Pulumi.yaml").is_file():
+            raise BadInput(f"There is no Pulumi program for layer '{layer}' at {program} (no Pulumi.yaml).")
+        work_dir = self._call(layer, "workspace", lambda: self._run_dir.layer_dir(layer, program))
+        return str(work_dir), auto.LocalWorkspaceOptions(env_vars=dict(self.settings.env),
+                                                         pulumi_command=self._command,
+                                                         secrets_provider=self.settings.secrets_provider)
+
+    def _select(self, layer: str):
+        """The layer's stack, selected (never created: `pulumi stack select` without --create), or None."""
+        from pulumi import automation as auto
+        from pulumi.automation.errors import StackNotFoundError
+
+        work_dir, opts = self._workspace_options(layer)
+
+        def select():
+            try:
+                return auto.select_stack(self.environment, work_dir=work_dir, opts=opts)
+            except StackNotFoundError:
+                return None
+        return self._call(layer, "stack selection", select)
+
+    def stack_exists(self, layer: str) -> bool:
+        if layer in self._stacks:
+            return True
+        stack = self._select(layer)
+        if stack is not None:
+            self._configure(layer, stack)
+        return stack is not None
+
+    def create_stack(self, layer: str) -> None:
+        from pulumi import automation as auto
+
+        if layer in self._stacks:
+            return
+        work_dir, opts = self._workspace_options(layer)
+        stack = self._call(layer, "stack creation", lambda: auto.create_stack(
+            self.environment, work_dir=work_dir, opts=opts))
+        self._configure(layer, stack)
+
+    def _stack(self, layer: str):
+        if layer in self._stacks:
+            return self._stacks[layer]
+        stack = self._select(layer)
+        if stack is None:
+            raise StackMissing(self.environment, layer)
+        self._configure(layer, stack)
+        return stack
+
+    def _configure(self, layer: str, stack) -> None:
+        from pulumi import automation as auto
+
+        config = self._layer_config(layer)
+        self._secrets.update(v.value for v in config.values() if v.secret and v.value)
+        self._settle_secrets_provider(layer, stack)
+        plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
+        if plain:
+            self._call(layer, "config", lambda: stack.set_all_config(plain))
+        for key, value in config.items():
+            if value.secret:
+                self._set_secret(layer, stack, key, value.value)
+        self._stacks[layer] = stack
+
+    def _set_secret(self, layer: str, stack, key: str, value: str) -> None:
+        """`pulumi config set --secret KEY` with the value on standard input, never on the command line
+        (where `ps` shows it): with no value argument the CLI reads stdin when it is not a terminal, and
+        `--raw` keeps the value exactly, trailing newline included."""
+        import subprocess
+
+        from pulumi.automation._cmd import CommandResult
+        from pulumi.automation.errors import create_command_error
+
+        def run():
+            workspace = stack.workspace
+            env = {**os.environ, **(workspace.env_vars or {}), "PULUMI_AUTOMATION_API": "true"}
+            if workspace.pulumi_home:
+                env["PULUMI_HOME"] = workspace.pulumi_home
+            argv = [self._command.command, "--non-interactive", "config", "set", "--secret", "--raw",
+                    "--stack", stack.name, "--", key]
+            done = subprocess.run(argv, input=value, capture_output=True, text=True, cwd=workspace.work_dir,
+                                  env=env, check=False)
+            if done.returncode != 0:
+                raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
+        self._call(layer, "config", run)
+
+    def _settle_secrets_provider(self, layer: str, stack) -> None:
+        """Before any config is set: refuse a state encrypted with another provider than the environment's;
+        for a state that records none yet (a stack made but never updated), declare the environment's in
+        this run's settings file, which Pulumi otherwise fills with its default, a passphrase."""
+        import json
+
+        from bootstrap.engine.rundir import write_secrets_provider
+        from bootstrap.engine.secrets_provider import PASSPHRASE, check_state_provider, state_provider
+
+        # Without --show-secrets the export decrypts nothing (pkg/cmd/pulumi/stack/stack_export.go).
+        exported = self._call(layer, "state export", lambda: stack._run_pulumi_cmd_sync(["stack", "export"]))
+        try:
+            deployment = json.loads(exported.stdout).get("deployment") or {}
+        except (ValueError, AttributeError):
+            deployment = {}
+        found = state_provider(deployment if isinstance(deployment, dict) else {})
+        expected = self.settings.secrets_provider
+        check_state_provider(found, expected, environment=self.environment, layer=layer)
+        if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
+            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
+            self._call(layer, "config", lambda: write_secrets_provider(settings, expected))
+
+    def _layer_config(self, layer: str) -> dict:
+        try:
+            from bootstrap.engine.stack_config import layer_config
+        except ImportError as exc:
+            raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
+                              "Reinstall groundctl and run the command again.") from None
+        lineage = self.lineage_for(layer) if self.lineage_for else None
+        return layer_config(self.spec, layer, lineage=lineage,
+                            endpoint_url=self.settings.emulator_endpoint)
+
+    def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
+        from pulumi.automation import ConfigValue
+
+        if secret and value:
+            self._secrets.add(value)
+        stack = self._stack(layer)
+        if secret:
+            self._set_secret(layer, stack, key, value)
+        else:
+            self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value)))
