@@ -120,7 +120,7 @@ def test_the_dockerfile_takes_every_version_and_digest_from_the_table():
         argv = plugin_install_argv(release, f'"${{{_arg(release, "SHA256")}}}"')
         argv[5] = f'"v${{{_arg(release, "VERSION")}}}"'
         assert f"PULUMI_HOME=/opt/pulumi/home {' '.join(argv)}" in text, release.name
-    assert f'echo "${{PULUMI_SHA256}}  /tmp/pulumi.tgz" | sha256sum --check --strict -' in text
+    assert 'echo "${PULUMI_SHA256}  /tmp/pulumi.tgz" | sha256sum --check --strict -' in text
     # groundctl's dependencies come only from the hashed file; groundctl itself resolves and downloads nothing.
     installs = [s for s in steps if "pip install" in s]
     assert installs[0] == "RUN pip install --no-cache-dir --require-hashes -r /src/requirements/image.txt"

@@ -302,19 +302,18 @@ def missing_plugins_message(missing: Mapping[Plugin, Sequence[tuple[str, str]]],
                      f"it with {install_command(plugin, platform, places.pulumi_home, table)}")
     where = "PATH is not searched (PULUMI_IGNORE_AMBIENT_PLUGINS is set)" if places.ignore_ambient else "not on PATH"
     names = ", ".join(sorted({f"pulumi-resource-{p.name}" for p in missing}))
-    return (f"A Pulumi provider plugin this run needs is not installed, so nothing was changed: "
+    return ("A Pulumi provider plugin this run needs is not installed, so nothing was changed: "
             + "; ".join(parts)
             + f". groundctl looked where Pulumi does: {names} {where}, and no resource-<name>-v<version> folder "
             f"in {inert(places.plugin_dir)}. It never downloads plugins; install them as shown (or put the "
             "plugin binary on PATH), then run the command again.")
 
 
-def require_plugins(needs: Mapping[Plugin, Sequence[tuple[str, str]]], env: Mapping[str, str], platform: str,
-                    places: Callable[..., PluginPlaces] = plugin_places) -> None:
+def require_plugins(needs: Mapping[Plugin, Sequence[tuple[str, str]]], env: Mapping[str, str], platform: str) -> None:
     """EngineError (exit 4) naming every needed plugin Pulumi would not find under `env`."""
     if not needs:
         return
-    found = places(env, {p.name for p in needs})
+    found = plugin_places(env, {p.name for p in needs})
     missing = {p: why for p, why in needs.items() if not is_installed(p, found)}
     if missing:
         raise EngineError(missing_plugins_message(missing, found, platform, versions.PROVIDER_PLUGINS))

@@ -105,8 +105,6 @@ def require_cli() -> str:
     return reported
 
 
-
-
 # -- what the programs need -----------------------------------------------------------------------------
 
 
@@ -126,10 +124,14 @@ def require_engine(engine: object, layers: Sequence[str], environ: Mapping[str, 
     env = {**environ, **settings_env}
     require_pip(env)
     program = {layer: layer_plugins(Path(stacks_dir), layer, env.get("PYTHONPATH", "")) for layer in layers}
-    recorded = {layer: state_plugins(deployment) for layer in layers if states
-                for deployment in [states(layer)] if deployment}
-    require_plugins(command_needs(operation if states else "up", program, recorded), env,
-                    platform_key(platform.system(), platform.machine()))
+    if states is None:
+        # Without the states only the programs' needs are known: what every command was checked for before.
+        needs = command_needs("up", program, {})
+    else:
+        recorded = {layer: state_plugins(deployment) for layer in layers for deployment in [states(layer)]
+                    if deployment}
+        needs = command_needs(operation, program, recorded)
+    require_plugins(needs, env, platform_key(platform.system(), platform.machine()))
 
 
 def stored_states(store: object, environment: str) -> StateOf:
