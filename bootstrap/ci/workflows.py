@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 from bootstrap.engine import versions
 from bootstrap.engine.versions import LINUX_AMD64, Release, plugin_install_argv, require_recorded
@@ -143,9 +143,9 @@ def plugins_run(releases: Sequence[Release], platform: str = LINUX_AMD64) -> lis
     return [" ".join(plugin_install_argv(r, digests[r.name])) for r in releases]
 
 
-def render(options: WorkflowOptions, plugins: Optional[Sequence[Release]] = None) -> dict[str, str]:
-    """Repository path → file text for the whole workflow set, its plugins from groundctl's versions table (or
-    `plugins`). Deterministic: no dates, no host facts."""
+def render(options: WorkflowOptions) -> dict[str, str]:
+    """Repository path → file text for the whole workflow set, its plugins from groundctl's versions table.
+    Deterministic: no dates, no host facts."""
     values = {name: action.uses() for name, action in ACTIONS.items()}
     values.update(
         version=options.groundctl_version,
@@ -156,7 +156,7 @@ def render(options: WorkflowOptions, plugins: Optional[Sequence[Release]] = None
         python_version=options.python_version,
         pulumi_version=options.pulumi_version,
         # The jobs run on ubuntu-latest: linux-amd64, the platform whose digests the table records.
-        plugins_run="\n          ".join(plugins_run(versions.PROVIDER_PLUGINS if plugins is None else plugins)),
+        plugins_run="\n          ".join(plugins_run(versions.PROVIDER_PLUGINS)),
         default_branch=options.default_branch,
         drift_cron=options.drift_cron,
         drift_title=DRIFT_TITLE.format(environment="${ENVIRONMENT}"),

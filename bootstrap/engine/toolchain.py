@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional
 
 from bootstrap.engine.plugins import inert
 from bootstrap.errors import EngineError
@@ -63,10 +63,10 @@ def _has_pip(python: str) -> bool:
     return _probed[key]
 
 
-def require_pip(env: Mapping[str, str], has_pip: Callable[[str], bool] = _has_pip) -> None:
+def require_pip(env: Mapping[str, str]) -> None:
     """EngineError (exit 4) when the programs' Python under `env` has no pip."""
     python = program_python(env)
-    problem = pip_problem(python, python is not None and has_pip(python),
+    problem = pip_problem(python, python is not None and _has_pip(python),
                           env.get("PULUMI_PYTHON_CMD") or "python3 or python")
     if problem:
         raise EngineError(problem)
