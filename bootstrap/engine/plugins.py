@@ -36,7 +36,9 @@ MAX_MODULES = 200  # local modules followed from one program: a bound, not a lim
 MAX_PASSWD_BYTES = 4 * 1024 * 1024
 PROGRAM, STATE = "program", "state"
 # What each command runs: its layers' programs (preview, up), the providers its states record (refresh,
-# destroy), or both (drift previews with a refresh; recover refreshes, imports and previews).
+# destroy), or both (drift previews with a refresh; recover refreshes, imports and previews). Not checked: an
+# up that deletes a resource the program no longer declares runs the provider the state binds it to, which
+# after an SDK upgrade is the old one; an up's other steps run the SDK's (the default provider moves to it).
 OPERATION_NEEDS = {"plan": {PROGRAM}, "preview": {PROGRAM}, "up": {PROGRAM}, "refresh": {STATE},
                    "destroy": {STATE}, "drift": {PROGRAM, STATE}, "recover": {PROGRAM, STATE}}
 _BUILTIN = {"pulumi"}  # `pulumi:providers:pulumi` is built into the engine: no plugin
