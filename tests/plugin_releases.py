@@ -7,6 +7,7 @@ runner gets its plugins through the install step the workflows run, never from f
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import io
 import subprocess
@@ -34,8 +35,6 @@ def make_tarball(folder: Path, release: Release, platform: str = LINUX_AMD64) ->
         info = tarfile.TarInfo(f"pulumi-resource-{release.name}")
         info.size, info.mode, info.mtime = len(binary), 0o755, 0
         tar.addfile(info, io.BytesIO(binary))
-    import gzip
-
     path.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
     return path
 
