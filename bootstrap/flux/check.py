@@ -83,7 +83,7 @@ def not_ready(spec: Any, result: WaitResult) -> FluxNotReady:
         head = (f"Flux did not become ready in '{spec.name}' within flux.ready_timeout_minutes ({minutes} min; "
                 f"reason {reason}): {result.message}.")
     return FluxNotReady(
-        f"{head} The flux layer itself was applied; Flux's controllers are what did not bring it up. See what "
+        f"{head} The flux layer itself was applied; it is Flux that did not come up. See what "
         "Flux says (`flux get all -n flux-system`, `kubectl -n flux-system get deployments,events`), fix the "
         "cause (the Git ref, the deploy key, what flux.path holds, nodes for the controllers), then re-run "
         f"`groundctl up {spec.name} --layers flux`: it applies nothing new and waits again.", reason, result)
