@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from bootstrap import console
 from bootstrap.records.runs import git_commit
 from bootstrap.target import probe_tcp
+
+
+def _kube_client(spec, kubeconfig: str):
+    from bootstrap.kube.api import client_for
+    return client_for(spec, kubeconfig)
 
 
 def _ledger_serial(store, layer: str, environment: str) -> int:
@@ -30,6 +35,9 @@ class Services:
     git_commit: Callable[[], Optional[str]] = git_commit
     # (store, layer, environment) -> the highest serial the layer's ledger holds, 0 for none
     ledger_serial: Callable[..., int] = _ledger_serial
+    # (spec, kubeconfig text) -> a Kubernetes API client, for Flux's readiness at the end of the flux layer
+    kube_for: Callable[..., Any] = _kube_client
+    sleep: Callable[[float], None] = time.sleep
 
 
 def default_services(**overrides) -> Services:

@@ -238,6 +238,8 @@ class FluxSpec(_Model):
     path: Optional[str] = None
     manifest_path: Optional[str] = None
     interval: str = "5m"
+    # How long `up` (and a recovery of the flux layer) waits for Flux's controllers and root Kustomization.
+    ready_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = 10
 
     @field_validator("version")
     @classmethod
