@@ -21,7 +21,7 @@ import yaml
 from bootstrap.errors import EngineError
 from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
-from tests.fakes.engine import InMemoryEngine, declare_standard
+from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_a_layer_with_pending_operations_is_refused_by_every_command_and_nothing
     key = ".pulumi/stacks/network/local.json"
     cli.engine.pending["network"] = [{"type": "creating", "resource": {
         "urn": "urn:pulumi:local::network::aws:ec2/eip:Eip::nat-0", "type": "aws:ec2/eip:Eip"}}]
-    cli.engine.desired["network"].append(cli.engine.desired["network"][0].__class__("aws:ec2/eip:Eip", "nat-0"))
+    cli.engine.desired["network"].append(FakeResource("aws:ec2/eip:Eip", "nat-0"))
     before = cli.store.get(key).body
     calls = len(cli.engine.calls)
 

@@ -72,8 +72,8 @@ class PendingOperationsLeft(Refused):
             steps.append(
                 f"{'first ' if creates else ''}the {len(others)} that {'are' if len(others) != 1 else 'is'} not "
                 "a create: check each resource in the cloud, then refresh exactly those resources with Pulumi, "
-                f"as {RESOLVE_RUNBOOK} says (a refresh records what is live and drops those operations; it "
-                "keeps the pending creates)")
+                f"as {RESOLVE_RUNBOOK} says (a refresh records what is live and drops those operations"
+                + ("; it keeps the pending creates)" if creates else ")"))
         if creates:
             steps.append(
                 f"{'then ' if others else ''}the {len(creates)} pending create{'s' if len(creates) != 1 else ''}: "
@@ -82,9 +82,11 @@ class PendingOperationsLeft(Refused):
         super().__init__(
             f"Layer '{layer}' of environment '{environment}' was not {_DONE.get(operation, operation)}: its "
             f"state holds {len(self.operations)} pending operation{'s' if len(self.operations) != 1 else ''} "
-            f"an interrupted update left ({named}). Pulumi would go ahead anyway, making a second copy of "
-            "anything a cut-off create had already made and dropping the other operations unchecked, so "
-            f"nothing was changed. Resolve {'; '.join(steps)}. Then run the command again.")
+            f"an interrupted update left ({named}). Pulumi would go ahead anyway, "
+            + ("making a second copy of anything a cut-off create had already made" if creates else "")
+            + (" and " if creates and others else "")
+            + (("dropping the others" if creates else "dropping them") + " unchecked" if others else "")
+            + f", so nothing was changed. Resolve {'; '.join(steps)}. Then run the command again.")
 
 
 def refuse_pending(environment: str, layer: str, operation: str,

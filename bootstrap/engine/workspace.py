@@ -15,11 +15,12 @@ from bootstrap.errors import BadInput
 from bootstrap.layers import STACKS_DIR
 
 # Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports: these win over the
-# inherited environment (the Automation API lays env_vars over os.environ), and a primary name set wins over
-# its alternative (sdk/go/common/util/env/env.go:261-277). The README's table lists them; a test holds it to this.
+# inherited environment (the Automation API lays env_vars over os.environ), and a primary name that is set
+# wins over its alternative (sdk/go/common/util/env/env.go:261-277). The README's table lists them (a test
+# holds it to this):
 # - PULUMI_SKIP_CHECKPOINTS held to false: true would save only an update's final state (pkg/backend/
-#   snapshot.go:1014-1016, journal.go:704-706), so a killed update would leave no pending operation to refuse and
-#   recovery no mid-update checkpoint in the bucket's version history.
+#   snapshot.go:1014-1016, journal.go:704-706), so a killed update would leave the state as it was before,
+#   with no pending operation naming what it was creating, and recovery no mid-update checkpoint.
 # - PULUMI_DIY_BACKEND_LEGACY_LAYOUT held to false: true would lay out a new bucket the legacy way, every
 #   layer's <env> stack under one name, .pulumi/stacks/<env>.json (pkg/backend/diy/meta.go:91-96).
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER=true: no settings file survives a run, so the stack's secrets
