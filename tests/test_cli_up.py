@@ -21,7 +21,7 @@ import yaml
 from bootstrap.errors import EngineError
 from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
-from tests.fakes.engine import InMemoryEngine, declare_standard
+from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 from tests.fakes.k8s import FakeKubeApi, flux_up, kustomization, serve_http
 
 
@@ -93,6 +93,38 @@ def test_destroy_flags_and_exit_codes(cli):
     rows = {r["layer"]: r for r in json.loads(out)["layers"]}
     assert rows["network"]["operation"] == "destroy" and rows["network"]["serial"] == 2
     assert rows["backend"]["operation"] == "up"
+
+
+def test_a_layer_with_pending_operations_is_refused_by_every_command_and_nothing_changes(cli, tmp_path):
+    """Issue 27 §2 through the front door (the engine is the in-memory one, which keeps the product's rule:
+    the real CLI and a real kill are in tests/test_engine_tier_pending.py)."""
+    assert cli("up", "SPEC", "--yes")[0] == 0
+    key = ".pulumi/stacks/network/local.json"
+    cli.engine.pending["network"] = [{"type": "creating", "resource": {
+        "urn": "urn:pulumi:local::network::aws:ec2/eip:Eip::nat-0", "type": "aws:ec2/eip:Eip"}}]
+    cli.engine.desired["network"].append(FakeResource("aws:ec2/eip:Eip", "nat-0"))
+    before = cli.store.get(key).body
+    calls = len(cli.engine.calls)
+
+    code, out, err = cli("up", "SPEC", "--yes", "--json")
+    text = " ".join(err.split())
+    assert code == 3 and "Layer 'network' of environment 'local' was not previewed" in text, err
+    assert "creating aws:ec2/eip:Eip 'nat-0'" in text and "`groundctl recover local network`" in text
+    record = json.loads(out)
+    assert record["outcome"] == "refused" and record["stopped_at"] == "network/preview"
+    assert [(lay["layer"], lay["achieved"]) for lay in record["layers"]][:2] == [
+        ("backend", "unchanged"), ("network", "refused")]
+    for command in (("plan", "SPEC", "--out", str(tmp_path / "plans")), ("drift", "SPEC"),
+                    ("destroy", "SPEC", "--layers", "network", "--yes")):
+        code, _, err = cli(*command)
+        assert code == 3 and "creating aws:ec2/eip:Eip 'nat-0'" in " ".join(err.split()), (command, err)
+    assert ("up", "network") not in cli.engine.calls[calls:]  # refused at the preview, before any gate
+    assert cli.store.get(key).body == before and len(cli.engine.state["network"]) == 3  # the destroy did nothing
+
+    cli.engine.pending["network"] = []  # as `groundctl recover` leaves it
+    code, out, err = cli("up", "SPEC", "--yes", "--json")
+    assert code == 0, err
+    assert [r.name for r in cli.engine.state["network"]].count("nat-0") == 1
 
 
 def test_destroy_production_needs_its_flag(monkeypatch, capsys):

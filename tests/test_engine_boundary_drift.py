@@ -10,6 +10,8 @@ failure is backenderr.NoChangesExpectedError (pkg/cmd/pulumi/operations/preview.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pulumi.automation import events as ev
 
@@ -153,6 +155,9 @@ def test_pulumis_own_expect_no_changes_is_unexpected_changes_even_when_the_event
     class Stack:
         name = "dev"
 
+        def _run_pulumi_cmd_sync(self, args):  # the plain `stack export` the pending-operations check reads
+            return CommandResult(json.dumps({"version": 3, "deployment": {"resources": []}}), "", 0)
+
         def preview(self, *, on_event, **kwargs):
             raise create_command_error(CommandResult(
                 "", "error: no changes were expected for preview but changes were proposed", 255))
@@ -180,6 +185,9 @@ def test_a_failed_preview_is_the_engines_error_not_unexpected_changes(monkeypatc
 
     class Stack:
         name = "dev"
+
+        def _run_pulumi_cmd_sync(self, args):  # the plain `stack export` the pending-operations check reads
+            return CommandResult(json.dumps({"version": 3, "deployment": {"resources": []}}), "", 0)
 
         def preview(self, *, on_event, **kwargs):
             on_event(pre(md("refresh", "a", st("a", "one"), None)))

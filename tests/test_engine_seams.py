@@ -5,6 +5,7 @@ The same seams with the real CLI are in tests/test_engine_tier_seams.py."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import pytest
@@ -16,6 +17,7 @@ from bootstrap.engine.secrets_provider import check_state_provider, same_provide
 from bootstrap.engine.workspace import ENFORCED_ENV, kms_provider, workspace_settings
 from bootstrap.errors import BadInput, Refused
 from bootstrap.spec import load_spec
+from tests.conftest import REPO
 
 CANARY = "canary-passphrase-file-7Qe2"
 KMS = "awskms://alias/groundctl-dev-state?region=eu-west-1"
@@ -123,14 +125,37 @@ def test_a_passphrase_file_that_is_missing_empty_or_huge_is_bad_input(tmp_path, 
 
 def test_inherited_pulumi_variables_that_break_groundctls_guarantees_are_held_to_its_values():
     inherited = {"PULUMI_CONFIG_PASSPHRASE": "p", "PULUMI_SKIP_CHECKPOINTS": "true",
-                 "PULUMI_DIY_BACKEND_LEGACY_LAYOUT": "1", "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "false"}
+                 "PULUMI_DIY_BACKEND_LEGACY_LAYOUT": "1", "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "false",
+                 "PULUMI_CLOUD_SECRET_OVERRIDE": "awskms://alias/someone-elses-key?region=eu-west-1",
+                 "PULUMI_RUN_PROGRAM": "true", "PULUMI_ENABLE_LEGACY_REFRESH_DIFF": "1"}
     for endpoint in ("http://127.0.0.1:1", None):
         spec = load_spec("local" if endpoint else "dev")
         env = workspace_settings(spec, endpoint_url=endpoint, environ=inherited).env
         assert env["PULUMI_SKIP_CHECKPOINTS"] == "false"
         assert env["PULUMI_DIY_BACKEND_LEGACY_LAYOUT"] == "false"
         assert env["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true"
+        # Pulumi takes any non-empty value as the provider (pkg/secrets/cloud/manager.go:201): empty is off,
+        # and it is set, so the operator's value never reaches the CLI (the Automation API lays env over it).
+        assert env["PULUMI_CLOUD_SECRET_OVERRIDE"] == ""
+        assert env["PULUMI_RUN_PROGRAM"] == "false" and env["PULUMI_ENABLE_LEGACY_REFRESH_DIFF"] == "false"
         assert {k: env[k] for k in ENFORCED_ENV} == ENFORCED_ENV
+
+
+def _readme_enforced_table() -> dict[str, str]:
+    """The README's table of the variables every Pulumi run is held to: variable -> value."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("| variable | value | why |")
+    rows = {}
+    for line in readme[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        name, value = (re.fullmatch(r"`([^`]*)`.*", cell.strip()).group(1) for cell in line.split("|")[1:3])
+        rows[name] = "" if value == '""' else value
+    return rows
+
+
+def test_the_readme_lists_every_enforced_variable_with_its_value():
+    assert _readme_enforced_table() == ENFORCED_ENV
 
 
 def test_kms_at_the_emulator_goes_through_the_kms_endpoint_variable_not_the_url():

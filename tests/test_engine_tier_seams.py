@@ -25,7 +25,7 @@ import boto3
 import pytest
 
 from tests.conftest import requires_pulumi
-from tests.engine_programs.tier import LAYERS, PASSPHRASE, PROGRAMS, install_stacks_dir, make_tier
+from tests.engine_programs.tier import LAYERS, PASSPHRASE, PROGRAMS, SECRET_TOKEN, install_stacks_dir, make_tier
 
 pytestmark = [pytest.mark.engine, requires_pulumi]
 
@@ -116,6 +116,34 @@ def test_a_second_clone_previews_checks_drift_and_updates_a_kms_environment_and_
         assert code == 3, f"exit {code}: {err}{out}"
         assert provider in err + out and "'passphrase'" in err + out
         assert second.checkpoint("network") == before
+
+
+@pytest.mark.timeout(900)
+def test_a_cloud_secret_override_in_the_shell_never_picks_the_states_key(tmp_path, emulator_endpoint, monkeypatch):
+    """Issue 27 §3: PULUMI_CLOUD_SECRET_OVERRIDE replaces whatever provider Pulumi is handed and makes a new
+    data key under it (pkg/secrets/cloud/manager.go:197-222). Exported in the operator's shell, a new
+    environment's states would be encrypted under that key instead of the environment's; groundctl holds it
+    empty for every run (bootstrap/engine/workspace.py)."""
+    from bootstrap.engine.workspace import kms_provider
+
+    tier = make_tier(tmp_path, emulator_endpoint)
+    kms = boto3.client("kms", endpoint_url=emulator_endpoint, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    providers = []
+    for alias in (f"alias/{tier.state_bucket}", f"alias/{tier.state_bucket}-someone-elses"):
+        kms.create_alias(AliasName=alias, TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
+        providers.append(kms_provider(alias, "us-east-1"))
+    own, other = providers
+    with environment_of(tier, monkeypatch) as mp:
+        mp.delenv("PULUMI_CONFIG_PASSPHRASE")
+        mp.setenv("ENGINE_TIER_SECRETS_PROVIDER", own)
+        mp.setenv("ENGINE_TIER_ADMIN_TOKEN", SECRET_TOKEN)  # a secret config value: `config set --secret`
+        mp.setenv("PULUMI_CLOUD_SECRET_OVERRIDE", other)  # inherited from the operator's shell
+        assert _layers(tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes")) == {
+            "network": "applied", "cluster": "applied"}
+        for layer in ("network", "cluster"):
+            assert _providers(tier, layer)["state"]["url"] == own, layer
+        assert tier.cli_json("drift", "SPEC", "--layers", LAYERS)["drift"] is False
 
 
 # -- 2. a read-only install ---------------------------------------------------------------------

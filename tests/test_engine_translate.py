@@ -225,6 +225,12 @@ class StubStack:
     def __init__(self, events, fail_with=None):
         self.events, self.fail_with, self.calls = events, fail_with, []
 
+    def _run_pulumi_cmd_sync(self, args):
+        # `stack export`, read for the pending-operations check before the first preview or up: none here.
+        from pulumi.automation._cmd import CommandResult
+
+        return CommandResult(json.dumps({"version": 3, "deployment": {"resources": []}}), "", 0)
+
     def preview(self, *, on_event, **kwargs):
         self.calls.append(("preview", kwargs))
         for e in self.events:

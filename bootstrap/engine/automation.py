@@ -70,6 +70,7 @@ class PulumiEngine(LayerStacks):
     def preview(self, layer: str, *, refresh: bool = False, expect_no_changes: bool = False,
                 save_plan: bool = False, on_progress: Optional[ProgressFn] = None) -> Plan:
         stack = self._stack(layer)
+        self._require_no_pending(layer, "preview", stack)
         events: list = []
         self._drop_saved_plan(layer)
         plan_file = None
@@ -98,6 +99,7 @@ class PulumiEngine(LayerStacks):
     def up(self, layer: str, *, use_saved_plan: bool = False,
            on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
+        self._require_no_pending(layer, "up", stack)
         plan_file = None
         if use_saved_plan:
             folder = self._saved_plans.get(layer)
@@ -105,6 +107,7 @@ class PulumiEngine(LayerStacks):
             if not plan_file or not os.path.isfile(plan_file):
                 raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
                                   "(`groundctl up` does, under the lock) and approve that plan.")
+        self._state_written(layer)
         try:
             res = self._call(layer, "up", lambda: stack.up(
                 on_event=self._events(None, on_progress), color="never", message="groundctl up",
@@ -121,6 +124,7 @@ class PulumiEngine(LayerStacks):
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
+        self._state_written(layer)
         res = self._call(layer, "refresh", lambda: stack.refresh(
             on_event=self._events(None, on_progress), color="never", message="groundctl refresh",
             suppress_outputs=True))
@@ -128,6 +132,8 @@ class PulumiEngine(LayerStacks):
 
     def destroy(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
+        self._require_no_pending(layer, "destroy", stack)
+        self._state_written(layer)
         res = self._call(layer, "destroy", lambda: stack.destroy(
             on_event=self._events(None, on_progress), color="never", message="groundctl destroy",
             suppress_outputs=True))
@@ -140,12 +146,14 @@ class PulumiEngine(LayerStacks):
     def export_state(self, layer: str) -> dict:
         stack = self._stack(layer)
         dep = self._call(layer, "state export", stack.export_stack)
+        self._saw_pending(layer, dep.deployment if isinstance(dep.deployment, dict) else {})
         return {"version": dep.version, "deployment": dep.deployment}
 
     def import_resources(self, layer: str, import_plan: dict, *,
                          on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
         missing = missing_providers(import_plan, self._state_urns(layer))
+        self._state_written(layer)
         if missing:
             # An explicit provider the file names but the stack lacks would be built by `pulumi import`
             # from the file's providerInputs, or else from ambient settings (pkg/resource/deploy/import.go).
@@ -184,6 +192,7 @@ class PulumiEngine(LayerStacks):
         # Targeted at the root stack resource, the refresh reads no resource: the only change it writes
         # is the removal of the pending creates (which happens before, and whatever, the refresh targets:
         # pkg/cmd/pulumi/operations/refresh.go).
+        self._state_written(layer)
         res = self._call(layer, "clear pending creates", lambda: stack.refresh(
             clear_pending_creates=True, target=roots or None, on_event=self._events(None, on_progress),
             color="never", message="groundctl: clear pending creates", suppress_outputs=True))

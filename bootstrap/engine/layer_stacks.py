@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from bootstrap.engine.errors import StackMissing, Where, map_error
 from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
+from bootstrap.engine.pending import refuse_pending
 from bootstrap.engine.preflight import require_pulumi
 from bootstrap.engine.workspace import workspace_settings
 from bootstrap.errors import BadInput, EngineError, GroundctlError
@@ -40,6 +41,10 @@ class LayerStacks:
                                            backend_override=backend_override, secrets_provider=secrets_provider)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        # The pending operations of each layer's state as this run last exported it (dropped by a write),
+        # and the layers whose state was found to hold none before their first preview, up or destroy.
+        self._pending_seen: dict[str, list] = {}
+        self._pending_checked: set[str] = set()
         self._run_dir = RunDir()
         require_pulumi()
         self._command = self._pulumi_command()
@@ -159,23 +164,56 @@ class LayerStacks:
         """Before any config is set: refuse a state encrypted with another provider than the environment's;
         for a state that records none yet (a stack made but never updated), declare the environment's in
         this run's settings file, which Pulumi otherwise fills with its default, a passphrase."""
-        import json
-
         from bootstrap.engine.rundir import write_secrets_provider
         from bootstrap.engine.secrets_provider import PASSPHRASE, check_state_provider, state_provider
+
+        found = state_provider(self._export_plain(layer, stack))
+        expected = self.settings.secrets_provider
+        check_state_provider(found, expected, environment=self.environment, layer=layer)
+        if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
+            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
+            self._call(layer, "config", lambda: write_secrets_provider(settings, expected))
+
+    def _export_plain(self, layer: str, stack) -> dict:
+        """The stack's deployment, its secrets left encrypted; its pending operations are kept for the check
+        before the layer's first preview, up or destroy, which so costs no export of its own."""
+        import json
 
         # Without --show-secrets the export decrypts nothing (pkg/cmd/pulumi/stack/stack_export.go).
         exported = self._call(layer, "state export", lambda: stack._run_pulumi_cmd_sync(["stack", "export"]))
         try:
             deployment = json.loads(exported.stdout).get("deployment") or {}
         except (ValueError, AttributeError):
-            deployment = {}
-        found = state_provider(deployment if isinstance(deployment, dict) else {})
-        expected = self.settings.secrets_provider
-        check_state_provider(found, expected, environment=self.environment, layer=layer)
-        if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
-            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
-            self._call(layer, "config", lambda: write_secrets_provider(settings, expected))
+            self._state_written(layer)  # what it holds is unknown
+            return {}
+        deployment = deployment if isinstance(deployment, dict) else {}
+        self._saw_pending(layer, deployment)
+        return deployment
+
+    def _saw_pending(self, layer: str, deployment: dict) -> None:
+        ops = deployment.get("pending_operations")
+        self._pending_seen[layer] = list(ops) if isinstance(ops, list) else []
+
+    def _state_written(self, layer: str) -> None:
+        self._pending_seen.pop(layer, None)
+
+    def _require_no_pending(self, layer: str, operation: str, stack) -> None:
+        """Refuse `operation` (preview, up, destroy) while the layer's state holds pending operations; asked
+        once per layer and run, before its first such operation (Pulumi only warns: bootstrap/engine/pending.py)."""
+        if layer in self._pending_checked:
+            return
+        if layer not in self._pending_seen:  # written since this run last exported it
+            self._export_plain(layer, stack)
+        if layer not in self._pending_seen:
+            raise EngineError(f"Pulumi's export of the state of layer '{layer}' could not be read, so whether an "
+                              f"interrupted update left pending operations in it is unknown; nothing was changed. "
+                              f"Check the Pulumi CLI (`pulumi stack export --stack {self.environment}` in "
+                              f"stacks/{layer}) and run the command again.")
+        refusal = refuse_pending(self.environment, layer, operation,
+                                 {"pending_operations": self._pending_seen[layer]})
+        if refusal is not None:
+            raise refusal
+        self._pending_checked.add(layer)
 
     def _layer_config(self, layer: str) -> dict:
         try:

@@ -1,11 +1,100 @@
-"""The pending operations an interrupted update leaves in a deployment, and the rule for dropping them:
-only pending creates, only the ones decided on, and never while other pending operations are there. Pure."""
+"""The pending operations an interrupted update leaves in a deployment, and the two rules over them: no
+preview, update or destroy while there are any, and clearing drops only pending creates, only the ones
+decided on, and never while other pending operations are there. Pure."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 from bootstrap.errors import Refused
+from bootstrap.untrusted import clip, inert
+
+RESOLVE_RUNBOOK = "runbooks/resolve-pending-operations.md"
+MAX_NAMED = 20  # more are counted, not named: the refusal stays one readable paragraph
+_DONE = {"preview": "previewed", "up": "updated", "destroy": "destroyed"}
+
+
+@dataclass(frozen=True)
+class PendingOperation:
+    """One operation an interrupted update left: Pulumi's kind (`creating`, `updating`, `deleting`,
+    `reading`: sdk/go/common/apitype/core.go:350-359; `importing`: pkg/resource/operation.go:30) and
+    its resource."""
+
+    kind: str
+    urn: str
+    type: str
+    name: str
+
+    def describe(self) -> str:
+        """`creating aws:ec2/eip:Eip 'nat-0'`, made inert: the state is read from the bucket."""
+        return inert(f"{clip(self.kind, 40)} {clip(self.type, 120)} '{clip(self.name, 120)}'", keep_newlines=False)
+
+
+def pending_operations(deployment: Mapping[str, Any]) -> list[PendingOperation]:
+    """Every pending operation of a deployment, in order, whatever its shape. Pure."""
+    out = []
+    ops = deployment.get("pending_operations") if isinstance(deployment, Mapping) else None
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, Mapping):
+            out.append(PendingOperation("unknown", "", "(no resource)", "?"))
+            continue
+        res = op.get("resource") if isinstance(op.get("resource"), Mapping) else {}
+        urn = res.get("urn") if isinstance(res.get("urn"), str) else ""
+        # `urn:pulumi:<stack>::<project>::<qualified type>::<name>`; the type field wins when present.
+        parts = urn.split("::", 3) if urn.startswith("urn:pulumi:") else []
+        typ = res.get("type") if isinstance(res.get("type"), str) else (
+            parts[2].rsplit("$", 1)[-1] if len(parts) == 4 else "(no resource)")
+        name = parts[3] if len(parts) == 4 else (urn or "?")
+        out.append(PendingOperation(str(op.get("type") or "unknown"), urn, typ, name))
+    return out
+
+
+class PendingOperationsLeft(Refused):
+    """A layer's state holds pending operations: no preview, update or destroy runs until they are resolved.
+
+    Pulumi itself goes ahead: an update only warns (pkg/resource/deploy/deployment_executor.go:183-187,
+    printPendingOperationsWarning :90-113), a preview does not even warn (the `!DryRun` there), and the new
+    snapshot keeps the pending creates while dropping every other pending operation (pkg/backend/
+    snapshot.go:755-772). A create that was cut off may have made its resource, which the update then
+    makes again (a second EIP, NAT gateway or launch template; the first one orphaned and billed)."""
+
+    def __init__(self, environment: str, layer: str, operation: str, operations: Sequence[PendingOperation]):
+        self.environment, self.layer, self.operation = environment, layer, operation
+        self.operations = tuple(operations)
+        creates = [o for o in self.operations if o.kind == "creating"]
+        others = [o for o in self.operations if o.kind != "creating"]
+        named = "; ".join(o.describe() for o in self.operations[:MAX_NAMED])
+        if len(self.operations) > MAX_NAMED:
+            named += f"; and {len(self.operations) - MAX_NAMED} more"
+        steps = []
+        if others:
+            steps.append(
+                f"{'first ' if creates else ''}the {len(others)} that {'are' if len(others) != 1 else 'is'} not "
+                "a create: check each resource in the cloud, then refresh exactly those resources with Pulumi, "
+                f"as {RESOLVE_RUNBOOK} says (a refresh records what is live and drops those operations"
+                + ("; it keeps the pending creates)" if creates else ")"))
+        if creates:
+            steps.append(
+                f"{'then ' if others else ''}the {len(creates)} pending create{'s' if len(creates) != 1 else ''}: "
+                f"`groundctl recover {environment} {layer}` (with --dry-run first to see what it will do), which "
+                "adopts what a create made and drops the rest")
+        super().__init__(
+            f"Layer '{layer}' of environment '{environment}' was not {_DONE.get(operation, operation)}: its "
+            f"state holds {len(self.operations)} pending operation{'s' if len(self.operations) != 1 else ''} "
+            f"an interrupted update left ({named}). Pulumi would go ahead anyway, "
+            + ("making a second copy of anything a cut-off create had already made" if creates else "")
+            + (" and " if creates and others else "")
+            + (("dropping the others" if creates else "dropping them") + " unchecked" if others else "")
+            + f", so nothing was changed. Resolve {'; '.join(steps)}. Then run the command again.")
+
+
+def refuse_pending(environment: str, layer: str, operation: str,
+                   deployment: Mapping[str, Any]) -> Optional[PendingOperationsLeft]:
+    """The refusal of `operation` (preview, up, destroy) on a layer whose deployment holds pending
+    operations, or None when it holds none. Pure."""
+    ops = pending_operations(deployment)
+    return PendingOperationsLeft(environment, layer, operation, ops) if ops else None
 
 
 def pending_create_urns(deployment: Mapping[str, Any]) -> list[str]:
@@ -44,7 +133,7 @@ def refuse_other_pending(environment: str, layer: str, others: Sequence[tuple[st
         "pending creates runs a Pulumi refresh, and every Pulumi update keeps only pending creates, so these "
         "would be dropped silently; nothing was changed. Check each resource in the cloud, then refresh them so "
         f"the state says what is live (in stacks/{layer}: `pulumi refresh --stack {environment} --target <urn>`, "
-        "see the README's Layers section for running Pulumi by hand), and run `groundctl recover` again.")
+        f"with the settings {RESOLVE_RUNBOOK} gives), and run `groundctl recover` again.")
 
 
 def unexpected_pending_creates(deployment: Mapping[str, Any], urns: Sequence[str]) -> list[str]:

@@ -14,19 +14,36 @@ from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_FILE_VAR, PULUMI_PASSP
 from bootstrap.errors import BadInput
 from bootstrap.layers import STACKS_DIR
 
-# Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports (these win over
-# the inherited environment: the Automation API lays env_vars over os.environ):
-# - PULUMI_SKIP_CHECKPOINTS=true keeps only the final state of an update; recovery walks the mid-update
-#   checkpoints in the bucket's version history (sdk/go/common/env/env.go SkipCheckpoints).
-# - PULUMI_DIY_BACKEND_LEGACY_LAYOUT=true on a new bucket files every layer's <env> stack under one name,
-#   .pulumi/stacks/<env>.json, instead of .pulumi/stacks/<layer>/<env>.json (pkg/backend/diy/meta.go).
+# Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports: these win over the
+# inherited environment (the Automation API lays env_vars over os.environ), and a primary name that is set
+# wins over its alternative (sdk/go/common/util/env/env.go:261-277). The README's table lists them (a test
+# holds it to this):
+# - PULUMI_SKIP_CHECKPOINTS held to false: true would save only an update's final state (pkg/backend/
+#   snapshot.go:1014-1016, journal.go:704-706), so a killed update would leave the state as it was before,
+#   with no pending operation naming what it was creating, and recovery no mid-update checkpoint.
+# - PULUMI_DIY_BACKEND_LEGACY_LAYOUT held to false: true would lay out a new bucket the legacy way, every
+#   layer's <env> stack under one name, .pulumi/stacks/<env>.json (pkg/backend/diy/meta.go:91-96).
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER=true: no settings file survives a run, so the stack's secrets
 #   provider and data key come from its state (bootstrap/engine/secrets_provider.py).
+# - PULUMI_CLOUD_SECRET_OVERRIDE held empty (Pulumi reads any non-empty value): it replaces the stack's cloud
+#   secrets provider for the run, and a new data key re-encrypts the state under it (pkg/secrets/cloud/
+#   manager.go:197-222), past the provider check made on the state before.
+# - PULUMI_RUN_PROGRAM held to false: true makes a refresh-preview, a refresh and a destroy run the program
+#   (pkg/cmd/pulumi/operations/preview.go:778, refresh.go:389, destroy.go:417) instead of reading each
+#   resource from its provider, which is the refresh the drift rule and the pending-create clearing assume.
+# - PULUMI_ENABLE_LEGACY_REFRESH_DIFF held to false: true reports only output changes from a refresh, never
+#   the difference from what the program declares (sdk/go/common/env/env.go:59-61), and the drift rule reads
+#   the latter (bootstrap/engine/events.py).
+# - PULUMI_SKIP_UPDATE_CHECK=true: no call to the Pulumi Cloud API for the latest version on every command.
 # - PYTHONDONTWRITEBYTECODE: the programs' folder (and stacks/common) is never written.
 ENFORCED_ENV = {
     "PULUMI_SKIP_CHECKPOINTS": "false",
     "PULUMI_DIY_BACKEND_LEGACY_LAYOUT": "false",
     "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
+    "PULUMI_CLOUD_SECRET_OVERRIDE": "",
+    "PULUMI_RUN_PROGRAM": "false",
+    "PULUMI_ENABLE_LEGACY_REFRESH_DIFF": "false",
+    "PULUMI_SKIP_UPDATE_CHECK": "true",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -89,7 +106,6 @@ def workspace_settings(spec, *, endpoint_url: str | None = None,
     region = spec.aws.region
     env = {
         "PULUMI_BACKEND_URL": backend_override or backend_url(spec.backend.bucket, region, endpoint),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         **program_python(environ),

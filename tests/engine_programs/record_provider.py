@@ -5,11 +5,15 @@ only the Pulumi CLI and its Python host, and refresh reads the object back, so a
 outside Pulumi is drift the real engine reports. The dynamic provider is pickled by reference, so the
 engine tier puts this folder on PYTHONPATH for the program and for the provider process alike.
 
-Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail", "sleep:<seconds>" or
-"write-then-sleep:<seconds>"), read when a record is created, so a test can fail or stall one create of a
-real update, before its object is written or after (a create that made its resource but never answered).
-Two more act elsewhere: "read-fail" makes a refresh's read of the record fail (as an AccessDenied would),
-and "delete-sleep:<seconds>" stalls its delete before the object is removed.
+Faults for the tests come from ENGINE_TIER_FAULTS (JSON: record name -> "fail", "sleep:<seconds>",
+"write-then-sleep:<seconds>" or "allocate-then-sleep:<seconds>"), read when a record is created, so a test
+can fail or stall one create of a real update, before its object is written or after (a create that made its
+resource but never answered). "allocate-then-sleep" writes the object under a key of its own,
+`<key>.<random>`, as AWS gives each create of an EIP or NAT gateway a new ID: a second create of the same
+record makes a second object instead of overwriting the first.
+Three more act elsewhere: "read-fail" makes a refresh's read of the record fail (as an AccessDenied would),
+"update-sleep:<seconds>" stalls its update before the object is rewritten, and "delete-sleep:<seconds>" its
+delete before the object is removed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
@@ -36,7 +41,7 @@ def _fault(name: str, written: bool) -> None:
     action = _action(name)
     if action == "fail" and not written:
         raise RuntimeError(f"injected failure creating record {name}")
-    if action.startswith("write-then-sleep:" if written else "sleep:"):
+    if action.startswith(("write-then-sleep:", "allocate-then-sleep:") if written else "sleep:"):
         time.sleep(float(action.split(":", 1)[1]))
 
 
@@ -52,6 +57,8 @@ def _put(props: dict) -> None:
 class RecordProvider(ResourceProvider):
     def create(self, props):
         _fault(props["name"], written=False)
+        if _action(props["name"]).startswith("allocate-then-sleep:"):
+            props = {**props, "key": f"{props['key']}.{uuid.uuid4().hex[:12]}"}
         _put(props)
         _fault(props["name"], written=True)
         return CreateResult(id_=props["key"], outs=props)
@@ -72,6 +79,9 @@ class RecordProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, id_, olds, news):
+        action = _action(news.get("name", ""))
+        if action.startswith("update-sleep:"):
+            time.sleep(float(action.split(":", 1)[1]))
         _put(news)
         return UpdateResult(outs=news)
 

@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
-                                      unexpected_pending_creates)
+                                      refuse_pending, unexpected_pending_creates)
 from bootstrap.engine.results import OperationResult, StackOutputs
 from bootstrap.errors import EngineError, Refused
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
@@ -83,6 +83,12 @@ class InMemoryEngine:
         if not self.stack_exists(layer):
             raise StackMissing(self.environment, layer)
 
+    def _require_no_pending(self, layer: str, operation: str) -> None:
+        """As the product engine: no preview, up or destroy while the layer's state holds pending operations."""
+        refusal = refuse_pending(self.environment, layer, operation, {"pending_operations": self.pending.get(layer, [])})
+        if refusal is not None:
+            raise refusal
+
     # -- Engine protocol --------------------------------------------------------------------------
 
     def stack_exists(self, layer) -> bool:
@@ -99,6 +105,7 @@ class InMemoryEngine:
     def preview(self, layer, *, refresh=False, expect_no_changes=False, save_plan=False, on_progress=None) -> Plan:
         self._record("preview", layer)
         self._require(layer)
+        self._require_no_pending(layer, "preview")
         self.saved_plans.pop(layer, None)
         plan = self._diff(layer)
         if save_plan:
@@ -127,6 +134,7 @@ class InMemoryEngine:
 
     def up(self, layer, *, use_saved_plan=False, on_progress=None) -> OperationResult:
         self._record("up", layer)
+        self._require_no_pending(layer, "up")
         if use_saved_plan:
             # Like `pulumi up --plan`: an update that would do other than the saved plan fails.
             saved = self.saved_plans.pop(layer, None)
@@ -165,6 +173,7 @@ class InMemoryEngine:
     def destroy(self, layer, *, on_progress=None) -> OperationResult:
         self._record("destroy", layer)
         self._require(layer)
+        self._require_no_pending(layer, "destroy")
         n = len(self.state.get(layer, []))
         protected = [r.name for r in self.state.get(layer, []) if r.protect]
         if protected:
