@@ -1,0 +1,281 @@
+"""Benchmark: what groundctl costs over bare Pulumi, side by side. PASS/MISS per pair, exit 1 on a MISS.
+
+    python bench/engine_overhead.py              # medians of 3 runs of each command
+    python bench/engine_overhead.py --runs 5 --subprocess
+
+On the engine tier's set-up (tests/engine_programs: the network stand-in, 5 dynamic resources; the product's
+DIY S3 backend in the spec's bucket on the emulator; passphrase secrets; a private PULUMI_HOME; no plugin
+acquisition), one layer, one stack, in one run:
+
+    groundctl up --yes (no-op)          vs  pulumi up --yes (no-op)
+    groundctl up --yes (one change)     vs  pulumi up --yes (the same change: network:cidr flipped)
+    groundctl plan                      vs  pulumi preview
+    groundctl drift                     vs  pulumi preview --refresh --expect-no-changes
+
+groundctl is called in-process through its typer front door, as issue 29's table did: the figure is the
+orchestration's cost (its Pulumi commands, selects, config, state reads, records), not the interpreter's
+start-up, which bench/startup.py measures on its own. `--subprocess` also times each groundctl command as a
+child process (`python tests/engine_programs/groundctl_main.py ...`), what an operator waits for. Bare Pulumi
+is always a child process (the CLI). The pairs alternate (groundctl, bare, groundctl, bare ...) so that both
+sides see the same load on a shared machine. Bare Pulumi runs the same program with the same environment
+(workspace_settings), the same project file (run_project) and the stack's config as groundctl sets it.
+
+Target: each ratio <= 1.15x (issue 29 §2). The breakdown per phase comes from the run records groundctl
+writes to the state bucket (.groundctl/runs/<env>/): the median seconds of each phase over the runs.
+(`up` writes one; where a command writes none, e.g. `plan` and `drift` today, the bench says so.)
+Needs the Pulumi CLI on PATH (`pulumi`, `pulumi-language-python`, `pulumi-resource-pulumi-python`);
+without it the bench prints SKIP and exits 0. It builds and downloads nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+TARGET = 1.15
+LAYER = "network"
+CIDRS = ("10.10.0.0/16", "10.11.0.0/16")
+TIMEOUT = 900  # seconds for one bare Pulumi command, generous for a loaded machine
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} (5 min {five:.2f}, 15 min {fifteen:.2f}) on {os.cpu_count()} CPUs"
+
+
+class Bench:
+    """One engine-tier environment with its network layer up, and the bare Pulumi folder beside it."""
+
+    def __init__(self, tmp: Path, endpoint: str):
+        import yaml
+
+        from bootstrap.engine.rundir import run_project
+        from bootstrap.engine.workspace import workspace_settings
+        from bootstrap.spec import load_spec
+        from tests.engine_programs.tier import install_stacks_dir, make_tier
+
+        self.tier = make_tier(tmp, endpoint, lambda d: d["network"].update(cidr=CIDRS[0]))
+        os.environ.update(self.tier.env)
+        os.environ.pop("GROUNDCTL_ENDPOINT_URL", None)
+        install_stacks_dir(self.tier.stacks)
+        self.cidr = CIDRS[0]
+        self.plans = tmp / "plans"
+        code, out, err = self.tier.cli("up", "SPEC", "--layers", LAYER, "--yes")
+        if code != 0:
+            raise SystemExit(f"set-up: groundctl up exited {code}:\n{err[-2000:]}{out[-2000:]}")
+
+        spec = load_spec(str(self.tier.spec_path))
+        spec = spec.model_copy(update={"aws": spec.aws.model_copy(update={"endpoint_url": endpoint})})
+        settings = workspace_settings(spec, endpoint_url=endpoint, environ=os.environ)
+        self.bare_env = {**os.environ, **settings.env}
+        self.stack = spec.name
+        self.bare_dir = tmp / "bare" / LAYER
+        self.bare_dir.mkdir(parents=True)
+        program = self.tier.stacks / LAYER
+        project = yaml.safe_load((program / "Pulumi.yaml").read_text())
+        (self.bare_dir / "Pulumi.yaml").write_text(yaml.safe_dump(run_project(project, program), sort_keys=False))
+        config = self.tier.engine()._layer_config(LAYER)
+        if any(v.secret for v in config.values()):
+            raise SystemExit("set-up: the network layer has a secret config value; the bare side cannot copy it")
+        self.config = {k: v.value for k, v in config.items()}
+        # The lineage groundctl's run sets (from its ledger): the one the stack's outputs already carry.
+        root = next(r for r in self.tier.checkpoint(LAYER)["checkpoint"]["latest"]["resources"]
+                    if r["type"] == "pulumi:pulumi:Stack")
+        self.config["groundctl:lineage"] = root["outputs"]["groundctl_lineage"]
+        self._write_bare_config()
+
+    def _write_bare_config(self) -> None:
+        import yaml
+
+        self.config["network:cidr"] = self.cidr
+        (self.bare_dir / f"Pulumi.{self.stack}.yaml").write_text(
+            yaml.safe_dump({"secretsprovider": "passphrase", "config": self.config}))
+
+    def flip(self) -> None:
+        """The one change: network:cidr to the other value, for both sides (the spec and the stack config)."""
+        import yaml
+
+        self.cidr = CIDRS[1] if self.cidr == CIDRS[0] else CIDRS[0]
+        data = yaml.safe_load(self.tier.spec_path.read_text())
+        data["network"]["cidr"] = self.cidr
+        self.tier.spec_path.write_text(yaml.safe_dump(data))
+        self._write_bare_config()
+
+    # -- the two sides --------------------------------------------------------------------------------
+
+    def groundctl_args(self, work: str) -> list[str]:
+        return {
+            "up": ["up", "SPEC", "--layers", LAYER, "--yes"],
+            "plan": ["plan", "SPEC", "--layers", LAYER, "--out", str(self.plans)],
+            "drift": ["drift", "SPEC", "--layers", LAYER],
+        }[work]
+
+    def groundctl(self, work: str, subprocess_: bool = False) -> float:
+        args = self.groundctl_args(work)
+        t0 = time.perf_counter()
+        if subprocess_:
+            proc = self.tier.spawn(*args)
+            out, err = proc.communicate(timeout=TIMEOUT)
+            code = proc.returncode
+        else:
+            code, out, err = self.tier.cli(*args)
+        seconds = time.perf_counter() - t0
+        if code != 0:
+            raise SystemExit(f"groundctl {' '.join(args)} exited {code}:\n{err[-2000:]}{out[-2000:]}")
+        return seconds
+
+    def bare(self, work: str) -> float:
+        args = {
+            "up": ["up", "--yes"],
+            "plan": ["preview"],
+            "drift": ["preview", "--refresh", "--expect-no-changes"],
+        }[work]
+        argv = ["pulumi", *args, "--stack", self.stack, "--non-interactive", "--color", "never"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, cwd=self.bare_dir, env=self.bare_env, capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}{proc.stdout[-2000:]}")
+        return seconds
+
+    # -- where groundctl's time goes ------------------------------------------------------------------
+
+    def newest_record(self, after: set[str]) -> tuple[set[str], dict | None]:
+        """Keys of every run record now, and the record written since `after` (None if none was)."""
+        prefix = f".groundctl/runs/{self.stack}/"
+        keys = set(self.tier.keys(prefix))
+        new = sorted(keys - after)
+        if not new:
+            return keys, None
+        body = self.tier.s3.get_object(Bucket=self.tier.state_bucket, Key=new[-1])["Body"].read()
+        return keys, json.loads(body)
+
+
+def phases(record: dict | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if not record:
+        return out
+    for p in record.get("phases") or []:
+        out[p["name"]] = out.get(p["name"], 0.0) + float(p.get("seconds") or 0)
+    for lay in record.get("layers") or []:
+        for p in lay.get("phases") or []:
+            name = f"{lay['layer']}/{p['name']}"
+            out[name] = out.get(name, 0.0) + float(p.get("seconds") or 0)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each command (the median is judged)")
+    parser.add_argument("--subprocess", action="store_true",
+                        help="also time each groundctl command as a child process")
+    args = parser.parse_args()
+    if shutil.which("pulumi") is None:
+        print("SKIP engine overhead bench: the Pulumi CLI is not on PATH (it needs `pulumi`, "
+              "`pulumi-language-python` and `pulumi-resource-pulumi-python`); install it from "
+              "https://www.pulumi.com/docs/install/ and run again.")
+        return 0
+    version = subprocess.run(["pulumi", "version"], capture_output=True, text=True).stdout.strip()
+    load_start, began = load(), time.perf_counter()
+
+    from bootstrap.aws.emulator import Emulator
+
+    emulator = Emulator()
+    endpoint = emulator.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="engine-overhead-") as tmp:
+            bench = Bench(Path(tmp), endpoint)
+            rows = measure(bench, args.runs, args.subprocess)
+    finally:
+        emulator.stop()
+    load_end = load()
+
+    print(f"engine overhead bench: Pulumi {version}, the network stand-in (5 dynamic resources), DIY S3 backend "
+          f"on the emulator, passphrase secrets; medians of {args.runs}; {time.perf_counter() - began:.0f} s")
+    print(f"    load average (1 min) at start {load_start}; at end {load_end}")
+    print("    groundctl in-process (its interpreter start-up not counted; see bench/startup.py)"
+          + ("; [sub] = groundctl as a child process" if args.subprocess else ""))
+    misses = 0
+    for name, bare_name, g, b, sub, phase_runs in rows:
+        gm, bm = statistics.median(g), statistics.median(b)
+        ratio = gm / bm
+        misses += ratio > TARGET
+        line = (f"{verdict(ratio <= TARGET)} {name}: groundctl {gm:.2f} s vs {bare_name} {bm:.2f} s = "
+                f"{ratio:.2f}x (target <= {TARGET}x); runs g {fmt(g)} / bare {fmt(b)}")
+        print(line)
+        if sub:
+            sm = statistics.median(sub)
+            print(f"    [sub] groundctl as a child process {sm:.2f} s = {sm / bm:.2f}x; runs {fmt(sub)} "
+                  "(not judged: the start-up has its own bench)")
+        print(f"    where groundctl's {gm:.2f} s go (median per phase, run records): {breakdown(phase_runs, gm)}")
+    return 1 if misses else 0
+
+
+def fmt(xs: list[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in xs)
+
+
+def breakdown(phase_runs: list[dict[str, float]], total: float) -> str:
+    if not any(phase_runs):
+        return "no run record was written"
+    by = defaultdict(list)
+    for run in phase_runs:
+        for k, v in run.items():
+            by[k].append(v)
+    medians = {k: statistics.median(v) for k, v in by.items()}
+    parts = [f"{k} {v:.2f}" for k, v in medians.items()]
+    rest = total - sum(medians.values())
+    return ", ".join(parts) + f"; outside any phase {rest:.2f}"
+
+
+def measure(bench: Bench, runs: int, with_subprocess: bool) -> list:
+    works = [
+        ("no-op up", "pulumi up --yes (no-op)", "up", False),
+        ("up with one change", "pulumi up --yes (one change)", "up", True),
+        ("plan", "pulumi preview", "plan", False),
+        ("drift", "pulumi preview --refresh --expect-no-changes", "drift", False),
+    ]
+    rows = []
+    for name, bare_name, work, change in works:
+        g, b, sub, phase_runs = [], [], [], []
+        keys, _ = bench.newest_record(set())
+        for _ in range(runs):
+            if change:
+                bench.flip()
+            g.append(bench.groundctl(work))
+            keys, record = bench.newest_record(keys)
+            phase_runs.append(phases(record))
+            if change:
+                bench.flip()  # the bare side changes the stack back: each of its runs is one change too
+            b.append(bench.bare(work))
+            if with_subprocess:
+                if change:
+                    bench.flip()
+                sub.append(bench.groundctl(work, subprocess_=True))
+                keys, _ = bench.newest_record(keys)
+                if change:
+                    bench.flip()
+                    bench.bare(work)  # back to where the next groundctl run expects the stack (untimed)
+        rows.append((name, bare_name, g, b, sub, phase_runs))
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())
