@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bootstrap.spec import rules
+from bootstrap.spec import cron, rules
 
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
@@ -268,9 +268,6 @@ class RecoverySpec(_Model):
     rpo_minutes: Annotated[int, Field(ge=0, le=10080)]
 
 
-_CRON = re.compile(r"^(\S+\s+){4}\S+$")
-
-
 class FleetSpec(_Model):
     """How `groundctl fleet manifests` schedules this environment (cron, UTC). Unset schedules are spread
     by the environment's name so a fleet's jobs do not all start in the same minute."""
@@ -287,8 +284,9 @@ class FleetSpec(_Model):
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not _CRON.fullmatch(v.strip()):
-            raise ValueError(f"'{v}' is not a five-field cron schedule such as '17 * * * *'")
+        problem = cron.schedule_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("status_role_arn")
