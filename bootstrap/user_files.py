@@ -31,7 +31,7 @@ class UnusableFile(BadInput):
         self.path = path
         self.what = what
         self.reason = reason
-        super().__init__(f"{what} {path!r} {reason}. {fix}")
+        super().__init__(f"{what} {path!r} cannot be read: {reason}. {fix}")
 
 
 def kind_of(mode: int) -> str:
@@ -40,47 +40,50 @@ def kind_of(mode: int) -> str:
                 else "not a regular file")
 
 
-def _read(path: str, max_bytes: int) -> bytes:
+def _read(path: str, max_bytes: int, follow_symlinks: bool = True) -> bytes:
     """Checks, then the read; raises ValueError (the reason) or OSError."""
-    st = os.stat(path)
+    st = os.stat(path, follow_symlinks=follow_symlinks)
+    if stat.S_ISLNK(st.st_mode):
+        raise ValueError("it is a symbolic link; name the file itself")
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"is {kind_of(st.st_mode)}, not a regular file")
+        raise ValueError(f"it is {kind_of(st.st_mode)}, not a regular file")
     if st.st_size > max_bytes:
-        raise ValueError(f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        raise ValueError(f"it is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags if follow_symlinks else flags | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as fh:
         opened = os.fstat(fh.fileno())
         if not stat.S_ISREG(opened.st_mode):  # swapped after the check
-            raise ValueError(f"is {kind_of(opened.st_mode)}, not a regular file")
+            raise ValueError(f"it is {kind_of(opened.st_mode)}, not a regular file")
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise ValueError(f"grew past the {max_bytes:,}-byte limit while it was read")
+        raise ValueError(f"it grew past the {max_bytes:,}-byte limit while it was read")
     return data
 
 
-def read_user_file(path: str, *, what: str, max_bytes: int, fix: str,
+def read_user_file(path: str, *, what: str, max_bytes: int, fix: str, follow_symlinks: bool = True,
                    deadline: float = DEFAULT_DEADLINE_SECONDS,
-                   reader: Callable[[str, int], bytes] = _read) -> bytes:
+                   reader: Callable[[str, int, bool], bytes] = _read) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes`, read within `deadline` seconds.
 
-    Anything else raises `UnusableFile` (exit 2): "`what` `path` <reason>. `fix`". `reader` is the seam the
-    tests hang."""
+    Anything else raises `UnusableFile` (exit 2): "`what` `path` cannot be read: <reason>. `fix`". Without
+    `follow_symlinks`, a symbolic link is refused too. `reader` is the seam the tests hang."""
     box: dict = {}
     done = threading.Event()
 
     def work() -> None:
         try:
-            box["data"] = reader(path, max_bytes)
+            box["data"] = reader(path, max_bytes, follow_symlinks)
         except ValueError as exc:
             box["reason"] = str(exc)
         except OSError as exc:
-            box["reason"] = f"cannot be read ({exc.strerror or type(exc).__name__})"
+            box["reason"] = exc.strerror or type(exc).__name__
         finally:
             done.set()
 
     threading.Thread(target=work, name="user-file", daemon=True).start()
     if not done.wait(deadline):
-        raise UnusableFile(path, what, f"was not read within {deadline:g} s (a hung network mount, or a special "
+        raise UnusableFile(path, what, f"it was not read within {deadline:g} s (a hung network mount, or a special "
                                        "file that never answers)", fix)
     if "reason" in box:
         raise UnusableFile(path, what, box["reason"], fix)

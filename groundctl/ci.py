@@ -126,18 +126,25 @@ def init(
                  "trust policies.")
 
 
+REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+
+
 def _requirements_problems(repo: Path, install: str) -> list[str]:
     from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+    from bootstrap.user_files import UnusableFile, read_user_file
 
     if install == CHECKOUT:
         return []
-    path = repo / install
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
-        text = None
+    why = ""
+    try:  # a FIFO, a device or a hung mount is a problem naming the file, never a wait (bootstrap.user_files)
+        text = read_user_file(str(repo / install), what="", fix="", max_bytes=REQUIREMENTS_MAX_BYTES,
+                              follow_symlinks=False).decode("utf-8")
+    except UnusableFile as exc:
+        text, why = None, f" ({exc.reason})"
+    except UnicodeDecodeError:
+        text, why = None, " (it is not UTF-8 text)"
     if text is None:
-        return [f"{install} is not a readable file in {repo.resolve()}: the workflows install groundctl from the "
+        return [f"{install} is not a readable file in {repo.resolve()}{why}: the workflows install groundctl from the "
                 "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
                 "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
                 "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
