@@ -7,6 +7,7 @@ The decisions are pure functions in bootstrap/ci/; this module reads files, writ
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -243,12 +244,14 @@ def _environments(repo: Path) -> list:
         except BadInput as exc:
             found.append(CiEnvironment(path.stem, spec_error=exc.message))
             continue
+        # A manifest inside the repository (every relative path is: bootstrap.flux_manifest) touches the environment.
         manifest = spec.flux.manifest_path
+        inside = manifest and not manifest.startswith(("http://", "https://")) and os.path.relpath(manifest, repo.absolute())
         found.append(CiEnvironment(
             spec.name, region=spec.aws.region, account_id=spec.aws.account_id,
             plan_role=spec.aws.plan_role_arn or "", apply_role=spec.aws.apply_role_arn or "",
             production=spec.production,
-            extra_files=(manifest,) if manifest and not manifest.startswith(("/", "http://", "https://")) else (),
+            extra_files=(inside,) if inside and not inside.startswith("..") else (),
         ))
     if not found:
         raise BadInput(f"{folder} holds no environment specs (<env>.yaml). Add one, e.g. from groundctl's "

@@ -88,8 +88,8 @@ def schedule_problem(text: str) -> Optional[str]:
         return "it names a time zone; schedules are in UTC (the CronJobs set timeZone Etc/UTC), so drop it"
     fields = text.split()
     if len(fields) != 5:
-        return (f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}; a schedule has five (minute, "
-                "hour, day of month, month, day of week), such as '17 6 * * MON-FRI'")
+        return (f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}; a five-field cron schedule has "
+                "minute, hour, day of month, month and day of week, such as '17 6 * * MON-FRI'")
     for part, field in zip(fields, FIELDS):
         problem = _field_problem(part, field)
         if problem:

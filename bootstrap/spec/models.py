@@ -23,6 +23,7 @@ _KMS_ALIAS = re.compile(r"^alias/[a-zA-Z0-9/_-]{1,250}$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _FLUX_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 class _Model(BaseModel):
@@ -237,6 +238,7 @@ class FluxSpec(_Model):
     ref: FluxRef
     path: Optional[str] = None
     manifest_path: Optional[str] = None
+    manifest_sha256: Optional[str] = None
     interval: str = "5m"
 
     @field_validator("version")
@@ -254,6 +256,22 @@ class FluxSpec(_Model):
                 f"'{v}' is not a Git URL Flux can fetch; use ssh://git@host/org/repo.git or https://…"
             )
         return v
+
+    @field_validator("manifest_path")
+    @classmethod
+    def _manifest_path(cls, v: Optional[str]) -> Optional[str]:
+        problem = rules.manifest_path_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("manifest_sha256")
+    @classmethod
+    def _manifest_sha256(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _SHA256.fullmatch(v):
+            raise ValueError(f"'{v}' is not a sha256 digest: 64 hexadecimal characters, as in Flux's "
+                             "flux_<version>_checksums.txt")
+        return v.lower() if v is not None else None
 
     @field_validator("interval")
     @classmethod
