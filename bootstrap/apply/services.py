@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from bootstrap import console
 from bootstrap.records.runs import git_commit
@@ -30,6 +30,9 @@ class Services:
     git_commit: Callable[[], Optional[str]] = git_commit
     # (store, layer, environment) -> the highest serial the layer's ledger holds, 0 for none
     ledger_serial: Callable[..., int] = _ledger_serial
+    # kubeconfig text -> a Kubernetes API client (`get_json`), to find another owner of Flux before the flux
+    # layer applies (bootstrap.flux_owners); None: the cluster is not read
+    kube_client: Optional[Callable[[str], Any]] = None
 
 
 def default_services(**overrides) -> Services:
