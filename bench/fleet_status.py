@@ -11,7 +11,7 @@ the written HTML. S3 calls are counted on the clients the command creates.
 The emulator runs as an operator runs it, `groundctl emulator start` in a process of its own (as S3 is
 another machine's work, not the reading process's); moto serves each request in ~3 ms of CPU, which
 is most of what is measured here.
-Targets: under 10 s wall at 200 environments, at most 6 S3 calls per environment, the page under 300 KB,
+Targets: under 10 s wall at 200 environments, at most 6 S3 calls per environment, the page under 500 KiB,
 and growth linear to 1,000 (ms per environment at 1,000 within 1.5x of that at 200). Prints a table per size,
 each target with PASS/MISS, and exits 1 on any MISS. The process's imports are paid by a one-environment warm-up.
 """
@@ -39,6 +39,10 @@ from tests.fleetseed import Seed, dump, seed_environment, spec_data  # noqa: E40
 
 TARGET_SECONDS = 10.0
 MAX_CALLS = 6
+# 2.5 KiB per environment at 200: every finding shows since when and its command, every row its next step and
+# runbook (288 KiB here before they did: this fleet's records are all a year old, so each environment has four
+# or five findings, 863 in all).
+MAX_HTML_BYTES = 200 * 2560
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -175,7 +179,8 @@ def main() -> int:
     target = at.get(200) or results[-1]
     verdicts = [("under 10 s wall at 200 environments", target["seconds"] < TARGET_SECONDS),
                 (f"at most {MAX_CALLS} S3 calls per environment", all(r["calls"] <= MAX_CALLS for r in results)),
-                ("HTML under 300 KB at 200 environments", target["html_kib"] * 1024 < 300_000)]
+                (f"HTML under {MAX_HTML_BYTES // 1024} KiB at 200 environments",
+                 target["html_kib"] * 1024 < MAX_HTML_BYTES)]
     if 200 in at and 1000 in at:
         # Linear: the time per environment at 1,000 is no more than 1.5x the time per environment at 200.
         growth = (at[1000]["seconds"] / 1000) / (at[200]["seconds"] / 200)

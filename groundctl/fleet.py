@@ -154,20 +154,30 @@ def _drills(r: dict) -> str:
     return "; ".join(parts) or "none"
 
 
+def _since(f: dict) -> str:
+    if f.get("since_age_seconds") is None:
+        return ""
+    return (f" since {f['since']} ({'at least ' if not f.get('since_exact', True) else ''}"
+            f"{_age(f['since_age_seconds'])} ago)")
+
+
 def _show(report: dict) -> None:
-    rows = table(f"fleet status — {_summary(report)}", "level", "environment", "drift", "last drills (RTO trend)", "lock", "ledger head",
-                 "bucket vs RPO")
+    rows = table(f"fleet status — {_summary(report)}", "level", "environment", "next step", "drift",
+                 "last drills (RTO trend)", "lock", "ledger head", "bucket vs RPO")
     for r in report["environments"]:
         name = Text(r["environment"] + (" (production)" if r.get("production") else ""))
         level = Text(r["level"], style=_STYLE[r["level"]])
+        # The worst finding's next step: the command to run first (its runbook is on the finding's line below).
+        worst = next((f for f in r["findings"] if f["level"] == r["level"]), None)
+        step = Text(worst["next"]["command"] if worst and r["level"] in ("critical", "warning") else "")
         if r.get("skipped") or r.get("error") or r.get("note"):
             why = (f"skipped: {r['skipped']}" if r.get("skipped") else f"unreadable: {r['error']}" if r.get("error")
                    else r["note"])
-            rows.add_row(level, name, Text(why), *(Text("") for _ in range(4)))
+            rows.add_row(level, name, step, Text(why), *(Text("") for _ in range(4)))
             continue
         d, lock, led, prot = r.get("drift"), r.get("lock") or {}, r.get("ledger") or {}, r.get("protection") or {}
         rows.add_row(
-            level, name,
+            level, name, step,
             Text(f"{d['result']} {_age(d['age_seconds'])} ago" if d else "never checked"),
             Text(_drills(r)),
             Text(("stale: " if lock.get("stale") else "") + (lock.get("holder") or "held") if lock.get("held") else "free"),
@@ -177,5 +187,6 @@ def _show(report: dict) -> None:
     for r in report["environments"]:
         for f in r["findings"]:
             if f["level"] in ("critical", "warning"):
-                console.info(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]")
+                console.info(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]{_since(f)}; next: "
+                             f"{f['next']['command']} ({f['next']['runbook']})")
     console.info(_summary(report))

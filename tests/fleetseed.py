@@ -30,11 +30,13 @@ class Seed:
     drift_records: int = 30
     drill_records: int = 10
     drifted_last: bool = False
+    drifted_checks: int = 0                  # the last N drift checks found drift (drifted_last: the last one)
     last_drill_fails: bool = False
     slower_each_drill: float = 0.0   # seconds added to the recovery of each successive drill
     lock_holder: Optional[str] = None
     lock_stale: bool = False                 # the holder ran on this host and its pid is gone
     failed_kinds: tuple[str, ...] = ()       # the last drill of these kinds fails (in its last recovery phase)
+    failed_runs: int = 1                     # ... and so do the ones before it, this many in all
     fail_early: bool = False                 # ... in preflight instead: nothing is measured
     jitter: float = 0.0                      # seconds added and taken in turn: noise, not a trend
     drift_age_hours: float = 0.0             # with `now`: how old the newest drift record is
@@ -112,7 +114,7 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
              for lay in ("backend", "network", "cluster", "flux")]
     for i in range(seed.drift_records):
         rows = clean
-        if seed.drifted_last and i == seed.drift_records - 1:
+        if i >= seed.drift_records - max(seed.drifted_checks, 1 if seed.drifted_last else 0):
             rows = [dict(clean[0]), {**clean[1], "state": "drift", "summary": "1 to update",
                                      "changes": [{"urn": "u", "type": "t", "operation": "update", "diff_keys": []}]},
                     *clean[2:]]
@@ -122,7 +124,7 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
     kinds = ("rebuild-cluster", "state-loss")
     for i in range(seed.drill_records):
         kind = kinds[i % 2]
-        last_of_kind = i >= seed.drill_records - 2
+        last_of_kind = i >= seed.drill_records - 2 * seed.failed_runs
         fail = (seed.last_drill_fails or kind in seed.failed_kinds) and last_of_kind
         noise = seed.jitter * (1 if (i // 2) % 2 else -1)
         write_report(drill_report(environment, kind, i, rto_minutes=rto_minutes, t0=drill_t0, early=seed.fail_early,
@@ -172,8 +174,9 @@ def _fleet_stories() -> dict[str, tuple[Seed, dict, str]]:
     prod = dict(base, replication_rtc=True)
     stories: dict[str, tuple[Seed, dict, str]] = {
         "prod-payments": (Seed(**prod, drifted_last=True), {"production": True, "replica": "us-west-2"}, "critical"),
-        "prod-ledger": (Seed(**prod, drifted_last=True), {"production": True, "replica": "us-west-2"}, "critical"),
-        "prod-checkout": (Seed(**prod, failed_kinds=("rebuild-cluster",)), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-ledger": (Seed(**prod, drifted_checks=3), {"production": True, "replica": "us-west-2"}, "critical"),
+        "prod-checkout": (Seed(**prod, failed_kinds=("rebuild-cluster",), failed_runs=2),
+                          {"production": True, "replica": "us-west-2"}, "critical"),
         "prod-identity": (Seed(**prod, lock_holder="ci", lock_stale=True), {"production": True, "replica": "us-west-2"}, "critical"),
         "prod-search": (Seed(**dict(prod, versioning=False, replication_rtc=None)), {"production": True, "replica": "us-west-2"}, "critical"),
         "prod-billing": (Seed(**prod, drift_age_hours=84), {"production": True, "replica": "us-west-2"}, "warning"),   # 3.5 days old

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -17,7 +19,8 @@ import pytest
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
-from recovery.fleet.findings import RULES, rto_trend
+from recovery.fleet.findings import RULES, find, rto_trend
+from recovery.fleet.next_steps import NEXT_STEPS, next_step
 from recovery.fleet.status import Source, fleet_report, read_fleet
 from tests.conftest import REPO
 from tests.fleetseed import Seed, dump, seed_environment, seed_fleet, spec_data
@@ -25,10 +28,109 @@ from tests.fleetseed import Seed, dump, seed_environment, seed_fleet, spec_data
 # -- pure ----------------------------------------------------------------------------------------------
 
 
-def test_every_rule_is_in_the_readme_table_with_its_levels():
+def _readme_rules() -> list[tuple[str, ...]]:
+    """The rows of the README's fleet rules table: (rule, production, elsewhere, when, command, runbook)."""
     readme = (REPO / "README.md").read_text()
-    for rule, (prod, other, _) in RULES.items():
-        assert f"| `{rule}` | {prod} | {other} |" in readme, rule
+    head = readme.index("| rule | production | elsewhere | when | next step | runbook |")
+    rows = []
+    for line in readme[head:].splitlines()[2:]:
+        if not line.strip().startswith("|"):
+            break
+        rule, prod, other, when, command, runbook = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        link = re.fullmatch(r"\[(.+)\]\((runbooks/.+)\)", runbook)
+        assert link and link[2].endswith(link[1]), line
+        rows.append((rule.strip("`"), prod, other, when, command.strip("`"), link[2]))
+    return rows
+
+
+def test_the_readme_rules_table_is_the_codes_levels_and_next_steps():
+    assert set(NEXT_STEPS) == set(RULES)
+    code = [(rule, prod, other, when, *NEXT_STEPS[rule]) for rule, (prod, other, when) in RULES.items()]
+    assert _readme_rules() == code
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _sample(rule: str, **facts) -> dict:
+    return {"rule": rule, "level": "warning", "what": "x", "since": None} | facts
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_next_step_is_a_real_command_and_a_real_runbook_section(rule):
+    from tests.test_runbooks import ROOT, check_command
+
+    facts = {"drill-overdue": {"kind": "state-loss", "layer": "cluster"}, "drill-never": {"kind": "rebuild-cluster"},
+             "record-unreadable": {"key": ".groundctl/drift/prod-ledger/x.json"}}.get(rule, {})
+    for production in (False, True):
+        step = next_step(_sample(rule, **facts), environment="prod-ledger", production=production, bucket="acme-state")
+        words = shlex.split(step["command"])
+        if words[0] == "groundctl":
+            assert check_command(ROOT, words[1:]) is None, step
+        else:
+            assert words[0] == "aws" and "acme-state" in step["command"], step
+        assert "<" not in step["command"], step  # every blank filled
+        path, _, anchor = step["runbook"].partition("#")
+        text = (REPO / path).read_text()
+        if anchor:
+            assert anchor in {_slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}, step
+
+
+def test_a_next_step_fits_the_finding_and_quotes_what_came_from_the_bucket():
+    def command(rule, production=False, **facts):
+        return next_step(_sample(rule, **facts), environment="prod-identity", production=production,
+                         bucket="acme-state")["command"]
+
+    assert command("lock-stale") == "groundctl lock break prod-identity"
+    assert command("drift") == "groundctl drift prod-identity"
+    assert command("drill-failed", kind="rebuild-cluster") == "groundctl drill history prod-identity"
+    assert command("drill-overdue", True, kind="rebuild-cluster") == \
+        "groundctl drill rebuild-cluster prod-identity --i-mean-production --dry-run"
+    assert command("drill-never", kind="state-loss", layer="network") == \
+        "groundctl drill state-loss prod-identity --layer network --dry-run"
+    hostile = ".groundctl/drills/prod-identity/x'; rm -rf ~; echo '$(id)`id`\n.json"
+    words = shlex.split(command("record-unreadable", key=hostile))
+    assert words == ["aws", "s3", "cp", f"s3://acme-state/{hostile}", "-"]  # one inert argument, run as shown
+
+
+def _history(*verdicts: str) -> list[dict]:
+    return [{"verdict": v, "started_at": f"2026-01-{i + 1:02d}T00:00:00Z"} for i, v in enumerate(verdicts)]
+
+
+def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
+    from recovery.fleet.status import _streak
+
+    assert _streak(_history("failed", "passed", "failed", "failed")) == {"records": 2, "at": "2026-01-03T00:00:00Z",
+                                                                          "exact": True}
+    assert _streak(_history("passed", "refused", "unverified")) == {"records": 2, "at": "2026-01-02T00:00:00Z",
+                                                                     "exact": True}
+    assert _streak(_history("failed", "passed")) is None and _streak([]) is None
+    # A run that reaches back past every drill listed is dated "at least".
+    assert _streak(_history(*["failed"] * 50))["exact"] is False and _streak(_history(*["failed"] * 3))["exact"]
+
+    row = {"environment": "prod-ledger", "production": True, "bucket": "b", "problems": [],
+           "freshness": {"drift_max_age_seconds": 7200, "drift_schedule": "17 * * * *", "drill_max_age_seconds": {}},
+           "drift": {"result": "drift", "at": "2026-01-05T10:00:00Z", "age_seconds": 30.0,
+                     "drifted_layers": ["network"],
+                     "streak": {"records": 12, "at": "2026-01-05T00:00:00Z", "exact": True}},
+           "drills": {"per_kind": {"rebuild-cluster": {
+               "last": {"verdict": "failed", "reason": "Timeout", "started_at": "2026-01-04T00:00:00Z",
+                        "age_seconds": 3600.0},
+               "streak": {"records": 2, "at": "2026-01-03T00:00:00Z", "exact": False}, "trend": {}}}},
+           "lock": {"held": True, "stale": True, "holder": "ci@runner run r", "reason": "heartbeat 3 h old",
+                    "started_at": "2026-01-05T01:00:00Z", "heartbeat_at": "2026-01-05T02:00:00Z"}}
+    found = {f["rule"]: f for f in find(row)}
+    assert found["drift"]["since"] == "2026-01-05T00:00:00Z" and "12 checks in a row" in found["drift"]["what"]
+    assert found["drill-failed"]["since"] == "2026-01-03T00:00:00Z" and found["drill-failed"]["since_exact"] is False
+    assert "at least 2 drills in a row" in found["drill-failed"]["what"]
+    assert found["lock-stale"]["since"] == "2026-01-05T02:00:00Z"  # its last heartbeat
+    assert found["lock-stale"]["next"] == {"command": "groundctl lock break prod-ledger",
+                                           "runbook": "runbooks/break-stale-lock.md"}
+    row["drift"] |= {"result": "clean", "age_seconds": 4 * 3600.0, "streak": None}
+    stale = next(f for f in find(row) if f["rule"] == "drift-stale")
+    assert stale["since"] == "2026-01-05T12:00:00Z"  # the last check plus the two hours its schedule allows
 
 
 @pytest.mark.parametrize("schedule,gap", [("17 * * * *", 60), ("*/15 * * * *", 15), ("5 3 * * 6", 7 * 1440),
@@ -87,7 +189,9 @@ def test_the_page_stays_small_at_200_environments():
     page = render(report)
     assert all(r["findings"] for r in report["environments"])  # every row has something to say (stale, overdue…)
     assert page.count("<svg") == 400 and page.count("<details") == 200  # none is quiet here: every one is overdue
-    assert len(page.encode()) < 300_000, len(page.encode())
+    # Every finding carries since when and its command (about 60 bytes), every row its next step and runbook:
+    # 2.5 KiB per environment (bench/fleet_status.py's target; 300 KB before next steps were shown).
+    assert len(page.encode()) < 200 * 2560, len(page.encode())
 
 
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
@@ -144,6 +248,13 @@ def test_what_the_issue_found_hidden_is_now_a_finding(seeded):
     # No replica outside production is info, not a red bar.
     assert rules["dev-ok-00"]["protection-at-risk"]["level"] == "info"
     assert rules["prod-identity"]["lock-stale"]["level"] == "critical"
+    # Since: the stale lock's last heartbeat by the bucket's clock (minutes ago), not its holder's own claim.
+    assert rules["prod-identity"]["lock-stale"]["since_age_seconds"] < 3600
+    assert rules["prod-ledger"]["drift"]["since"] < rows["prod-ledger"]["drift"]["at"]  # the first of three
+    assert rules["prod-checkout"]["drill-failed"]["since"] < rows["prod-checkout"]["drills"]["per_kind"][
+        "rebuild-cluster"]["last"]["started_at"]  # the first of two failed rebuilds
+    for r in rows.values():
+        assert all(f["next"]["command"] and f["next"]["runbook"] for f in r["findings"]), r["environment"]
     assert rows["dev-gone"]["findings"][0]["rule"] == "bucket-missing"
 
 
@@ -182,8 +293,10 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
         assert doc["failing"] is bool(code)
         drifty = next(r for r in doc["environments"] if r["environment"] == "drifty")
         assert doc["environments"][0]["environment"] == "drifty"  # worst first
-        assert drifty["level"] == "warning" and {"level": "warning", "rule": "drift",
-                                                 "what": "drift in network"} in drifty["findings"]
+        drift = next(f for f in drifty["findings"] if f["rule"] == "drift")
+        assert drifty["level"] == "warning" and drift["level"] == "warning" and drift["what"] == "drift in network"
+        assert drift["next"] == {"command": "groundctl drift drifty", "runbook": "runbooks/fleet-findings.md#drift"}
+        assert drift["since"] == drifty["drift"]["at"] and drift["since_age_seconds"] is not None
     failed = _fleet_dir(tmp_path / "b", aws, emulator_endpoint, {
         "broken": Seed(drift_records=3, drill_records=4, failed_kinds=("state-loss",))})
     proc, _ = _status(failed, "--fail-on", "critical", env_extra={"COLUMNS": "400"})
@@ -191,7 +304,10 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
     # The counts, naming the critical ones, head the table (and close the report on stderr).
     assert "1 critical" in proc.stdout.splitlines()[0] and "Critical: broken" in proc.stdout.splitlines()[0]
     assert "1 critical" in proc.stderr and "Critical: broken" in proc.stderr
-    assert "critical: broken: last state-loss drill failed" in proc.stderr
+    assert "critical: broken: state-loss drill failed" in proc.stderr
+    assert "next: groundctl drill history broken (runbooks/fleet-findings.md#drill-failed)" in proc.stderr
+    # The table's next step column: the worst finding's command, on the environment's row.
+    assert "groundctl drill history broken" in next(line for line in proc.stdout.splitlines() if " broken " in line)
     proc, _ = _status(failed, "--fail-on", "attention")
     assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
 

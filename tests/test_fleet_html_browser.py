@@ -1,9 +1,11 @@
 """The fleet status page in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`)
 driven by Selenium. On the seeded 50-environment fleet (tests/fleetseed.py, read from the emulator), the first
-1400×900 viewport shows every critical environment and none of the info-only ones; a row's link opens its
-collapsed details, whose drill bars are drawn; the page loads nothing from outside and keeps a hostile
-record's markup as text. Skipped, with the reason, where no browser or driver is installed. The screenshot of
-the first viewport is kept as /tmp/fleet-status-first-viewport.png (and in $GROUNDCTL_SCREENSHOTS when set)."""
+1366×768 viewport shows every critical environment and none of the info-only ones, and for each critical one
+its finding and next step whole (inside the viewport, not clipped by its cell); info-level cells are grey and
+critical ones red; a row's link opens its collapsed details, whose drill bars are drawn; the page loads nothing
+from outside and keeps a hostile record's markup (and key) as text. Skipped, with the reason, where no browser
+or driver is installed. The screenshot of the first viewport is kept as /tmp/fleet-status-first-viewport.png
+(and in $GROUNDCTL_SCREENSHOTS when set)."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 SCREENSHOT = Path("/tmp/fleet-status-first-viewport.png")
-WIDTH, HEIGHT = 1400, 900
+WIDTH, HEIGHT = 1366, 768
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ def browser():
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    # The viewport itself, not the window around it, is 1400×900.
+    # The viewport itself, not the window around it, is 1366×768.
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
     try:
@@ -66,6 +68,15 @@ for (const el of document.querySelectorAll('body *')) {
   if (names.includes(text)) out.push(text);
 }
 return [...new Set(out)];
+"""
+
+
+# An element inside the viewport whose content its box does not cut (no ellipsis, no overflow hidden away).
+_WHOLE = """
+const [el, w, h] = arguments;
+const r = el.getBoundingClientRect();
+return r.top >= 0 && r.left >= 0 && r.bottom <= h && r.right <= w && r.width > 0
+  && el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight;
 """
 
 
@@ -96,12 +107,35 @@ def test_the_first_viewport_shows_every_critical_environment_and_no_info_only_on
     visible = set(browser.execute_script(_VISIBLE, critical + info_only, WIDTH, HEIGHT))
     assert set(critical) <= visible, set(critical) - visible
     assert not visible & set(info_only), visible & set(info_only)
-    # Each critical environment's own row is on the first screen, not just its name in the summary.
+    # Each critical environment's own row is on the first screen, not just its name in the summary, with its
+    # worst finding and next step whole: inside the viewport, and not cut by their cells.
+    rows = {r["environment"]: r for r in report["environments"]}
     for name in critical:
         row = browser.find_element(By.CSS_SELECTOR, f'#fleet tr[data-env="{name}"]')
         r = row.rect
         assert row.is_displayed() and 0 <= r["y"] and r["y"] + r["height"] <= HEIGHT, (name, r)
         assert row.get_attribute("data-level") == "critical"
+        worst = next(f for f in rows[name]["findings"] if f["level"] == "critical")
+        finding, step = (row.find_element(By.CSS_SELECTOR, sel) for sel in ("td.w", "td.x"))
+        for cell in (finding, step):
+            assert browser.execute_script(_WHOLE, cell, WIDTH, HEIGHT), (name, cell.text)
+        assert worst["what"] in finding.text, (name, finding.text)
+        assert worst["next"]["command"] in step.text and worst["next"]["runbook"] in step.text, (name, step.text)
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= WIDTH  # nothing off to the right
+    found = {name: {f["rule"]: f for f in rows[name]["findings"]} for name in critical}
+    assert found["prod-identity"]["lock-stale"]["next"]["command"] == "groundctl lock break prod-identity"
+    assert found["prod-ledger"]["drift"]["next"]["command"] == "groundctl drift prod-ledger"
+    # Since: the first of the three drifted checks in a row, the first of the two failed rebuilds.
+    since = browser.find_element(By.CSS_SELECTOR, '#fleet tr[data-env="prod-ledger"] td.w i').text
+    assert since == "since 2 h ago", since  # checks hourly up to now: the first drifted one two hours before
+    assert "(2 drills in a row)" in found["prod-checkout"]["drill-failed"]["what"]
+    # Red means act: a critical cell is red; an info-level one (no replica outside production) is grey.
+    color = lambda env, col: browser.execute_script(  # noqa: E731
+        "return getComputedStyle(arguments[0]).color",
+        browser.find_element(By.CSS_SELECTOR, f'#fleet tr[data-env="{env}"] td:nth-child({col})'))
+    assert color("prod-search", 8) == "rgb(198, 40, 40)"       # versioning off in production: critical
+    assert color("stage-cache", 8) == "rgb(158, 158, 158)"     # at-risk outside production: info
+    assert color("stage-cache", 5) == "rgb(166, 75, 0)"        # its drift: a warning
     strip = browser.find_element(By.ID, "summary").text
     assert "9 critical" in strip and "11 warning" in strip and all(n in strip for n in critical)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +156,8 @@ def test_a_rows_link_opens_its_details_with_the_drill_bars_drawn(seeded_page, br
     browser.find_element(By.CSS_SELECTOR, '#fleet tr[data-env="stage-api"] a').click()
     assert details.get_attribute("open") is not None
     text = details.text
-    assert "last rebuild-cluster drill failed" in text and "state-loss: passed" in text
+    assert "rebuild-cluster drill failed" in text and "state-loss: passed" in text
+    assert "groundctl drill history stage-api" in text  # each finding with its command
     bars = details.find_elements(By.CSS_SELECTOR, "svg.tl")
     assert len(bars) == 2
     for bar in bars:
@@ -147,7 +182,8 @@ def test_a_hostile_record_stays_text(tmp_path, browser):
     drills = [drill_report("gamma", "rebuild-cluster", k, rto_minutes=30, recovery=600, fail=k == 3).to_dict()
               for k in range(4)]
     next(p for p in drills[-1]["phases"] if p["status"] == "failed")["message"] = HOSTILE
-    raw = {"environment": "gamma", "bucket": "gamma-state", "problems": [HOSTILE],
+    raw = {"environment": "gamma", "bucket": "gamma-state",
+           "problems": [{"key": f".groundctl/drills/gamma/{HOSTILE}.json", "why": "is not a drill record name"}],
            "protection": {"bucket": "gamma-state", "exists": True, "unreadable": [], "versioning": "Enabled",
                           "noncurrent_days": 30, "replication": "not read"},
            "drift": None, "drill_count": 4, "drills": drills[-1:], "drill_names": [],

@@ -145,11 +145,51 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # versioning + lifecycle (no replica asked for: replication is not read) + the one-key drift listing + one
+    # versioning + lifecycle (no replica asked for: replication is not read) + the drift listing + one
     # listing of drills/ledger/locks; every drill passed, so its name says all
     assert large == 2 + 1 + 1
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
     assert calls_for(Seed(drift_records=3, drill_records=40, failed_kinds=("state-loss",))) == large + 1  # its reason
+
+
+@pytest.mark.parametrize("drifted,cap,records,exact,listings", [
+    (5, None, 5, True, 2),      # the run ends inside the first page of drift records: no extra listing
+    (12, None, 12, True, 3),    # it fills the page: one more listing dates its start
+    (30, None, 30, True, 3),    # every check drifted: the run starts at the first check ever
+    (12, 10, 10, False, 3),     # past the cap: dated "at least" that far back, and no further listing
+])
+def test_a_run_of_drifted_checks_is_dated_by_its_first(aws, emulator_endpoint, monkeypatch, drifted, cap, records,
+                                                       exact, listings):
+    from datetime import datetime
+
+    from recovery.fleet import reading
+    from tests.fleetseed import T0
+
+    if cap:
+        monkeypatch.setattr(reading, "MAX_DRIFT_STREAK", cap)
+    s3 = aws.client("s3")
+    bucket = _bucket()
+    seed_environment(s3, "runs", bucket, Seed(drift_records=30, drill_records=0, drifted_checks=drifted))
+    spec = parse_spec(spec_data("runs", bucket, emulator_endpoint), "runs")
+    calls = []
+
+    def count(**kwargs):
+        calls.append(kwargs["model"].name)
+
+    s3.meta.events.register("before-call.s3", count)
+    try:
+        raw = read_environment(Source(spec, ObjectStore(s3, bucket), s3))
+    finally:
+        s3.meta.events.unregister("before-call.s3", count)
+    streak = raw["drift_streak"]
+    first = T0 + (30 - records) * 3600  # checks are hourly from T0; the run's oldest one
+    assert (streak["records"], streak["exact"]) == (records, exact)
+    assert datetime.fromisoformat(streak["at"].replace("Z", "+00:00")).timestamp() == first
+    assert calls.count("ListObjectsV2") == listings, calls
+    row = fleet_report([raw], {"runs": spec}, now=T0 + 40 * 86400)["environments"][0]
+    drift = next(f for f in row["findings"] if f["rule"] == "drift")
+    assert drift["since"] == streak["at"] and drift["since_exact"] is exact
+    assert f"{'' if exact else 'at least '}{records} checks in a row" in drift["what"]
 
 
 def test_a_drift_record_name_carries_its_time_and_verdict():

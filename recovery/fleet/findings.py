@@ -3,12 +3,19 @@
 The rules table is the contract an on-call engineer reads (README, "Fleet status"): a rule's level depends
 only on whether the environment is production. `critical` is what to act on now, `warning` what to fix
 this week, `info` what is true and expected. A row's level is its worst finding's; `ok` when none.
+
+Each finding also says since when its condition holds (`since`: the first record that shows it, such as the
+oldest of the consecutive drifted checks; None where no record dates it) and what to do next
+(`recovery.fleet.next_steps`: a command and a runbook).
 """
 
 from __future__ import annotations
 
 import statistics
+from datetime import datetime, timedelta
 from typing import Optional
+
+from recovery.fleet.next_steps import next_step
 
 CRITICAL, WARNING, INFO, OK = "critical", "warning", "info", "ok"
 RANK = {CRITICAL: 0, WARNING: 1, INFO: 2, OK: 3}
@@ -48,9 +55,12 @@ TREND_FLOOR_SECONDS = 60.0
 TREND_RTO_SHARE = 0.05
 
 
-def finding(rule: str, production: bool, what: str) -> dict:
+def finding(rule: str, production: bool, what: str, since: Optional[dict] = None, **facts) -> dict:
+    """One finding; `since` is {at, exact} (exact False: the condition is older than the records listed), and
+    `facts` what its next step needs (a drill's kind and layer, a record's key)."""
     prod, other, _ = RULES[rule]
-    return {"level": prod if production else other, "rule": rule, "what": what}
+    return {"level": prod if production else other, "rule": rule, "what": what,
+            "since": (since or {}).get("at"), "since_exact": bool((since or {}).get("exact", True))} | facts
 
 
 def worst(findings: list[dict]) -> str:
@@ -84,8 +94,26 @@ def _days(seconds: Optional[float]) -> str:
     return f"{seconds / 3600:.1f} h" if seconds < 172800 else f"{seconds / 86400:.1f} days"
 
 
+def _at(text: Optional[str], plus: float = 0.0) -> Optional[dict]:
+    """{at, exact} for a record's time (plus `plus` seconds: when a record became too old); None when unknown."""
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00")) + timedelta(seconds=plus)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return {"at": when.isoformat(timespec="seconds").replace("+00:00", "Z"), "exact": True}
+
+
 def find(row: dict) -> list[dict]:
-    """Every finding of one summarized row (`recovery.fleet.status.summarize`), worst first."""
+    """Every finding of one summarized row (`recovery.fleet.status.summarize`), worst first, each with its
+    next step."""
+    out = _find(row)
+    for f in out:
+        f["next"] = next_step(f, environment=row["environment"], production=bool(row.get("production")),
+                              bucket=row["bucket"])
+    return out
+
+
+def _find(row: dict) -> list[dict]:
     prod = bool(row.get("production"))
     out: list[dict] = []
     if row.get("skipped"):
@@ -93,7 +121,7 @@ def find(row: dict) -> list[dict]:
     if row.get("error"):
         out.append(finding("unreadable", prod, row["error"]))
     for problem in row.get("problems") or []:
-        out.append(finding("record-unreadable", prod, problem))
+        out.append(finding("record-unreadable", prod, f"{problem['key']} {problem['why']}", key=problem["key"]))
     prot = row.get("protection") or {}
     if prot and not prot.get("exists", True):
         return out + [finding("bucket-missing", prod, f"the state bucket {row['bucket']} does not exist")]
@@ -108,37 +136,52 @@ def find(row: dict) -> list[dict]:
     if drift is None:
         out.append(finding("drift-never", prod, "no drift check recorded"))
     else:
+        streak = drift.get("streak")
         if drift["result"] == "drift":
-            out.append(finding("drift", prod, f"drift in {', '.join(drift['drifted_layers']) or 'a layer'}"))
+            out.append(finding("drift", prod, f"drift in {', '.join(drift['drifted_layers']) or 'a layer'}"
+                               + _in_a_row(streak, "checks"), streak))
         elif drift["result"] == "failed":
-            out.append(finding("drift-check-failed", prod, f"the last drift check failed: {drift.get('reason')}"))
+            out.append(finding("drift-check-failed", prod, f"the last drift check failed: {drift.get('reason')}"
+                               + _in_a_row(streak, "checks"), streak))
         limit = fresh.get("drift_max_age_seconds")
         if limit and drift.get("age_seconds") is not None and drift["age_seconds"] > limit:
             out.append(finding("drift-stale", prod, f"last drift check {_days(drift['age_seconds'])} ago; its schedule "
-                               f"({fresh.get('drift_schedule')}) expects one within {_days(limit)}"))
+                               f"({fresh.get('drift_schedule')}) expects one within {_days(limit)}",
+                               _at(drift.get("at"), limit)))
+    layer = fresh.get("state_loss_layer")
     for kind, k in ((row.get("drills") or {}).get("per_kind") or {}).items():
         last = k.get("last")
         expected = kind in (fresh.get("drill_max_age_seconds") or {})
+        facts = {"kind": kind} | ({"layer": layer} if kind == "state-loss" else {})
         if last is None and expected:
-            out.append(finding("drill-never", prod, f"no {kind} drill recorded"))
+            out.append(finding("drill-never", prod, f"no {kind} drill recorded", **facts))
         if last is None:
             continue
-        verdict = last.get("verdict")
+        verdict, streak = last.get("verdict"), k.get("streak")
         if verdict == "failed":
-            out.append(finding("drill-failed", prod, f"last {kind} drill failed ({last.get('reason')})"))
+            out.append(finding("drill-failed", prod, f"{kind} drill failed ({last.get('reason')})"
+                               + _in_a_row(streak, "drills"), streak, **facts))
         elif verdict in ("refused", "unverified"):
-            out.append(finding("drill-unverified", prod, f"last {kind} drill {verdict} ({last.get('reason')})"))
+            out.append(finding("drill-unverified", prod, f"{kind} drill {verdict} ({last.get('reason')})"
+                               + _in_a_row(streak, "drills"), streak, **facts))
         limit = (fresh.get("drill_max_age_seconds") or {}).get(kind)
         if limit and last.get("age_seconds") is not None and last["age_seconds"] > limit:
-            out.append(finding("drill-overdue", prod, f"last {kind} drill {_days(last['age_seconds'])} ago, past "
-                               f"its period of {_days(limit)}"))
+            out.append(finding("drill-overdue", prod, f"{kind} drill overdue: the last {_days(last['age_seconds'])} "
+                               f"ago, past its period of {_days(limit)}", _at(last.get("started_at"), limit), **facts))
         if (k.get("trend") or {}).get("trend") == "slower":
             t = k["trend"]
-            out.append(finding("rto-slower", prod, f"{kind} recovery {t['recovery_seconds'][-1]:.0f} s against a "
-                               f"median of {t['baseline']:.0f} s (threshold {t['threshold_seconds']:.0f} s)"))
+            out.append(finding("rto-slower", prod, f"{kind} recovery slower: {t['recovery_seconds'][-1]:.0f} s against "
+                               f"a median of {t['baseline']:.0f} s (threshold {t['threshold_seconds']:.0f} s)",
+                               _at(last.get("started_at")), **facts))
     lock = row.get("lock") or {}
     if lock.get("stale"):
-        out.append(finding("lock-stale", prod, f"stale lock held by {lock.get('holder')}: {lock.get('reason')}"))
+        out.append(finding("lock-stale", prod, f"stale lock held by {lock.get('holder')}: {lock.get('reason')}",
+                           _at(lock.get("heartbeat_at"))))
     elif lock.get("held"):
-        out.append(finding("lock-held", prod, f"held by {lock.get('holder')}"))
+        out.append(finding("lock-held", prod, f"held by {lock.get('holder')}", _at(lock.get("started_at"))))
     return sorted(out, key=lambda f: RANK[f["level"]])
+
+
+def _in_a_row(streak: Optional[dict], noun: str) -> str:
+    n = (streak or {}).get("records") or 0
+    return f" ({'' if streak.get('exact', True) else 'at least '}{n} {noun} in a row)" if n > 1 else ""

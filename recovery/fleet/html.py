@@ -1,10 +1,13 @@
 """The fleet status as one static HTML file for triage. Pure.
 
 Top: the summary strip (how many environments at each level, the critical ones named and linked). Then
-one compact row per environment that needs acting on (critical, warning), worst first and production first;
-the environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
-environment's collapsed details: all findings, the facts, and the latest drill of each kind as a small bar
-(one path per phase status, a few hundred bytes), so 200 environments stay far under 300 KB.
+one row per environment that needs acting on (critical, warning), worst first and production first: its worst
+finding, whole (it wraps), since when it holds, and the next step (the command and its runbook); a fact cell
+is coloured by the level of the finding about it, so red means act and what is only true is grey. The
+environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
+environment's collapsed details: all findings (each with since when and its command), the facts, and the
+latest drill of each kind as a small bar (one path per phase status, a few hundred bytes); the rules table,
+with each rule's next step and runbook, closes the page. At most about 2.5 KiB per environment.
 No script, no external asset: the page opens from a file share or a CI artifact as it is. Every value
 from a record is escaped (records are written by many runs; a phase name or message may hold markup).
 """
@@ -16,6 +19,8 @@ from html import escape
 from typing import Optional
 
 from recovery.drills.report import recovery_phases
+from recovery.fleet.findings import RULES
+from recovery.fleet.next_steps import NEXT_STEPS
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1rem 1.5rem;color:#212121;font-size:14px}
@@ -24,11 +29,15 @@ h1{font-size:1.3rem;margin:0}h2{font-size:1.1rem;margin:1.2rem 0 .4rem}
 #summary{display:flex;gap:.5rem;align-items:center;flex-wrap:wrap;margin-bottom:.6rem}
 #summary .n{padding:.3rem .7rem;border-radius:.3rem;color:#fff;font-weight:600}
 #summary .crit{flex-basis:100%;font-size:.85rem}
-.critical{background:#c62828}.warning{background:#ef6c00}.info{background:#1565c0}.ok{background:#2e7d32}
+.critical{background:#c62828}.warning{background:#ef6c00}.info{background:#90a4ae}.ok{background:#2e7d32}
 table{border-collapse:collapse;width:100%;font-size:.8rem;table-layout:fixed}
 th,td{border-bottom:1px solid #e0e0e0;padding:.2rem .4rem;text-align:left;white-space:nowrap;overflow:hidden;
-text-overflow:ellipsis}
+text-overflow:ellipsis;vertical-align:top}
 th{background:#f5f5f5}
+td.w,td.x{white-space:normal;overflow-wrap:anywhere}
+i,small{display:block;font-style:normal;color:#616161;font-size:.7rem}li i{display:inline}
+code{font-size:.75rem;background:#f5f5f5;padding:0 .15rem}
+td.lc{color:#c62828;font-weight:600}td.lw{color:#a64b00}td.li{color:#9e9e9e}#quiet td{color:#757575}
 td b{display:inline-block;padding:0 .35rem;border-radius:.5rem;color:#fff;font-weight:500;font-size:.72rem}
 .p{font-size:.7rem;color:#616161}
 details{border-bottom:1px solid #eee;padding:.15rem 0}details>div{padding:.2rem 1rem .6rem}
@@ -74,26 +83,74 @@ def _lock(row: dict) -> str:
     return ("stale" if lock.get("stale") else "held") if lock.get("held") else "free"
 
 
+# Which findings each fact cell is about: the cell takes the worst level among them.
+_CELL_RULES = {
+    "drift": ("drift", "drift-check-failed", "drift-stale", "drift-never"),
+    "drills": ("drill-failed", "drill-overdue", "drill-never", "drill-unverified", "rto-slower"),
+    "lock": ("lock-stale", "lock-held"),
+    "bucket": ("protection-fails", "protection-at-risk", "protection-unknown", "bucket-missing"),
+}
+
+
+def _cell(row: dict, column: str, text: str) -> str:
+    levels = [f["level"] for f in row["findings"] if f["rule"] in _CELL_RULES[column]]
+    level = min(levels, key=_LEVELS.index, default="ok")
+    cls = {"critical": ' class="lc"', "warning": ' class="lw"', "info": ' class="li"'}.get(level, "")
+    return f"<td{cls}>{escape(text)}</td>"
+
+
+def _since(f: Optional[dict]) -> str:
+    if not f or f.get("since_age_seconds") is None:
+        return ""
+    return f' <i>since {"" if f.get("since_exact", True) else "at least "}{escape(_age(f["since_age_seconds"]))}</i>'
+
+
+def _next(f: Optional[dict]) -> str:
+    step = (f or {}).get("next")
+    if not step:
+        return ""
+    return f'<code>{escape(step["command"])}</code><small>{escape(step["runbook"])}</small>'
+
+
+def _finding(f: dict) -> str:
+    """A finding in the details with its command; its level links to its rule in the rules table (the runbook)."""
+    return (f'<li><a href="#rule-{f["rule"]}">{f["level"]}</a>: {escape(f["what"])}{_since(f)} '
+            f'<code>{escape(f["next"]["command"])}</code></li>')
+
+
+def _rules() -> str:
+    """The rules table (README, "Fleet status"): what each level and next step on this page comes from."""
+    rows = "".join(f'<tr id="rule-{rule}"><td>{rule}</td><td>{prod}</td><td>{other}</td>'
+                   f'<td class="w">{escape(when)}</td><td class="x"><code>{escape(NEXT_STEPS[rule][0])}</code></td>'
+                   f'<td class="x">{escape(NEXT_STEPS[rule][1])}</td></tr>' for rule, (prod, other, when) in RULES.items())
+    return ('<h2>Rules</h2><table><colgroup><col style="width:9rem"><col style="width:6rem"><col style="width:6rem">'
+            '<col><col style="width:18rem"><col style="width:18rem"></colgroup><thead><tr><th>rule</th>'
+            '<th>production</th><th>elsewhere</th><th>when</th><th>next step</th><th>runbook</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table>')
+
+
 def _row(row: dict) -> str:
     name, level = row["environment"], row["level"]
-    worst = next((f["what"] for f in row["findings"] if f["level"] == level), "")
+    worst = next((f for f in row["findings"] if f["level"] == level), None)
     more = len([f for f in row["findings"] if f["level"] in ("critical", "warning")]) - 1
+    what = escape(worst["what"] if worst else row.get("note", "")) + (f" (+{more} more)" if more > 0 else "")
     if row.get("skipped") or row.get("error") or row.get("note"):
-        cells = [worst or row.get("note", ""), "", "", "", ""]
+        facts = "<td></td>" * 4
     else:
-        cells = [worst + (f" (+{more} more)" if more > 0 else ""), _drift(row), _drills(row), _lock(row),
-                 (row.get("protection") or {}).get("verdict", "")]
+        facts = (_cell(row, "drift", _drift(row)) + _cell(row, "drills", _drills(row)) + _cell(row, "lock", _lock(row))
+                 + _cell(row, "bucket", (row.get("protection") or {}).get("verdict", "")))
     prod = " <span class=p>prod</span>" if row.get("production") else ""
     return (f'<tr data-env="{escape(name, quote=True)}" data-level="{level}"><td><b class="{level}">{level}</b></td>'
             f'<td><a href="#{_anchor(name)}">{escape(name)}</a>{prod}</td>'
-            + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+            f'<td class="w">{what}{_since(worst)}</td><td class="x">{_next(worst)}</td>{facts}</tr>')
 
 
 def _table(rows: list[dict]) -> str:
-    return ('<table><colgroup><col style="width:5.5rem"><col style="width:13rem"><col><col style="width:11rem">'
-            '<col style="width:15rem"><col style="width:3.5rem"><col style="width:4.5rem"></colgroup><thead><tr>'
-            '<th>level</th><th>environment</th><th>worst finding</th><th>last drift</th><th>last drills</th>'
-            '<th>lock</th><th>bucket</th></tr></thead><tbody>' + "".join(_row(r) for r in rows) + "</tbody></table>")
+    return ('<table><colgroup><col style="width:5rem"><col style="width:10rem"><col><col style="width:16rem">'
+            '<col style="width:8rem"><col style="width:11rem"><col style="width:3.5rem"><col style="width:4.5rem">'
+            '</colgroup><thead><tr><th>level</th><th>environment</th><th>worst finding</th><th>next step</th>'
+            '<th>last drift</th><th>last drills</th><th>lock</th><th>bucket</th></tr></thead><tbody>'
+            + "".join(_row(r) for r in rows) + "</tbody></table>")
 
 
 def _num(x) -> Optional[float]:
@@ -132,7 +189,7 @@ def _bar(t: dict) -> str:
         paths[cls] = paths.get(cls, "") + f"M{round(x0)} 6h{max(1, round(x1 - x0))}"
     body = "".join(f'<path class="{c}" d="{d}"/>' for c, d in sorted(paths.items()))
     tick = f'<path class="t" d="M{round(rto_at * scale)} 0v12"/>' if rto else ""
-    return f'<svg class="tl" viewBox="0 0 {W} 12">{body}{tick}</svg>'
+    return f'<svg class="tl">{body}{tick}</svg>'  # W × 12 px (the CSS): one user unit is one pixel'
 
 
 def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
@@ -142,9 +199,10 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
     took = last.get("recovery_seconds")
     reason = f" ({last.get('reason')})" if last.get("reason") else ""
     text = (f"{kind}: {last.get('verdict')}{reason} {_age(last.get('age_seconds'))}"
-            + (f", recovered in {took:.0f} s (RTO {last.get('rto_seconds') or 0:.0f} s)" if _num(took) is not None else "")
-            + f"; trend (passing drills): {trend.get('trend')}"
-            + (f" (median {trend['baseline']:.0f} s ± {trend['threshold_seconds']:.0f} s)"
+            + (f", recovered in {took:.0f} s of {last.get('rto_seconds') or 0:.0f} s RTO"
+               if _num(took) is not None else "")
+            + f"; trend {trend.get('trend')}"
+            + (f" (median {trend['baseline']:.0f} ± {trend['threshold_seconds']:.0f} s)"
                if trend.get("baseline") is not None else ""))
     failed = next((p for p in (timeline or {}).get("phases") or [] if isinstance(p, dict)
                    and p.get("status") in ("failed", "refused")), None)
@@ -154,7 +212,7 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
 
 def _details(row: dict) -> str:
     name = row["environment"]
-    items = "".join(f'<li>{f["level"]}: {escape(f["what"])}</li>' for f in row["findings"])
+    items = "".join(_finding(f) for f in row["findings"])
     facts = []
     if row.get("drills"):
         timelines = {str(t.get("kind")): t for t in row["drills"].get("timelines") or []}
@@ -187,7 +245,7 @@ def render(report: dict) -> str:
                   f'</summary>{_table(quiet)}</details>') if quiet else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>groundctl fleet status</title>'
             f'<style>{_CSS}</style></head><body><h1>groundctl fleet status</h1>'
-            f'<div class="meta">{len(rows)} environments; generated {escape(report["generated_at"])}; levels from the '
-            f'rules in the README (Fleet status)</div><div id="summary">{strip}{named}</div>'
+            f'<div class="meta">{len(rows)} environments; generated {escape(report["generated_at"])}; levels and next '
+            f'steps from the <a href="#rules">rules</a></div><div id="summary">{strip}{named}</div>'
             f'<div id="fleet">{_table(loud) if loud else "<p>No environment needs acting on.</p>"}{quiet_html}</div>'
-            f'<h2>Details</h2>{"".join(_details(r) for r in rows)}</body></html>\n')
+            f'<h2>Details</h2>{"".join(_details(r) for r in rows)}<div id="rules">{_rules()}</div></body></html>\n')

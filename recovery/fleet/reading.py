@@ -4,7 +4,8 @@ on its own deadline, so one stuck endpoint is that environment's row and never t
 Per environment, a number of calls that does not grow with its drift or drill history:
 - the bucket's versioning and noncurrent-version lifecycle, and its replication when the spec asks for a
   replica (`recovery.fleet.protection`): 2 or 3 calls;
-- a one-key listing of its drift records (named newest first, with their verdict), and one listing of
+- a listing of its newest drift records (named newest first, with their verdict: a small page, and one
+  more, bounded, only while a run of drifted or failed checks goes on past it, to date its start), and one listing of
   `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
   names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
 - the latest drill of a kind only when it did not pass (its reason, its failed phase), and the lock object
@@ -20,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timezone
+from itertools import islice, takewhile
 from typing import Any, Callable, Optional
 
 from bootstrap.aws.clients import separate_budget
@@ -35,6 +37,8 @@ from recovery.fleet.protection import read_protection
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")
 MAX_DRILLS_PER_KIND = 50   # the trend needs the last few; a planted flood of keys is not carried further
+DRIFT_PAGE = 8             # the newest drift records, one small listing: a run of one result usually ends in it
+MAX_DRIFT_STREAK = 200     # a run of drifted (or failed) checks is dated this far back; past it, "at least"
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
 
 
@@ -94,14 +98,44 @@ def _stem(key: str) -> str:
     return key.rsplit("/", 1)[-1].removesuffix(".json")
 
 
+def _outcome(key: str) -> Optional[str]:
+    named = parse_name(_stem(key))
+    return named["outcome"] if named else None
+
+
+def drift_streak(store, env: str) -> tuple[Optional[str], dict]:
+    """The newest drift key, and the run of checks with its result when that is drift or a failure:
+    {records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK records)}.
+    One listing of DRIFT_PAGE keys; one more only while the run fills it."""
+    prefix = layout.drift_prefix(env)
+    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=DRIFT_PAGE), DRIFT_PAGE)]
+    if not keys:
+        return None, {}
+    outcome = _outcome(keys[0])
+    if outcome not in ("drift", "failed"):
+        return keys[0], {}
+    run = list(takewhile(lambda k: _outcome(k) == outcome, keys))
+    ended = len(run) < len(keys) or len(keys) < DRIFT_PAGE
+    if not ended:
+        older = store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1])
+        for key, _s, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
+            if _outcome(key) != outcome:
+                ended = True
+                break
+            run.append(key)
+        else:
+            ended = len(run) < MAX_DRIFT_STREAK
+    return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}
+
+
 def scan(store, env: str) -> dict:
-    """Two listings: the newest drift key (a one-key listing: drift records are named newest first), then
+    """Two listings: the newest drift keys (`drift_streak`: drift records are named newest first), then
     `.groundctl/` from past `drift/` to `locks/`: the drill names per kind (oldest first), the ledger heads and
     whether the lock is listed. (Starting the second listing at the drift records would save a call only
     while the drift history is short; it grows by one record per check.)"""
     base = f"{layout.GROUNDCTL}/"
     found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": []}
-    found["drift_key"] = next((k for k, _s, _m in store.keys(layout.drift_prefix(env), page_size=1)), None)
+    found["drift_key"], found["drift_streak"] = drift_streak(store, env)
     for key, _size, modified in store.keys(base, start_after=f"{base}drift/~"):
         rest = key[len(base):].split("/")
         if rest[0] > "locks":
@@ -145,14 +179,14 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         env = spec.name
         found = scan(store, env)
         newest = found["drift_key"]
-        raw["drift"] = None
+        raw["drift"], raw["drift_streak"] = None, found["drift_streak"]
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
             raw["drift"] = named if named and named["outcome"] != "failed" else (_json(store, newest, load_drift_record) or named)
             if raw["drift"] is None:
-                raw["problems"].append(f"{newest} is not a readable drift record")
-        raw["problems"] += [f"{k} is not a drill record name" for k in found["odd_drills"][:5]]
+                raw["problems"].append({"key": newest, "why": "is not a readable drift record"})
+        raw["problems"] += [{"key": k, "why": "is not a drill record name"} for k in found["odd_drills"][:5]]
         raw["drill_count"] = sum(len(v) for v in found["drills"].values())
         drills, names = [], []
         for kind, items in found["drills"].items():
@@ -164,7 +198,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
                     old_reads += i > 0
                     doc = _json(store, item["key"], load_drill_record)
                     if doc is None or "drill_id" not in doc:
-                        raw["problems"].append(f"{item['key']} is not a readable drill record")
+                        raw["problems"].append({"key": item["key"], "why": "is not a readable drill record"})
                         continue
                     drills.append(doc)
                 else:

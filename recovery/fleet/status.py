@@ -14,7 +14,8 @@ from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
 from recovery.fleet.manifests import drills_allowed, schedules
 from recovery.fleet.protection import judge
-from recovery.fleet.reading import DRILL_KINDS, Source, drill_kind, read_environment, read_fleet  # noqa: F401
+from recovery.fleet.reading import (DRILL_KINDS, MAX_DRILLS_PER_KIND, Source, drill_kind,  # noqa: F401
+                                    read_environment, read_fleet)
 
 # A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
 MISSED_RUNS = 2
@@ -27,6 +28,10 @@ def _ts(text: Optional[str]) -> Optional[float]:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except (ValueError, TypeError):
         return None
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _age(text: Optional[str], now: float) -> Optional[float]:
@@ -45,16 +50,19 @@ def freshness(spec) -> dict:
         kgap = longest_gap_minutes(when[kind]) if drills_allowed(spec) else None
         drills[kind] = (kgap * 60 * MISSED_RUNS) if kgap else MANUAL_DRILL_DAYS * 86400
     return {"drift_schedule": when["drift"], "drift_max_age_seconds": gap * 60 * MISSED_RUNS if gap else None,
-            "drill_max_age_seconds": drills}
+            "drill_max_age_seconds": drills, "state_loss_layer": spec.fleet.state_loss_layer}
 
 
-def _drift(d: Optional[dict], now: float) -> Optional[dict]:
+def _drift(d: Optional[dict], streak: dict, now: float) -> Optional[dict]:
+    """The last drift check; `streak` dates the run of drifted or failed checks it ends (`reading.drift_streak`)."""
     if d is None:
         return None
     failed = d.get("outcome") == "failed"
-    return {"result": "failed" if failed else "drift" if d.get("drift") else "clean", "at": d.get("at"),
+    result = "failed" if failed else "drift" if d.get("drift") else "clean"
+    return {"result": result, "at": d.get("at"),
             "age_seconds": _age(d.get("at"), now), "drifted_layers": [str(x) for x in d.get("drifted_layers") or []],
-            "check_id": d.get("check_id"), "reason": d.get("reason") if failed else None}
+            "check_id": d.get("check_id"), "reason": d.get("reason") if failed else None,
+            "streak": streak or ({"records": 1, "at": d.get("at"), "exact": True} if result != "clean" else None)}
 
 
 def _last(doc: dict, now: float) -> dict:
@@ -98,12 +106,26 @@ def _per_kind(raw: dict, rto_seconds: float, now: float) -> tuple[dict, list[dic
                    if e[1]["verdict"] == "passed" and isinstance(e[1]["recovery_seconds"], (int, float))]
         last = history[-1] if history else None
         out[kind] = {"last": last[1] if last else None, "trend": rto_trend(passing, rto_seconds),
-                     "records": len(history)}
+                     "records": len(history), "streak": _streak([e[1] for e in history])}
         if last:
             timelines.append(_timeline(last[2]) if last[2] is not None else
                              {"drill_id": last[0], "kind": kind, "phases": [], "verdict": last[1]["verdict"],
                               "rto_seconds": rto_seconds, "recovery_seconds": last[1]["recovery_seconds"]})
     return out, timelines
+
+
+_SAME = {"failed": ("failed",), "refused": ("refused", "unverified"), "unverified": ("refused", "unverified")}
+
+
+def _streak(history: list[dict]) -> Optional[dict]:
+    """The run of drills (oldest first) that ends with the last one, when it failed or was not verified:
+    {records, at (the run's first start), exact (False when the run reaches back past every drill listed)}."""
+    same = _SAME.get(str(history[-1]["verdict"])) if history else None
+    if not same:
+        return None
+    n = next((i for i, d in enumerate(reversed(history)) if d["verdict"] not in same), len(history))
+    return {"records": n, "at": history[-n]["started_at"],
+            "exact": n < len(history) or len(history) < MAX_DRILLS_PER_KIND}
 
 
 def summarize(raw: dict, spec, now: float) -> dict:
@@ -112,7 +134,7 @@ def summarize(raw: dict, spec, now: float) -> dict:
                  "rto_minutes": spec.recovery.rto_minutes, "rpo_minutes": spec.recovery.rpo_minutes,
                  "problems": list(raw.get("problems", []))}
     if raw.get("skipped"):
-        return _judged(row | {"skipped": raw["skipped"]})
+        return _judged(row | {"skipped": raw["skipped"]}, now)
     if raw.get("error"):
         row["error"] = raw["error"]
     prot = raw.get("protection")
@@ -121,11 +143,11 @@ def summarize(raw: dict, spec, now: float) -> dict:
                                          retention_days=spec.backend.noncurrent_version_retention_days,
                                          replica_region=spec.backend.replica_region)
         if not prot.get("exists", True):
-            return _judged(row | {"note": "the state bucket does not exist: nothing is deployed"})
+            return _judged(row | {"note": "the state bucket does not exist: nothing is deployed"}, now)
     if raw.get("error"):
-        return _judged(row)
+        return _judged(row, now)
     row["freshness"] = freshness(spec)
-    row["drift"] = _drift(raw.get("drift"), now)
+    row["drift"] = _drift(raw.get("drift"), raw.get("drift_streak") or {}, now)
     per_kind, timelines = _per_kind(raw, spec.recovery.rto_minutes * 60.0, now)
     lasts = [k["last"] for k in per_kind.values() if k["last"]]
     row["drills"] = {"records": raw.get("drill_count", 0), "per_kind": per_kind,
@@ -133,19 +155,26 @@ def summarize(raw: dict, spec, now: float) -> dict:
     lock = raw.get("lock")
     if lock is not None:
         holder = lock.get("holder") or {}
+        # The last heartbeat by the bucket's clock (what judged it stale), not the holder's own claim.
+        beat = lock.get("heartbeat_age_seconds")
         row["lock"] = {"held": bool(lock.get("held")), "stale": bool(lock.get("stale")),
                        "holder": (f"{holder.get('owner')}@{holder.get('host')} run {holder.get('run_id')}"
                                   if holder else ("unreadable lock object" if lock.get("unreadable") else None)),
-                       "reason": lock.get("reason"), "pulumi_locks": len(lock.get("pulumi_locks") or [])}
+                       "reason": lock.get("reason"), "pulumi_locks": len(lock.get("pulumi_locks") or []),
+                       "started_at": holder.get("started_at"),
+                       "heartbeat_at": (_iso(now - beat) if isinstance(beat, (int, float))
+                                        else holder.get("heartbeat_at"))}
     heads = raw.get("ledger")
     if heads is not None:
         newest = max((h["at"] for h in heads.values()), default=None)
         row["ledger"] = {"layers": heads, "head_at": newest, "head_age_seconds": _age(newest, now)}
-    return _judged(row)
+    return _judged(row, now)
 
 
-def _judged(row: dict) -> dict:
+def _judged(row: dict, now: float) -> dict:
     row["findings"] = find(row)
+    for f in row["findings"]:
+        f["since_age_seconds"] = _age(f["since"], now)
     row["level"] = worst(row["findings"])
     return row
 
@@ -167,8 +196,7 @@ def fleet_report(raws: list[dict], specs: dict[str, Any], now: float) -> dict:
     rows = sorted((summarize(raw, specs[raw["environment"]], now) for raw in raws), key=order)
     levels = {lvl: sum(1 for r in rows if r["level"] == lvl) for lvl in (CRITICAL, WARNING, INFO, OK)}
     findings = {lvl: sum(1 for r in rows for f in r["findings"] if f["level"] == lvl) for lvl in (CRITICAL, WARNING, INFO)}
-    return {"generated_at": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds").replace(
-        "+00:00", "Z"), "environments": rows,
+    return {"generated_at": _iso(now), "environments": rows,
         "counts": {"environments": len(rows), "by_level": levels, "findings": findings,
                    "needing_attention": levels[CRITICAL] + levels[WARNING],
                    "critical_environments": [r["environment"] for r in rows if r["level"] == CRITICAL],
