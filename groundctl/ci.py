@@ -246,7 +246,8 @@ def _environments(repo: Path) -> list:
             continue
         # A manifest inside the repository (every relative path is: bootstrap.flux_manifest) touches the environment.
         manifest = spec.flux.manifest_path
-        inside = manifest and not manifest.startswith(("http://", "https://")) and os.path.relpath(manifest, repo.absolute())
+        local = manifest and not manifest.startswith(("http://", "https://"))
+        inside = local and os.path.relpath(manifest, repo.absolute())
         found.append(CiEnvironment(
             spec.name, region=spec.aws.region, account_id=spec.aws.account_id,
             plan_role=spec.aws.plan_role_arn or "", apply_role=spec.aws.apply_role_arn or "",

@@ -53,7 +53,8 @@ def test_production_requires_the_digest():
 def test_a_url_requires_the_digest_outside_production_too():
     (where, what), = _problems(_flux("dev", manifest_path=URL))
     assert where == "flux.manifest_sha256" and "URL" in what
-    assert parse_spec(_flux("dev", manifest_path=URL, manifest_sha256=DIGEST.upper()), "x").flux.manifest_sha256 == DIGEST
+    spec_ = parse_spec(_flux("dev", manifest_path=URL, manifest_sha256=DIGEST.upper()), "x")
+    assert spec_.flux.manifest_sha256 == DIGEST
 
 
 @pytest.mark.parametrize("field, value, why", [

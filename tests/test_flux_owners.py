@@ -15,7 +15,8 @@ from tests.fakes.k8s import serve_http
 from tests.test_orchestrator import build_up, run, services, UpOptions, world  # noqa: F401 - the fixture
 
 PULUMI = managed("pulumi-kubernetes-6f2a9c1e")
-BOOTSTRAP_LABEL = {"kustomize.toolkit.fluxcd.io/name": "flux-system", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+BOOTSTRAP_LABEL = {"kustomize.toolkit.fluxcd.io/name": "flux-system",
+                   "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
 
 
 def _ours() -> FluxSystemApi:

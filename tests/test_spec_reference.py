@@ -42,5 +42,6 @@ def test_every_field_of_the_spec_is_in_the_readme_with_its_default():
 
 
 def test_the_reference_states_one_base_for_a_relative_manifest_path():
-    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `flux.manifest_path`"))
+    lines = (REPO / "README.md").read_text().splitlines()
+    row = next(line for line in lines if line.startswith("| `flux.manifest_path`"))
     assert "relative to the repository (the folder that holds `environments/`" in row

@@ -16,7 +16,8 @@ PASSPHRASE_FILE_MAX = 64 * 1024
 
 def _read_passphrase_file(path: str) -> str:
     # A FIFO, a device or a hung mount is exit 2 naming the file, never a wait (bootstrap.user_files).
-    data = read_user_file(path, what=f"The passphrase file ({PULUMI_PASSPHRASE_FILE_VAR})", max_bytes=PASSPHRASE_FILE_MAX,
+    data = read_user_file(path, what=f"The passphrase file ({PULUMI_PASSPHRASE_FILE_VAR})",
+                          max_bytes=PASSPHRASE_FILE_MAX,
                           fix=f"Point {PULUMI_PASSPHRASE_FILE_VAR} at a regular file holding the passphrase, and run "
                               "the command again")
     return data.decode("utf-8")

@@ -184,7 +184,8 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
-            doc, why = (named, None) if named and named["outcome"] != "failed" else _json(store, newest, load_drift_record)
+            doc, why = ((named, None) if named and named["outcome"] != "failed"
+                        else _json(store, newest, load_drift_record))
             raw["drift"] = doc or (named and named | {"reason": f"its record cannot be read ({why})"})
             if why:
                 raw["problems"].append({"key": newest, "why": f"is not a readable drift record ({why})"})

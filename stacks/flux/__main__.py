@@ -2,9 +2,10 @@
 
 The controllers come at a pinned version, from a local manifest file for air-gapped installs or else
 from that version's release manifest, pinned by its sha256 (required in production; the provider reads the
-file or URL again itself, so the digest proves what it applies only for a local file or an unchanging URL). A GitRepository pinned to a tag or commit (a branch only
-outside production) and a root Kustomization with prune on hand the cluster to GitOps. The SSH
-deploy key arrives as Pulumi secret config and is never exported.
+file or URL again itself, so the digest proves what it applies only for a local file or an unchanging URL).
+A GitRepository pinned to a tag or commit (a branch only outside production) and a root Kustomization
+with prune on hand the cluster to GitOps. The SSH deploy key arrives as Pulumi secret config and is never
+exported.
 
 Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not the mock runtime:
 - The install manifest declares the flux-system Namespace itself; a second Namespace resource of the same
