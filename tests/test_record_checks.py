@@ -54,6 +54,13 @@ def test_an_outcome_no_writer_uses_is_unreadable(kind):
         LOADERS[kind](json.dumps(d).encode(), KEY)
 
 
+def test_a_drill_in_progress_and_a_passing_one_need_no_reason():
+    for outcome in ("running", "passed", "dry-run"):
+        d = _valid("drill")
+        d["verdict"] = d["verdict"] | {"outcome": outcome, "reason": ""}
+        assert load_drill_record(json.dumps(d).encode(), KEY)["verdict"]["outcome"] == outcome
+
+
 def test_every_loader_checks_a_verdict_with_the_shared_check():
     """A record kind added later reads its outcome through `untrusted.outcome` too, not as plain text."""
     loaders = [p for floor in ("bootstrap", "recovery") for p in (REPO / floor).rglob("*.py")

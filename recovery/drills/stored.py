@@ -11,7 +11,8 @@ from typing import Optional
 
 from bootstrap.untrusted import Unreadable, flag, items, load_record, number, obj, outcome, prose, text, when
 
-OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")  # recovery.drills.phases.Verdict
+# recovery.drills.phases.Verdict, and a progress checkpoint's "running" (recovery.drills.report.RUNNING)
+OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run", "running")
 
 
 def load_drill_record(body: Optional[bytes], key: str) -> dict:
