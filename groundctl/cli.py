@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 
-def _version() -> str:
+def installed_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -37,7 +37,7 @@ def _root(
     show_version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
 ) -> None:
     if show_version:
-        typer.echo(f"groundctl {_version()}")
+        typer.echo(f"groundctl {installed_version()}")
         raise typer.Exit(0)
     if ctx.invoked_subcommand is None:
         # Bare `groundctl` is a request for help, not a mistake.
@@ -47,7 +47,8 @@ def _root(
 
 # The modules that register each top-level command, in the order the root help lists them.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "spec": ("spec_cmd",), "lock": ("lock",), "state": ("state", "state_import", "state_verify"), "plan": ("plan",),
+    "spec": ("spec_cmd",), "lock": ("lock",), "plan": ("plan",),
+    "state": ("state", "state_import", "state_verify", "state_rehearse"),
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
     "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",), "fleet": ("fleet",),
 }

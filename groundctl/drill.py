@@ -29,20 +29,17 @@ _OUT = typer.Option(None, "--out", help="Directory for the Markdown, JSON and SV
 def _context(target, clock=time.time):
     from recovery.drills.report import write_report
 
-    import boto3
-
+    from bootstrap.kube.api import client_for
     from bootstrap.records.lock_status import lock_status
     from bootstrap.records.locks import EnvironmentLock
     from recovery.drills.rebuild_cluster import DrillContext, orchestrated_layers
-    from recovery.drills.kube_api import api_from_kubeconfig
 
     def inventory(environment: str, layer: str):
         from recovery.inventory import collect
         return collect(target.clients, environment, layer)
 
     def kube_for(kubeconfig: str):
-        session = boto3.Session(profile_name=target.spec.aws.profile, region_name=target.spec.aws.region)
-        return api_from_kubeconfig(kubeconfig, session=session)
+        return client_for(target.spec, kubeconfig)
 
     ctx = DrillContext(
         spec=target.spec, store=target.store, engine=lambda: target.engine, emulated=target.emulated,

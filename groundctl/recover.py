@@ -64,6 +64,16 @@ def engine_ready(target, layer: str) -> None:
         raise GroundctlError(message) from None
 
 
+def _flux_ready(target):
+    """Flux's readiness, checked once a recovered flux layer's plan is clean (as `up` ends with it)."""
+    def check():
+        from bootstrap.flux.check import flux_readiness
+        from bootstrap.kube.api import client_for
+
+        return flux_readiness(target.spec, target.engine, kube_for=client_for, secrets=target.extra_secrets)
+    return check
+
+
 @app.command("recover")
 def recover(
     environment: str = ENV_ARG,
@@ -111,7 +121,8 @@ def recover(
             store=target.store, engine=lambda: target.engine,
             inventory=lambda env, name: collect(target.clients, env, name),
             lock_factory=lambda store, env, run_id: EnvironmentLock(store, env, run_id),
-            confirm=console.confirm, lock_status=lock_status, ready=lambda: engine_ready(target, lay.name))
+            confirm=console.confirm, lock_status=lock_status, ready=lambda: engine_ready(target, lay.name),
+            flux_ready=_flux_ready(target) if lay.name == "flux" and not target.emulated else None)
         console.info(f"Recovering {lay.name}/{target.name} (run {opts.run_id})"
                      + (" — dry run, nothing will be written" if dry_run else ""))
         transcript = run_guide(opts, svc, on_condition=_show)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 from rich.text import Text
@@ -13,9 +13,6 @@ from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 from bootstrap.errors import BadInput
 from bootstrap.layers import select
-
-if TYPE_CHECKING:
-    from bootstrap.planning.plan import Plan
 
 
 def layer_status(store, layer: str, environment: str) -> dict:
@@ -80,40 +77,19 @@ def status(
         raise typer.Exit(1)  # a record that cannot be read is a problem found, even when the rest reads
 
 
-def _record_failure(target, record: dict, save) -> None:
+def record_failure(target, record: dict, save, what: str = "drift check", title: str = "Drift record") -> None:
     """Keep the failed check's record; when even that cannot be written, say so and let the error stand."""
     try:
         key = save(target.store, record, target.secret_values())
     except Exception as exc:  # noqa: BLE001 - the check's own error is the one to report
-        console.warn(f"the failed drift check could not be recorded in the state bucket "
+        console.warn(f"the failed {what} could not be recorded in the state bucket "
                      f"({getattr(exc, 'message', None) or type(exc).__name__})")
         return
-    console.info(f"Drift record (failed): {key} in the state bucket")
+    console.info(f"{title} (failed): {key} in the state bucket")
 
 
 def _s(value: object) -> str:
     return "" if value is None else str(value)
-
-
-def drift_row(plan: "Plan") -> dict:
-    from bootstrap.apply.summary import plan_summary
-    from bootstrap.engine.events import DELETED_MARK
-    from bootstrap.planning.plan import NO_CHANGE_OPS
-
-    if plan.not_deployed:
-        state = "not deployed"
-    elif plan.skipped_reason:
-        state = "skipped"
-    elif not plan.has_changes:
-        state = "clean"
-    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
-        state = "not deployed"  # nothing of it exists: that differs from its declaration too
-    else:
-        state = "drift"
-    changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
-               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
-    return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
-            "skipped_reason": plan.skipped_reason, "changes": changed}
 
 
 def require_flux_secrets(spec, steps) -> None:
@@ -141,7 +117,7 @@ def drift(
     from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
     from bootstrap.errors import GroundctlError
-    from bootstrap.records.drift import drift_record, failed_drift_record, save_drift_record
+    from bootstrap.records.drift import drift_record, drift_row, failed_drift_record, save_drift_record
     from bootstrap.target import open_target
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
@@ -151,7 +127,7 @@ def drift(
             plans = preview_all(target, steps, default_services())
         except GroundctlError as exc:
             if record:  # a scheduled check that failed is seen as failed, with its reason
-                _record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
+                record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
             raise
         rows = [drift_row(p) for p in plans]
         if record:

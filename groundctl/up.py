@@ -60,21 +60,9 @@ def up(
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
         steps = build_up(target.spec, split_layers(layers), emulated=target.emulated)
-        outcome = run(target, steps, default_services(kube_client=_kube_client(target.spec)),
+        outcome = run(target, steps, default_services(),
                       UpOptions(yes=yes, allow_destroy=allow_destroy, plan_dir=plan_dir))
     report(outcome, json_out)
-
-
-def _kube_client(spec):
-    """kubeconfig text -> a read-only client of the cluster's API (an EKS token from the spec's AWS profile)."""
-    def client(kubeconfig: str):
-        import boto3
-
-        from recovery.drills.kube_api import api_from_kubeconfig
-
-        session = boto3.Session(profile_name=spec.aws.profile, region_name=spec.aws.region)
-        return api_from_kubeconfig(kubeconfig, session=session)
-    return client
 
 
 @app.command("destroy")

@@ -11,6 +11,7 @@ import pytest
 
 from bootstrap.aws.clients import AwsClients
 from bootstrap.spec import load_spec
+from tests.plugin_releases import STAND_IN_FAILURE  # noqa: F401 - what the stand-in CLI says to anything else
 
 REPO = Path(__file__).resolve().parent.parent
 # Real state files recorded by Pulumi runs of other projects; tests/data/pulumi-states/README.md names each source.
@@ -112,29 +113,42 @@ def kube_cluster(tmp_path_factory):
         cluster.stop()
 
 
-STAND_IN_FAILURE = "stand-in pulumi: only version"
+@pytest.fixture(scope="session")
+def local_plugin_releases(tmp_path_factory):
+    """Tarballs of groundctl's pinned plugin releases made here (tests/plugin_releases.py), and groundctl's versions
+    table with each digest that of its tarball: (folder, table)."""
+    from tests.plugin_releases import local_table
+
+    folder = tmp_path_factory.mktemp("plugin-releases")
+    return folder, local_table(folder)
+
+
+@pytest.fixture
+def recorded_digests(monkeypatch, local_plugin_releases):
+    """groundctl's versions table with every plugin's digest recorded: what `ci init` needs to write the plugin
+    step (the shipped table may still say "not recorded"; tests/test_pins.py holds that refusal)."""
+    from bootstrap.engine import versions
+
+    monkeypatch.setattr(versions, "PROVIDER_PLUGINS", local_plugin_releases[1])
+    return local_plugin_releases
 
 
 def engine_stand_in(folder: Path, layers: list[str]) -> dict:
-    """Environment variables for a `pulumi` that answers only `version` (at the pinned release), with the
-    provider plugin folders `layers` need: enough for groundctl's engine check, made before its first write,
-    to pass, so a run goes on to write; every later step that needs the engine fails (exit 4), as it would
-    with a broken one. Nothing is downloaded or built: the plugin folders hold empty stand-ins."""
-    from bootstrap.engine.preflight import layer_plugins
-    from bootstrap.engine.versions import PULUMI_CLI_PINNED
+    """Environment variables for a `pulumi` that answers only `version` (at the pinned release) and `plugin
+    install`, with the provider plugins `layers` need installed through it by the install step's own commands,
+    each download (a tarball made here) checked against its digest: enough for groundctl's engine check, made
+    before its first write, to pass, so a run goes on to write; every later step that needs the engine fails
+    (exit 1 from the CLI, exit 4 from groundctl), as it would with a broken one. Nothing is downloaded or built."""
+    from bootstrap.engine.plugins import layer_plugins
+    from bootstrap.engine.versions import Release
     from bootstrap.layers import STACKS_DIR
+    from tests.plugin_releases import DOWNLOADS_VAR, install, local_table, stand_in_cli
 
-    bin_dir, home = folder / "stand-in-bin", folder / "stand-in-pulumi-home"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    cli = bin_dir / "pulumi"
-    cli.write_text(f'#!/bin/sh\n[ "$1" = version ] && echo v{PULUMI_CLI_PINNED} && exit 0\n'
-                   f'echo "{STAND_IN_FAILURE}" >&2\nexit 1\n')
-    cli.chmod(0o755)
-    for layer in layers:
-        for plugin in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent)):
-            place = home / "plugins" / f"resource-{plugin.name}-v{plugin.version}"
-            place.mkdir(parents=True, exist_ok=True)
-            (place / f"pulumi-resource-{plugin.name}").write_text("#!/bin/sh\n")
-            (place / f"pulumi-resource-{plugin.name}").chmod(0o755)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
-            "PULUMI_CONFIG_PASSPHRASE": "stand-in-passphrase"}
+    bin_dir, home, downloads = folder / "stand-in-bin", folder / "stand-in-pulumi-home", folder / "stand-in-downloads"
+    cli = stand_in_cli(bin_dir)
+    needed = sorted({p for layer in layers for p in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent))})
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
+           "PULUMI_CONFIG_PASSPHRASE": "stand-in-passphrase"}
+    install(cli, local_table(downloads, [Release(p.name, p.version) for p in needed]),
+            {**os.environ, **env, DOWNLOADS_VAR: str(downloads)})
+    return env

@@ -12,6 +12,10 @@ Two more faults, each limited to the requests a predicate picks: a *trickle* for
 sends the answer back one byte a second (from its first byte, or from its body's), which no socket
 timeout ever trips; a *storm* answers every picked request with `503 SlowDown` for a while, starting
 at the first request its trigger picks (a throttling storm that begins mid-run).
+
+Every request is logged (`log`: method, path, the X-Amz-Target header), so a test can prove what a command
+wrote; and `answer(method, path, headers, body)`, when set, may answer a request itself with (status,
+content type, body) instead of forwarding it: an AWS error the emulator never gives (a KMS key disabled).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ class FaultProxy:
     def __init__(self, upstream: str, *, fraction: float = 0.10, seed: int = 7, after_share: float = 0.3,
                  max_requests: int = 50_000, lifetime_seconds: float = 300.0,
                  only=None, max_faults: int | None = None, trickle=None, trickle_from: str = "head",
-                 trickle_interval: float = 1.0, storm=None, storm_trigger=None, storm_seconds: float = 30.0):
+                 trickle_interval: float = 1.0, storm=None, storm_trigger=None, storm_seconds: float = 30.0,
+                 answer=None):
         """`only(method, path, headers, body)` limits faults to matching requests; `max_faults` caps them.
 
         `trickle(...)` picks the requests whose answer drips a byte per `trickle_interval` (its whole
@@ -62,6 +67,8 @@ class FaultProxy:
         self.storm_trigger = storm_trigger or storm
         self.storm_seconds = storm_seconds
         self.storm_started: float | None = None  # time.monotonic() of the storm's first request
+        self.answer = answer
+        self.log: list[tuple[str, str, str]] = []  # (method, path, X-Amz-Target), bounded by max_requests
         self._stopped = threading.Event()
         self.stats: Counter = Counter()
         self._rng = random.Random(seed)
@@ -173,6 +180,16 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                with proxy._mutex:
+                    if len(proxy.log) < proxy.max_requests:
+                        proxy.log.append((self.command, self.path, self.headers.get("X-Amz-Target", "")))
+                answered = proxy.answer(self.command, self.path, self.headers, body) if proxy.answer else None
+                if answered is not None:
+                    status, ctype, payload = answered
+                    with proxy._mutex:
+                        proxy.stats["answered"] += 1
+                    self._send(status, [("Content-Type", ctype)], payload)
+                    return
                 if proxy.in_storm(self.command, self.path, self.headers, body):
                     self._fault(body, "storm")
                     return

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,10 +27,13 @@ import yaml
 from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
 from bootstrap.engine.versions import PULUMI_CLI_PINNED
 from recovery.fleet import manifests as fm
-from tests.ci_workflow import REQUIREMENTS, rendered, step
+from tests.ci_workflow import REQUIREMENTS, groundctl_lines, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_fleet_manifests import spec_files
+
+# The plugin step is written from groundctl's versions table: one with every digest recorded.
+pytestmark = pytest.mark.usefixtures("recorded_digests")
 
 FLUX_SECRETS = {"GROUNDCTL_FLUX_DEPLOY_KEY": "${{ secrets.GROUNDCTL_FLUX_DEPLOY_KEY }}",
                 "GROUNDCTL_FLUX_KNOWN_HOSTS": "${{ secrets.GROUNDCTL_FLUX_KNOWN_HOSTS }}"}
@@ -80,6 +84,79 @@ def test_one_pulumi_version_everywhere(monkeypatch, capsys, repo):
     assert f"ARG PULUMI_VERSION={PULUMI_CLI_PINNED}\n" in (REPO / "Dockerfile").read_text()  # the fleet image's
     (repo / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
     assert_refused(_init(monkeypatch, capsys, repo, "--pulumi-version", "3.100.0"), 2, "older than")
+
+
+# -- the provider plugins ---------------------------------------------------------------------------------
+
+PLUGIN_STEP = "Install the provider plugins (groundctl's pinned versions, each download checked by its sha256)"
+ENGINE_COMMAND = re.compile(r"groundctl (plan (?!.*--offline)|up |drift )")
+
+
+def runs_the_engine(s: dict) -> bool:
+    """Whether a step runs a groundctl command that needs the engine (a live plan, up or drift)."""
+    return any(ENGINE_COMMAND.match(line) for line in groundctl_lines(s.get("run", "")))
+
+
+def test_every_job_that_runs_the_engine_installs_the_tables_plugins_first():
+    from bootstrap.engine import versions
+    from bootstrap.engine.versions import LINUX_AMD64, plugin_install_argv
+
+    wanted = [" ".join(plugin_install_argv(r, r.digest(LINUX_AMD64))) for r in versions.PROVIDER_PLUGINS]
+    jobs = 0
+    for name, doc in rendered().items():
+        for job_id, job in doc["jobs"].items():
+            steps = job["steps"]
+            engine = [i for i, s in enumerate(steps) if runs_the_engine(s)]
+            if not engine:
+                assert not any(s.get("name") == PLUGIN_STEP for s in steps), (name, job_id)
+                continue
+            jobs += 1
+            assert job["runs-on"] == "ubuntu-latest"  # linux-amd64: the digests' platform
+            cli = next(i for i, s in enumerate(steps) if "pulumi/actions" in s.get("uses", ""))
+            plugins = next(i for i, s in enumerate(steps) if s.get("name") == PLUGIN_STEP)
+            assert cli < plugins < engine[0], (name, job_id)
+            assert steps[plugins]["run"].splitlines() == wanted
+            assert steps[plugins].get("if") == steps[engine[0]].get("if")  # it runs whenever the engine step does
+    assert jobs == 3  # the live plan, the apply and the drift check
+
+
+def _run_plugin_step(folder: Path, downloads: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """The drift job's plugin step, run as a runner runs it: the pinned CLI on PATH (here a stand-in whose
+    downloads are answered from `downloads`), an empty PULUMI_HOME, nothing else installed."""
+    from tests.plugin_releases import DOWNLOADS_VAR, stand_in_cli
+
+    stand_in_cli(folder / "bin")
+    env = {"PATH": f"{folder / 'bin'}:/usr/bin:/bin", "PULUMI_HOME": str(folder / "pulumi-home"),
+           "HOME": str(folder)}
+    script = step(rendered()[DRIFT_WORKFLOW]["jobs"]["drift"], PLUGIN_STEP)["run"]
+    done = _bash(script, {**env, DOWNLOADS_VAR: str(downloads)}, folder)
+    return done, env
+
+
+def test_the_plugin_step_installs_what_the_engine_check_looks_for(tmp_path, local_plugin_releases):
+    from bootstrap.engine import plugins
+    from bootstrap.engine.versions import LINUX_AMD64
+    from bootstrap.errors import EngineError
+    from bootstrap.layers import LAYER_NAMES, STACKS_DIR
+
+    root = str(STACKS_DIR.parent)
+    needs = plugins.command_needs("drift", {layer: plugins.layer_plugins(STACKS_DIR, layer, root)
+                                            for layer in LAYER_NAMES}, {})
+    assert {p.name for p in needs} == {"aws", "kubernetes"}
+    with pytest.raises(EngineError, match="is not installed"):
+        plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "empty"), "PATH": "/usr/bin:/bin"}, LINUX_AMD64)
+    done, env = _run_plugin_step(tmp_path / "runner", local_plugin_releases[0])
+    assert done.returncode == 0, done.stderr
+    plugins.require_plugins(needs, env, LINUX_AMD64)  # what the step installed is what groundctl looks for
+    # A download that is not the recorded release fails the step, and nothing is installed.
+    tampered = tmp_path / "tampered"
+    shutil.copytree(local_plugin_releases[0], tampered)
+    aws = next(tampered.glob("pulumi-resource-aws-*.tar.gz"))
+    aws.write_bytes(aws.read_bytes() + b"\0")
+    done, env = _run_plugin_step(tmp_path / "runner-2", tampered)
+    assert done.returncode == 1 and "invalid checksum, expected" in done.stderr, done.stderr
+    with pytest.raises(EngineError, match="the aws resource plugin"):
+        plugins.require_plugins(needs, env, LINUX_AMD64)
 
 
 # -- the flux layer's secrets -----------------------------------------------------------------------------

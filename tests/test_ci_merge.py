@@ -23,7 +23,7 @@ from tests.conftest import REPO
 from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 from tests.test_cli_errors import groundctl
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.usefixtures("recorded_digests")]
 
 ACCOUNT = "123456789012"
 

@@ -21,6 +21,9 @@ from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_runbooks import ROOT, _words, check_command
 
+# The plugin step is written from groundctl's versions table: one with every digest recorded.
+pytestmark = pytest.mark.usefixtures("recorded_digests")
+
 SCHEMAS = ("vendor.github-workflows", "custom.github-workflows-require-timeout")
 
 

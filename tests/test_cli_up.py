@@ -22,6 +22,7 @@ from bootstrap.errors import EngineError
 from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
 from tests.fakes.engine import InMemoryEngine, declare_standard
+from tests.fakes.k8s import FakeKubeApi, flux_up, kustomization, serve_http
 
 
 @pytest.fixture
@@ -135,6 +136,37 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
     for text in texts:
         for canary in (passphrase, deploy_key, kube):
             assert canary not in text
+
+
+def _kubeconfig(server: str, token: str) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                       "clusters": [{"name": "c", "cluster": {"server": server}}],
+                       "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                       "users": [{"name": "u", "user": {"token": token}}]})
+
+
+def test_up_waits_for_flux_through_the_clusters_api_and_fails_with_fluxs_reason(cli, monkeypatch):
+    """The product's own client, from the cluster layer's kubeconfig, over a socket: Ready → exit 0; a root
+    Kustomization Flux will not retry (suspended) → exit 4 at once, with the reason; the token never shown."""
+    token = "CANARY-kube-token-5e0d41"
+    api = FakeKubeApi().set_flux(**flux_up())
+    monkeypatch.setattr("bootstrap.target.Target.emulated", property(lambda self: False))  # a real cluster
+    with serve_http(api, token) as url:
+        declare_standard(cli.engine, cluster_endpoint=url, kubeconfig=_kubeconfig(url, token))
+        code, out, err = cli("up", "SPEC", "--yes", "--json")
+        assert code == 0, err
+        flux = next(lay for lay in json.loads(out)["layers"] if lay["layer"] == "flux")
+        assert flux["achieved"] == "applied" and flux["phases"][-1]["name"] == "flux-ready"
+        assert "Ready at main@sha1:abc123" in flux["phases"][-1]["detail"]
+
+        api.items = [kustomization("flux-system", suspend=True)]
+        code, out2, err2 = cli("up", "SPEC", "--yes", "--layers", "flux")
+        assert code == 4, err2
+        assert "Flux cannot come up in 'local' without a change (Suspended): the root Kustomization " \
+               "flux-system/flux-system is suspended" in " ".join(err2.split())
+        assert "Traceback" not in err2 and len(api.polls) == 2
+    for text in (out, err, out2, err2):
+        assert token not in text
 
 
 def test_up_local_without_pulumi_cli_stops_before_writing_anything(tmp_path, aws, emulator_endpoint):

@@ -3,8 +3,10 @@ Pulumi CLI and the real Kubernetes provider, against the session's loopback API 
 
 The cluster layer is a stand-in whose kubeconfig output is the tier's (tests/engine_programs/kubecluster);
 the network layer is the engine tier's stand-in. No Flux controller runs (there are no nodes): the
-stand-in controller of tests/kube_standin.py marks the GitRepository and Kustomization Ready through the
-status subresource, as envtest-based tests do. The tests share one environment and run in file order.
+stand-in controller of tests/kube_standin.py marks the controllers' Deployments available and the
+GitRepository and Kustomization Ready through the status subresource, as envtest-based tests do, and
+`up` waits for that (or, when the stand-in keeps the root Kustomization Ready=False, fails with its
+reason at the spec's deadline). The tests share one environment and run in file order.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import base64
 import json
 
 import pytest
+import yaml
 
 from tests.cluster_tier import DEPLOY_KEY, LAYERS, flux_tier, requires_cluster_tier  # noqa: F401 - fixture
 from tests.engine_programs.tier import PASSPHRASE, wait_for
+from tests.kube_standin import HASH, Failure
 
 # A real engine and provider at a load of 10: an up or a destroy of the flux layer takes up to minutes.
 pytestmark = [pytest.mark.cluster, requires_cluster_tier, pytest.mark.timeout(900)]
@@ -59,7 +63,13 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     assert code == 0, err + out
     record = json.loads(out)
     assert record["outcome"] == "succeeded", record
-    assert _layers(record)["flux"]["achieved"] == "applied", record
+    flux = _layers(record)["flux"]
+    assert flux["achieved"] == "applied", record
+    # The run ended with Flux's own readiness, read through the cluster's API with the layer's kubeconfig.
+    ready = flux["phases"][-1]
+    assert (ready["name"], ready["outcome"]) == ("flux-ready", "ok"), flux["phases"]
+    assert ready["detail"].startswith("2 controller(s) available; the root Kustomization flux-system/flux-system "
+                                      f"Ready at fleet-v1.0.0@sha1:{HASH}"), ready
     flux_tier.notes["texts"] = [out, err]
 
     assert kube.get(f"/api/v1/namespaces/{NS}")["status"]["phase"] == "Active"
@@ -68,8 +78,9 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     for name in ("source-controller", "kustomize-controller"):
         deployment = kube.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
         assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(f"ghcr.io/fluxcd/{name}:")
+        # The provider does not await it; `up` waited for it to be available (as the stand-in made it: no node runs it).
         assert deployment["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-        assert "availableReplicas" not in deployment.get("status", {})  # no node: it never became available
+        assert deployment["status"]["availableReplicas"] == deployment["spec"]["replicas"] == 1
     # Awaited, so that its deletion is awaited too.
     assert "pulumi.com/skipAwait" not in (kube.get(f"/api/v1/namespaces/{NS}")["metadata"].get("annotations") or {})
     secret = kube.get(SECRET)
@@ -90,15 +101,17 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     assert not outputs.secret_keys  # the deploy key is never exported
 
 
+def _ready(kube, path: str):
+    doc = kube.get(path) or {}
+    return next((c["status"] for c in (doc.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), None)
+
+
 def test_the_stand_in_controller_marks_flux_ready_through_the_status_subresource(flux_tier):
     kube = flux_tier.notes["kube"]
-
-    def ready(path):
-        doc = kube.get(path) or {}
-        conds = (doc.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-    wait_for("the stand-in to mark the Kustomization Ready", lambda: ready(KUSTOMIZATION) and ready(GITREPO), 120)
+    wait_for("the stand-in to mark the Kustomization Ready",
+             lambda: _ready(kube, KUSTOMIZATION) == _ready(kube, GITREPO) == "True", 120)
+    assert kube.get(GITREPO)["status"]["artifact"]["revision"] == f"fleet-v1.0.0@sha1:{HASH}"  # the spec's tag
+    assert kube.get(KUSTOMIZATION)["status"]["lastAppliedRevision"] == f"fleet-v1.0.0@sha1:{HASH}"
     assert not flux_tier.notes["standin"].errors
 
 
@@ -107,6 +120,39 @@ def test_a_second_up_changes_nothing(flux_tier):
     assert {k: v["achieved"] for k, v in _layers(record).items()} == {
         "network": "unchanged", "cluster": "unchanged", "flux": "unchanged"}, record
     assert flux_tier.ledger_serials("flux") == [1]
+
+
+def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready(flux_tier, tmp_path):
+    """The stand-in keeps the root Kustomization Ready=False: `up` waits out the spec's deadline (one minute
+    here) and fails (exit 4) with Flux's reason and message; nothing is applied again."""
+    kube, standin = flux_tier.notes["kube"], flux_tier.notes["standin"]
+    data = yaml.safe_load(flux_tier.spec_path.read_text())
+    data["flux"]["ready_timeout_minutes"] = 1
+    strict = tmp_path / "local.yaml"
+    strict.write_text(yaml.safe_dump(data))
+    standin.failures["Kustomization flux-system/flux-system"] = Failure(
+        "BuildFailed", "kustomize build failed: accumulating resources: './clusters/local' not found")
+    try:
+        wait_for("the stand-in to mark the root Kustomization Ready=False", lambda: _ready(kube, KUSTOMIZATION) == "False",
+                 120)
+        code, out, err = flux_tier.cli("up", str(strict), "--layers", LAYERS, "--yes", "--json")
+    finally:
+        standin.failures.clear()
+    assert code == 4, err + out
+    record = json.loads(out)
+    assert record["outcome"] == "failed" and record["stopped_at"] == "flux/flux-ready", record
+    flux = _layers(record)["flux"]
+    assert flux["achieved"] == "unchanged" and "Flux not ready (BuildFailed)" in flux["message"], flux
+    phase = flux["phases"][-1]
+    assert (phase["name"], phase["outcome"]) == ("flux-ready", "failed")
+    assert 60 <= phase["seconds"] < 120, phase  # the deadline, and the last poll's requests at most
+    said = " ".join(err.split())
+    assert "within flux.ready_timeout_minutes (1 min; reason BuildFailed)" in said, said
+    assert ("the root Kustomization flux-system/flux-system is Ready=False (BuildFailed: kustomize build failed: "
+            "accumulating resources: './clusters/local' not found)") in said
+    assert flux_tier.ledger_serials("flux") == [1]
+    flux_tier.notes["texts"] += [out, err]
+    wait_for("the root Kustomization Ready again", lambda: _ready(kube, KUSTOMIZATION) == "True", 120)
 
 
 def test_drift_sees_changes_made_with_the_api_outside_pulumi(flux_tier):

@@ -1,4 +1,4 @@
-"""Cluster tier: recovery/drills/flux_ready.py and kube_api.py against a real API server, not the in-test double.
+"""Cluster tier: bootstrap/flux/ and bootstrap/kube/api.py against a real API server, not the in-test double.
 
 The GitRepository and Kustomization CRDs come from tests/data/flux/install.yaml, the objects are created
 through the API, and their status is written through the status subresource by the test itself, the way
@@ -14,8 +14,8 @@ import uuid
 import pytest
 import yaml
 
-from recovery.drills.flux_ready import observe, wait_ready
-from recovery.drills.kube_api import api_from_kubeconfig
+from bootstrap.flux.wait import observe, wait_ready
+from bootstrap.kube.api import api_from_kubeconfig
 from tests.cluster_tier import MANIFEST
 from tests.kubeapi import skip_reason
 

@@ -25,11 +25,11 @@ from bootstrap.target import open_target
 from recovery.drills import phases as dp
 from recovery.drills.report import write_report
 from recovery.drills.rebuild_cluster import DrillContext, RebuildOptions, orchestrated_layers, run_rebuild
-from recovery.drills.kube_api import KubeApiError
+from bootstrap.kube.api import KubeApiError
 from bootstrap.records.ledger import append_record, read_ledger
 from tests.fakes.clock import FakeClock
 from tests.fakes.engine import LINEAGE_CONFIG, InMemoryEngine, declare_standard
-from tests.fakes.k8s import FakeKubeApi, kustomization
+from tests.fakes.k8s import CONTROLLERS, FakeKubeApi, deployment, git_repository, kustomization
 
 KUBECONFIG = "apiVersion: v1\nkind: Config\n# canary-kubeconfig-4b7e2a19\n"
 append = functools.partial(append_record, settle_seconds=0)
@@ -38,26 +38,32 @@ BASELINE = {"flux-system/flux-system": "main@sha1:abc123", "flux-system/apps": "
 
 
 class FluxSim:
-    """The cluster's Flux as the double shows it: gone with the flux layer, Ready `ready_after` polls after it is back."""
+    """The cluster's Flux as the double shows it: gone with the flux layer, and `ready_after` polls after it is
+    back, every controller available and every Kustomization (the root one too) Ready at `revision`."""
 
     def __init__(self, api: FakeKubeApi, ready_after: int = 2, revision: str = "main@sha1:abc123"):
         self.api, self.ready_after, self.revision = api, ready_after, revision
         self.back_at = None
-        api.items = [kustomization(k.split("/")[1], revision=v) for k, v in BASELINE.items()]
+        self.show(ready=True, revision=revision)
         api.on_poll = self.on_poll
+
+    def show(self, *, ready: bool, revision: str) -> None:
+        self.api.set_flux(
+            items=[kustomization(k.split("/")[1], ready="True" if ready else "Unknown", reason="Progressing",
+                                 revision=revision if ready else None) for k in BASELINE],
+            sources=[git_repository(ready="True" if ready else "Unknown", revision=revision if ready else None)],
+            deployments=[deployment(name, available=ready) for name in CONTROLLERS])
 
     def on_engine(self, op: str, layer: str) -> None:
         if (op, layer) in (("destroy", "flux"), ("destroy", "cluster")):
-            self.api.items = []
+            self.api.set_flux(items=[], sources=[], deployments=[])
         if (op, layer) == ("up", "flux"):
             self.back_at = len(self.api.polls)
 
     def on_poll(self, n: int) -> None:
         if self.back_at is None:
             return
-        ready = n - self.back_at > self.ready_after
-        self.api.items = [kustomization(k.split("/")[1], ready="True" if ready else "Unknown", reason="Progressing",
-                                        revision=self.revision if ready else None) for k in BASELINE]
+        self.show(ready=n - self.back_at > self.ready_after, revision=self.revision)
 
 
 @pytest.fixture
@@ -193,6 +199,23 @@ def test_failure_messages_are_specific(world):
     report = run_rebuild(world.make(), RebuildOptions(yes=True, timeout_minutes=2))
     ready = report.phase("flux-ready")
     assert ready.reason == "ReadyTimeout" and ready.seconds == 120 and "not Ready after 120 s" in ready.message
+
+
+def test_flux_ready_judges_the_controllers_and_the_root_as_up_does(world):
+    """Every Kustomization comes back Ready at its baseline revision, but a controller never becomes available."""
+    show = world.sim.show
+
+    def kustomize_controller_down(*, ready: bool, revision: str) -> None:
+        show(ready=ready, revision=revision)
+        if world.sim.back_at is not None:
+            world.api.deployments = [deployment(n, available=n != "kustomize-controller") for n in CONTROLLERS]
+    world.sim.show = kustomize_controller_down
+    report = run_rebuild(world.make(), RebuildOptions(yes=True, timeout_minutes=2))
+    ready = report.phase("flux-ready")
+    assert (ready.status, ready.reason, ready.seconds) == ("failed", "ReadyTimeout", 120)
+    assert "controller(s) not available: kustomize-controller (0 of 1 replica(s) available" in ready.message
+    assert ready.details["last_reason"] == "ControllersUnavailable"
+    assert [c["key"] for c in ready.details["controllers"] if not c["available"]] == ["flux-system/kustomize-controller"]
 
 
 def test_a_secret_quoted_by_an_engine_error_never_reaches_the_report(world):

@@ -4,13 +4,17 @@
   (exit 4), before the state bucket exists. The CLI here is a stand-in script that prints a version, so
   this test needs no real CLI.
 - A fresh copy of the repository with the real CLI but no provider plugin (an empty private PULUMI_HOME,
-  ambient plugins ignored): `up local` names the aws plugin, its version and the offline install command,
+  ambient plugins ignored): `up local` names the aws plugin, its version and the checked install command,
   and writes nothing (no bucket, no stack file beside the programs).
+- The workflows' plugin step run with the real CLI, its downloads answered from tarballs made here over a
+  loopback HTTP server (PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES): it installs what the engine check looks for, and
+  a download that is not the recorded one fails it with Pulumi's own checksum error.
 - A recovery whose layer program now needs a plugin that is missing stops before its restore.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -87,7 +91,7 @@ def test_an_old_pulumi_cli_is_refused_with_both_versions_before_anything_is_writ
 @requires_pulumi
 def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writes_nothing(tmp_path,
                                                                                            emulator_endpoint):
-    from bootstrap.engine.preflight import sdk_plugin
+    from bootstrap.engine.plugins import sdk_plugin
 
     aws = sdk_plugin("pulumi_aws")
     bucket = f"gl-{uuid.uuid4().hex[:16]}"
@@ -100,7 +104,7 @@ def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writ
     assert proc.returncode == 4, proc.stderr
     text = " ".join(proc.stderr.split())  # the console wraps the paragraph at the terminal's width
     assert f"the aws resource plugin v{aws.version}" in text and "backend and network and cluster layers" in text
-    assert f"pulumi plugin install resource aws v{aws.version} --file pulumi-resource-aws-v{aws.version}-" in text
+    assert f"pulumi plugin install resource aws v{aws.version} --exact --checksum " in text
     assert "Traceback" not in proc.stderr and "retry" not in proc.stderr.lower()
     assert bucket not in buckets(emulator_endpoint)
     assert not list((copy / "stacks").rglob("Pulumi.local.yaml")) and not home.joinpath("plugins").exists()
@@ -134,3 +138,101 @@ def test_recover_stops_before_the_restore_when_the_layer_needs_a_missing_plugin(
     # With the plugin problem gone the same command restores the state.
     code, out, err = tier.cli("recover", "SPEC", "network", "--yes", "--json")
     assert json.loads(out)["phases"][4]["status"] == "achieved", err
+
+
+GO = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+
+
+@contextlib.contextmanager
+def serving(folder: Path, tmp_path: Path, http2: bool = True):
+    """A loopback server answering GETs from `folder`, for the length of the block: (base URL, the variables
+    that make the CLI trust it). HTTP/2 over TLS as GitHub serves release downloads (a tiny Go server:
+    tests/h2_file_server.go), or plain HTTP/1.1 (Python's)."""
+    import functools
+    import http.server
+    import threading
+
+    if not http2:
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+        handler.protocol_version = "HTTP/1.1"
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}", {}
+        finally:
+            server.shutdown()
+            server.server_close()
+        return
+    if GO is None:
+        pytest.skip("needs the Go toolchain to build the HTTP/2 test server (tests/h2_file_server.go)")
+    binary, cert = tmp_path / "h2-file-server", tmp_path / "h2-cert.pem"
+    subprocess.run([GO, "build", "-o", str(binary), str(REPO / "tests" / "h2_file_server.go")], check=True,
+                   capture_output=True, timeout=600, cwd=tmp_path,
+                   env={**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": ""})
+    server = subprocess.Popen([str(binary), str(folder), str(cert)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = server.stdout.readline().strip()
+        assert port.isdigit(), "the HTTP/2 test server did not start"
+        yield f"https://127.0.0.1:{port}", {"SSL_CERT_FILE": str(cert)}
+    finally:
+        server.kill()
+        server.wait(timeout=60)
+
+
+def _plugin_step(monkeypatch, table) -> str:
+    from bootstrap.ci.workflows import DRIFT_WORKFLOW
+    from bootstrap.engine import versions
+    from tests.ci_workflow import rendered, step
+    from tests.test_ci_jobs_run import PLUGIN_STEP
+
+    monkeypatch.setattr(versions, "PROVIDER_PLUGINS", table)
+    return step(rendered()[DRIFT_WORKFLOW]["jobs"]["drift"], PLUGIN_STEP)["run"]
+
+
+def _run_step(script: str, table, downloads: Path, home: Path, tmp_path: Path,
+              http2: bool = True) -> subprocess.CompletedProcess:
+    """The step's script with the real CLI, its plugin downloads answered from `downloads`."""
+    names = "|".join(r.name for r in table)
+    with serving(downloads, tmp_path, http2) as (url, trust):
+        env = {**base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), "/usr/bin", "/bin"]), home),
+               **trust, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-({names})$={url}"}
+        return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], env=env, capture_output=True,
+                              text=True, timeout=300)
+
+
+@requires_pulumi
+def test_the_workflows_plugin_step_installs_with_the_real_cli_and_refuses_another_download(
+        tmp_path, monkeypatch, local_plugin_releases):
+    from bootstrap.engine import plugins
+    from bootstrap.engine.versions import LINUX_AMD64
+    from bootstrap.errors import EngineError
+
+    folder, table = local_plugin_releases
+    script = _plugin_step(monkeypatch, table)
+    needs = {plugins.Plugin(r.name, r.version): [("any", plugins.PROGRAM)] for r in table}
+    done = _run_step(script, table, folder, tmp_path / "home", tmp_path)
+    assert done.returncode == 0, done.stderr
+    plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}, LINUX_AMD64)
+    tampered = tmp_path / "tampered"
+    shutil.copytree(folder, tampered)
+    aws = next(tampered.glob("pulumi-resource-aws-*.tar.gz"))
+    aws.write_bytes(aws.read_bytes() + b"\0")
+    done = _run_step(script, table, tampered, tmp_path / "home-2", tmp_path)
+    assert done.returncode != 0 and "invalid checksum, expected" in done.stderr, done.stderr
+    with pytest.raises(EngineError, match="the aws resource plugin"):
+        plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home-2"), "PATH": "/usr/bin:/bin"},
+                                LINUX_AMD64)
+
+
+@requires_pulumi
+def test_over_http_1_1_the_real_clis_checksum_refuses_even_the_recorded_file(tmp_path, monkeypatch,
+                                                                              local_plugin_releases):
+    """Pulumi's checksum reader leaves out the bytes of a read that also returns EOF
+    (sdk/go/common/workspace/plugins.go:889-900 at v3.259.0), which Go's HTTP/1.1 client does for the last read of
+    every body with a Content-Length; without one the download fails its byte count (:1811-1814). Over HTTP/2,
+    as GitHub serves releases, it holds. So a plugin mirror must speak HTTP/2 (README). This test fails once
+    Pulumi fixes it: then say so in the README."""
+    folder, table = local_plugin_releases
+    done = _run_step(_plugin_step(monkeypatch, table), table, folder, tmp_path / "home", tmp_path, http2=False)
+    assert done.returncode != 0 and "invalid checksum, expected" in done.stderr, done.stderr

@@ -1,4 +1,5 @@
-"""Waiting for Flux Ready against an in-test Kubernetes API double (unit tier), and the plain HTTP client.
+"""Judging and waiting for Flux Ready against an in-test Kubernetes API double (unit tier), and the plain HTTP
+client.
 
 The same module against a real API server (GitRepositories and Kustomizations written by the API, their
 status through the status subresource) is tests/test_cluster_tier_ready.py.
@@ -11,11 +12,13 @@ import json
 
 import pytest
 
-from recovery.drills.flux_ready import (KUSTOMIZATIONS_PATH, assess, backoff_delays, compare_revisions,
-                                        list_kustomizations, observe, parse_kustomizations, wait_ready)
-from recovery.drills.kube_api import HttpKubeApi, KubeApiError, api_from_kubeconfig, eks_token, parse_kubeconfig
+from bootstrap.flux.ready import Install, assess, compare_revisions, judge_install, names_ref
+from bootstrap.flux.status import KUSTOMIZATIONS_PATH, parse_controllers, parse_kustomizations
+from bootstrap.flux.wait import backoff_delays, list_kustomizations, observe, wait_ready
+from bootstrap.kube.api import HttpKubeApi, KubeApiError, api_from_kubeconfig, eks_token, parse_kubeconfig
 from tests.fakes.clock import FakeClock
-from tests.fakes.k8s import FakeKubeApi, kustomization, serve_http
+from tests.fakes.k8s import (CONTROLLERS, FakeKubeApi, deployment, flux_up, git_repository, kustomization,
+                             serve_http)
 
 TOKEN = "canary-token-7d1f0c2e9b"
 
@@ -170,3 +173,129 @@ def test_an_api_without_flux_kinds_is_flux_not_installed_not_an_api_failure():
     api.errors = [KubeApiError(404, "the server could not find the requested resource")]
     result = observe(api)
     assert (result.outcome, result.reason) == ("waiting", "FluxNotInstalled")
+
+
+# -- the install the flux layer made: controllers, root source and Kustomization at the spec's ref -----
+
+ROOT = Install("flux-system", "flux-system/flux-system", "flux-system/flux-system", "tag", "v1.2.3")
+AT_TAG = "v1.2.3@sha1:" + "a" * 40
+
+
+def _judge(*, controllers=None, sources=None, items=None, install=ROOT):
+    up = flux_up(AT_TAG)
+    return judge_install(install, parse_controllers({"items": up["deployments"] if controllers is None else controllers}),
+                         parse_kustomizations({"items": up["items"] if items is None else items}),
+                         parse_kustomizations({"items": up["sources"] if sources is None else sources}))
+
+
+def test_a_revision_names_its_ref_as_flux_writes_it():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert names_ref(AT_TAG, "tag", "v1.2.3") and not names_ref(AT_TAG, "tag", "v1.2")
+    assert names_ref("release/1.x@sha1:" + "b" * 40, "branch", "release/1.x")
+    assert names_ref(f"sha1:{commit}", "commit", commit) and names_ref(f"main@sha1:{commit}", "commit", commit)
+    assert not names_ref("sha1:" + "f" * 40, "commit", commit)
+    assert not names_ref(None, "tag", "v1.2.3") and not names_ref("", "branch", "main")
+
+
+def test_the_install_is_ready_only_with_controllers_available_and_the_root_at_the_ref():
+    ready = _judge()
+    assert (ready.outcome, ready.reason) == ("ready", "Ready")
+    assert ready.message == f"4 controller(s) available; the root Kustomization flux-system/flux-system Ready at {AT_TAG}"
+    assert [c.name for c in ready.controllers] == list(CONTROLLERS)
+
+
+def test_controllers_that_are_not_available_are_named_with_the_deployments_reason():
+    down = [deployment("source-controller"), deployment("kustomize-controller", available=False),
+            deployment("helm-controller", available=False, reason="ProgressDeadlineExceeded",
+                       message='ReplicaSet "helm-controller-5d8" has timed out progressing.')]
+    result = _judge(controllers=down)
+    assert (result.outcome, result.reason) == ("waiting", "ControllersUnavailable")
+    assert result.message.startswith("controller(s) not available: helm-controller (0 of 1 replica(s) available; "
+                                     'ProgressDeadlineExceeded: ReplicaSet "helm-controller-5d8" has timed out')
+    assert ("kustomize-controller (0 of 1 replica(s) available; MinimumReplicasUnavailable: Deployment does not "
+            "have minimum availability.)") in result.message
+    assert "source-controller" not in result.message
+    assert _judge(controllers=[]).reason == "NoControllers"
+    elsewhere = [deployment(n, namespace="other") for n in CONTROLLERS]
+    assert _judge(controllers=elsewhere).reason == "NoControllers"  # only the install's namespace counts
+
+
+def test_a_rollout_is_complete_only_as_kubectl_rollout_status_decides():
+    def one(spec: dict, status: dict, generation: int = 1):
+        doc = {"metadata": {"name": "c", "namespace": "flux-system", "generation": generation}, "spec": spec,
+               "status": status}
+        return parse_controllers({"items": [doc]})[0]
+    done = {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}
+    assert one({"replicas": 2}, done).available
+    assert one({"replicas": 2}, done, generation=2).why == "its spec is not yet observed by the cluster"
+    assert one({"replicas": 2}, done | {"replicas": 3}).why == "1 old replica(s) pending termination"
+    assert one({"replicas": 3}, done).why == "2 of 3 replica(s) updated"
+    assert one({"replicas": 0}, {"observedGeneration": 1}).why == "it is scaled to zero replicas"
+    assert one({}, {"observedGeneration": 1}).why == "0 of 1 replica(s) updated"  # replicas defaults to 1
+
+
+def test_the_root_source_and_kustomization_are_judged_with_fluxs_own_reason():
+    failing = _judge(sources=[git_repository(ready="False", reason="GitOperationFailed", revision=None,
+                                             message="failed to checkout and determine revision: auth required")])
+    assert (failing.outcome, failing.reason) == ("waiting", "GitOperationFailed")
+    assert ("the root GitRepository flux-system/flux-system is Ready=False (GitOperationFailed: failed to checkout "
+            "and determine revision: auth required)") in failing.message
+    build = _judge(items=[kustomization("flux-system", ready="False", reason="BuildFailed", revision=None,
+                                        message="kustomize build failed: './clusters/prod' not found")])
+    assert (build.outcome, build.reason) == ("waiting", "BuildFailed")
+    assert "the root Kustomization flux-system/flux-system is Ready=False (BuildFailed: kustomize build" in build.message
+    assert _judge(items=[]).reason == "Missing" and "does not exist" in _judge(sources=[]).message
+    lagging = _judge(items=[kustomization("flux-system", revision=AT_TAG, generation=2, observed=1)])
+    assert lagging.reason == "NotObserved" and "not yet observed at generation 2" in lagging.message
+
+
+def test_the_root_must_be_at_a_revision_of_the_spec_ref_and_at_what_its_source_fetched():
+    other_tag = "v1.2.2@sha1:" + "c" * 40
+    old = _judge(sources=[git_repository(revision=other_tag)], items=[kustomization("flux-system", revision=other_tag)])
+    assert (old.outcome, old.reason) == ("waiting", "RevisionMismatch")
+    assert f"has fetched {other_tag}, not a revision of the tag v1.2.3" in old.message
+    branch = Install("flux-system", "flux-system/flux-system", "flux-system/flux-system", "branch", "main")
+    fetched, applied = "main@sha1:" + "d" * 40, "main@sha1:" + "e" * 40
+    behind = _judge(install=branch, sources=[git_repository(revision=fetched)],
+                    items=[kustomization("flux-system", revision=applied)])
+    assert behind.reason == "RevisionMismatch" and f"has applied {applied}, its source has fetched {fetched}" in behind.message
+
+
+def test_a_suspended_or_stalled_root_is_terminal():
+    suspended = _judge(items=[kustomization("flux-system", revision=AT_TAG, suspend=True)])
+    assert (suspended.outcome, suspended.reason) == ("stalled", "Suspended")
+    stalled = _judge(items=[kustomization("flux-system", ready="False", reason="HealthCheckFailed", stalled=True,
+                                          message="timeout waiting for: [Deployment/apps/web status: 'InProgress']")])
+    assert (stalled.outcome, stalled.reason) == ("stalled", "HealthCheckFailed") and "will not retry" in stalled.message
+    both = _judge(controllers=[deployment("source-controller", available=False)],
+                  items=[kustomization("flux-system", revision=AT_TAG, suspend=True)])
+    assert both.reason == "Suspended" and both.message.startswith("controller(s) not available")  # cause first
+
+
+def test_flux_messages_are_clipped_before_they_reach_a_record():
+    huge = "x" * 20_000
+    (item,) = parse_kustomizations({"items": [kustomization("apps", ready="False", reason="BuildFailed", message=huge)]})
+    assert len(item.message) < 400 and "more characters" in item.message
+
+
+def test_waiting_for_the_install_reads_controllers_and_sources_and_ends_at_the_deadline():
+    api, clock = FakeKubeApi().set_flux(**flux_up(AT_TAG)), FakeClock()
+    api.items = [kustomization("flux-system", ready="False", reason="BuildFailed", message="no such path", revision=None)]
+    result = wait_ready(api, timeout_seconds=120, install=ROOT, clock=clock, sleep=clock.sleep,
+                        delays=backoff_delays(initial=5, jitter=0))
+    assert (result.outcome, result.reason, result.last_reason) == ("timeout", "Timeout", "BuildFailed")
+    assert result.seconds == 120 and sum(clock.sleeps) == 120
+    assert "not Ready after 120 s: the root Kustomization flux-system/flux-system is Ready=False (BuildFailed" in result.message
+    assert "/apis/apps/v1/namespaces/flux-system/deployments" in api.paths
+    assert result.to_dict()["controllers"][0] == {"key": "flux-system/helm-controller", "available": True,
+                                                  "why": "available"}
+
+
+def test_with_an_install_and_a_baseline_both_must_be_ready():
+    api = FakeKubeApi().set_flux(**flux_up(AT_TAG))
+    api.items.append(kustomization("apps", ready="Unknown", reason="Progressing", revision=None))
+    waiting = observe(api, {"flux-system/flux-system": AT_TAG, "flux-system/apps": AT_TAG}, ROOT)
+    assert (waiting.outcome, waiting.reason) == ("waiting", "NotReady") and "flux-system/apps" in waiting.message
+    api.items[-1] = kustomization("apps", revision=AT_TAG)
+    ready = observe(api, {"flux-system/flux-system": AT_TAG, "flux-system/apps": AT_TAG}, ROOT)
+    assert ready.outcome == "ready" and "4 controller(s) available" in ready.message and len(ready.controllers) == 4

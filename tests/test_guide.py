@@ -96,6 +96,36 @@ def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_n
     assert t.outcome == "incomplete" and t.exit_code == 4
 
 
+def test_a_clean_verification_of_the_flux_layer_needs_flux_ready_too(store, aws):
+    """The CLI hands the guide Flux's readiness check for the flux layer (`bootstrap.flux.check`); the check's
+    outcome decides the verification once the plan is clean, as it decides the end of `up`."""
+    from bootstrap.errors import CloudError
+    from bootstrap.flux.wait import WaitResult
+
+    engine = sc.history(store)
+    store.delete(sc.KEY)
+    never = WaitResult("timeout", "Timeout", "not Ready after 600 s: the root Kustomization flux-system/flux-system "
+                       "is Ready=False (BuildFailed: kustomize build failed)", 600.0, 12, last_reason="BuildFailed")
+    t = sc.guide(store, aws, engine, flux_ready=lambda: never)
+    v = sc.phase(t, "verify")
+    assert (v.status, v.reason, v.exit_code) == ("failed", "BuildFailed", 4)
+    assert v.message.startswith("The refresh preview shows no changes, but Flux is not ready (BuildFailed): not Ready")
+    assert f"groundctl up {sc.ENV} --layers flux" in v.next_step and v.details["flux"]["last_reason"] == "BuildFailed"
+    assert t.outcome == "incomplete" and t.exit_code == 4
+
+    ready = WaitResult("ready", "Ready", "4 controller(s) available; the root Kustomization flux-system/flux-system "
+                       "Ready at v1.2.3@sha1:aa", 3.0, 1, last_reason="Ready")
+    t = sc.guide(store, aws, engine, flux_ready=lambda: ready)
+    v = sc.phase(t, "verify")
+    assert (v.status, v.reason) == ("achieved", "NoChanges") and "and Flux is Ready (4 controller(s)" in v.message
+    assert t.outcome == "complete" and t.exit_code == 0
+
+    def unreachable():
+        raise CloudError("The cluster layer exports no kubeconfig, so Flux's readiness cannot be checked.")
+    v = sc.phase(sc.guide(store, aws, engine, flux_ready=unreachable), "verify")
+    assert (v.status, v.reason, v.exit_code) == ("failed", "FluxNotChecked", 4) and "no kubeconfig" in v.message
+
+
 def test_resources_in_state_but_not_live_are_said_to_stay_in_the_state(store, aws):
     """The verification is `preview --refresh`, and a DIY preview saves no snapshot (pkg/backend/diy/backend.go,
     Preview): it drops nothing from the state, so the reconcile must not say it does."""

@@ -21,6 +21,7 @@ from bootstrap.apply.services import default_services
 from bootstrap.apply.steps import EMULATOR_HAS_NO_KUBERNETES, build_destroy, build_up
 from tests.fakes.engine import quick_append
 from tests.fakes.engine import FakeResource, InMemoryEngine, TickingClock, declare_standard, target_with
+from tests.fakes.k8s import CONTROLLERS, FakeKubeApi, deployment, flux_up, kustomization
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def world(local_spec, aws):
     return engine, open_, clock
 
 
-def services(clock, answers=None, probe=lambda host, port: None):
+def services(clock, answers=None, probe=lambda host, port: None, kube=None):
     from bootstrap.records.locks import EnvironmentLock
 
     asked = []
@@ -46,16 +47,17 @@ def services(clock, answers=None, probe=lambda host, port: None):
         asked.append(question)
         return bool(answers.pop(0)) if answers else False
 
+    kube = kube if kube is not None else FakeKubeApi().set_flux(**flux_up())  # Flux comes up at once
     svc = default_services(confirm=confirm, clock=clock, probe=probe, git_commit=lambda: "a" * 40,
-                           append_record=quick_append,
+                           append_record=quick_append, kube_for=lambda spec, kubeconfig: kube, sleep=clock.sleep,
                            environment_lock=lambda store, env, run_id: EnvironmentLock(store, env, run_id,
                                                                                        settle_seconds=0))
     svc.asked = asked
     return svc
 
 
-def up(open_, clock, *, layers=None, emulated=None, answers=None, probe=lambda h, p: None, **opts):
-    svc = services(clock, answers, probe)
+def up(open_, clock, *, layers=None, emulated=None, answers=None, probe=lambda h, p: None, kube=None, **opts):
+    svc = services(clock, answers, probe, kube)
     with open_() as target:
         steps = build_up(target.spec, layers, emulated=target.emulated if emulated is None else emulated)
         outcome = run(target, steps, svc, UpOptions(**opts))
@@ -111,6 +113,65 @@ def test_flux_probe_decides_on_a_real_cluster_endpoint(world):
     assert ("preview", "flux") not in engine.calls
     outcome, stored, _ = up(open_, clock, yes=True, emulated=False)
     assert {lay["layer"]: lay["achieved"] for lay in stored["layers"]}["flux"] == "applied"
+
+
+def _flux(stored: dict) -> dict:
+    return next(lay for lay in stored["layers"] if lay["layer"] == "flux")
+
+
+def test_up_ends_with_flux_ready_even_when_the_flux_layer_is_unchanged(world):
+    engine, open_, clock = world
+    kube = FakeKubeApi().set_flux(**flux_up())
+    outcome, stored, _ = up(open_, clock, yes=True, emulated=False, kube=kube)
+    assert outcome.error is None and stored["outcome"] == "succeeded"
+    flux = _flux(stored)
+    assert flux["achieved"] == "applied" and [p["name"] for p in flux["phases"]][-2:] == ["contract", "flux-ready"]
+    ready = flux["phases"][-1]
+    assert ready["outcome"] == "ok" and ready["detail"].startswith(
+        "4 controller(s) available; the root Kustomization flux-system/flux-system Ready at main@sha1:abc123")
+    polls = len(kube.polls)
+    outcome, stored, _ = up(open_, clock, yes=True, emulated=False, kube=kube, layers=["flux"])
+    assert outcome.error is None and _flux(stored)["achieved"] == "unchanged"
+    assert _flux(stored)["phases"][-1]["name"] == "flux-ready" and len(kube.polls) == polls + 1
+
+
+def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready(world):
+    from bootstrap.flux.check import FluxNotReady
+
+    engine, open_, clock = world
+    kube = FakeKubeApi().set_flux(**flux_up())
+    kube.items = [kustomization("flux-system", ready="False", reason="BuildFailed", revision=None,
+                                message="kustomize build failed: accumulating resources: './clusters/local' not found")]
+    outcome, stored, _ = up(open_, clock, yes=True, emulated=False, kube=kube)
+    assert isinstance(outcome.error, FluxNotReady) and outcome.exit_code == 4 and outcome.error.reason == "BuildFailed"
+    message = outcome.error.message
+    assert message.startswith("Flux did not become ready in 'local' within flux.ready_timeout_minutes (10 min; "
+                              "reason BuildFailed): not Ready after 600 s: the root Kustomization flux-system/"
+                              "flux-system is Ready=False (BuildFailed: kustomize build failed")
+    assert "`groundctl up local --layers flux`" in message
+    assert stored["outcome"] == "failed" and stored["stopped_at"] == "flux/flux-ready"
+    flux = _flux(stored)
+    # The layer was applied (its ledger record says so); Flux is what did not come up.
+    assert flux["achieved"] == "applied" and flux["serial"] == 1 and "Flux not ready (BuildFailed)" in flux["message"]
+    phase = flux["phases"][-1]
+    assert (phase["name"], phase["outcome"]) == ("flux-ready", "failed") and "BuildFailed" in phase["detail"]
+    # Bounded by the spec's deadline (10 minutes by default), polled with backoff, the last sleep cut short.
+    assert 600 <= phase["seconds"] <= 630 and sum(clock.sleeps) <= 600 and 5 <= len(kube.polls) <= 40
+
+
+def test_up_fails_naming_the_controllers_that_are_not_available(world, local_spec):
+    engine, open_, clock = world
+    kube = FakeKubeApi().set_flux(**flux_up())
+    kube.deployments = [deployment(name, available=name not in ("kustomize-controller", "source-controller"))
+                        for name in CONTROLLERS]
+    spec = local_spec.model_copy(update={"flux": local_spec.flux.model_copy(update={"ready_timeout_minutes": 2})})
+    outcome, stored, _ = up(lambda: open_(spec), clock, yes=True, emulated=False, kube=kube)
+    assert outcome.exit_code == 4 and outcome.error.reason == "ControllersUnavailable"
+    assert ("controller(s) not available: kustomize-controller (0 of 1 replica(s) available; "
+            "MinimumReplicasUnavailable: Deployment does not have minimum availability.); source-controller (0 of 1")\
+        in outcome.error.message
+    assert "within flux.ready_timeout_minutes (2 min" in outcome.error.message
+    assert "helm-controller" not in outcome.error.message and 120 <= _flux(stored)["phases"][-1]["seconds"] <= 140
 
 
 def test_interactive_gate_yes_applies_and_no_refuses(world):

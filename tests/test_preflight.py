@@ -1,5 +1,6 @@
-"""Before anything is written: the CLI's version floor and the provider plugins each layer's program needs
-(bootstrap/engine/preflight.py), and the recovery stopping before its restore when the engine cannot run."""
+"""Before anything is written: the CLI's version floor, pip in the programs' Python, and the provider plugins a
+command runs, the programs' and the states' (bootstrap/engine/preflight.py, plugins.py, toolchain.py), found where
+Pulumi looks; and the recovery stopping before its restore when the engine cannot run."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.engine import preflight
-from bootstrap.engine.preflight import Plugin, PluginPlaces
-from bootstrap.engine.versions import PULUMI_CLI_MIN, PULUMI_CLI_PINNED
+from bootstrap.engine import plugins, preflight, toolchain
+from bootstrap.engine.plugins import PROGRAM, STATE, Plugin, PluginPlaces
+from bootstrap.engine.versions import (LINUX_AMD64, NOT_RECORDED, PROVIDER_PLUGINS, PULUMI_CLI_MIN,
+                                      PULUMI_CLI_PINNED, Release)
 from bootstrap.errors import EngineError
 from bootstrap.layers import STACKS_DIR
 from tests.conftest import REPO
@@ -79,11 +81,11 @@ def test_a_program_needs_the_plugins_of_the_sdks_it_imports_through_its_local_mo
     sources = {"stacks.common.providers": "import pulumi_aws as aws\nfrom stacks.common.tags import t\n",
                "stacks.common.tags": "from stacks.common.naming import *\n", "stacks.common.naming": "X = 1\n"}
     entry = "import pulumi\nfrom stacks.common.providers import provider\nimport json\n"
-    assert preflight.program_imports(entry, sources.get) == {"pulumi", "pulumi_aws", "json"}
+    assert plugins.program_imports(entry, sources.get) == {"pulumi", "pulumi_aws", "json"}
     aws = Plugin("aws", "7.51.1", "pulumi_aws")
-    assert preflight.needed_plugins({"pulumi", "pulumi_aws", "json"}, {"pulumi_aws": aws}) == [aws]
+    assert plugins.needed_plugins({"pulumi", "pulumi_aws", "json"}, {"pulumi_aws": aws}) == [aws]
     # An import cycle between local modules ends.
-    assert preflight.program_imports("import a\n", {"a": "import b\n", "b": "import a\nimport pulumi_x\n"}.get) == \
+    assert plugins.program_imports("import a\n", {"a": "import b\n", "b": "import a\nimport pulumi_x\n"}.get) == \
         {"pulumi_x"}
 
 
@@ -91,12 +93,12 @@ def test_each_layer_needs_the_plugin_its_sdk_asks_for_and_a_dynamic_provider_pro
     aws = Plugin("aws", sdk_version("pulumi_aws"), "pulumi_aws")
     kubernetes = Plugin("kubernetes", sdk_version("pulumi_kubernetes"), "pulumi_kubernetes")
     root = str(STACKS_DIR.parent)
-    assert {layer: preflight.layer_plugins(STACKS_DIR, layer, root) for layer in ("backend", "network", "cluster",
+    assert {layer: plugins.layer_plugins(STACKS_DIR, layer, root) for layer in ("backend", "network", "cluster",
                                                                                  "flux")} == {
         "backend": [aws], "network": [aws], "cluster": [aws], "flux": [kubernetes]}
     # The engine tier's stand-ins use a dynamic provider: no plugin, so they are never refused.
     for layer in ("network", "cluster"):
-        assert preflight.layer_plugins(ENGINE_PROGRAMS, layer, str(ENGINE_PROGRAMS)) == []
+        assert plugins.layer_plugins(ENGINE_PROGRAMS, layer, str(ENGINE_PROGRAMS)) == []
 
 
 # -- where Pulumi finds them -------------------------------------------------------------------------
@@ -115,16 +117,16 @@ def test_the_plugin_cache_is_read_as_pulumi_reads_it(tmp_path):
     home = tmp_path / "home"
     aws = Plugin("aws", "7.51.1")
     env = {"PULUMI_HOME": str(home), "PATH": str(tmp_path / "empty")}
-    assert not preflight.is_installed(aws, preflight.plugin_places(env, {"aws"}))  # no plugin folder at all
+    assert not plugins.is_installed(aws, plugins.plugin_places(env, {"aws"}))  # no plugin folder at all
     install(home, "aws", "7.50.0")  # another version: Pulumi wants the exact one
     install(home, "kubernetes", "7.51.1")
-    assert not preflight.is_installed(aws, preflight.plugin_places(env, {"aws"}))
+    assert not plugins.is_installed(aws, plugins.plugin_places(env, {"aws"}))
     install(home, "aws", "7.51.1", partial=True)  # an install still under way
-    assert not preflight.is_installed(aws, preflight.plugin_places(env, {"aws"}))
+    assert not plugins.is_installed(aws, plugins.plugin_places(env, {"aws"}))
     os.remove(home / "plugins" / "resource-aws-v7.51.1.partial")
-    places = preflight.plugin_places(env, {"aws"})
-    assert preflight.is_installed(aws, places) and places.plugin_dir == str(home / "plugins")
-    assert not preflight.is_installed(aws, preflight.plugin_places({"PULUMI_HOME": str(tmp_path / "other")}, {"aws"}))
+    places = plugins.plugin_places(env, {"aws"})
+    assert plugins.is_installed(aws, places) and places.plugin_dir == str(home / "plugins")
+    assert not plugins.is_installed(aws, plugins.plugin_places({"PULUMI_HOME": str(tmp_path / "other")}, {"aws"}))
 
 
 def test_an_ambient_plugin_on_path_counts_unless_pulumi_is_told_to_ignore_it(tmp_path):
@@ -135,27 +137,49 @@ def test_an_ambient_plugin_on_path_counts_unless_pulumi_is_told_to_ignore_it(tmp
     plugin.chmod(0o755)
     aws = Plugin("aws", "7.51.1")
     env = {"PULUMI_HOME": str(tmp_path / "home"), "PATH": str(bin_dir)}
-    assert preflight.is_installed(aws, preflight.plugin_places(env, {"aws"}))  # any version, as Pulumi does
+    assert plugins.is_installed(aws, plugins.plugin_places(env, {"aws"}))  # any version, as Pulumi does
     for value, ignored in (("true", True), ("1", True), ("TRUE", True), ("false", False), ("yes", False)):
-        places = preflight.plugin_places({**env, "PULUMI_IGNORE_AMBIENT_PLUGINS": value}, {"aws"})
-        assert places.ignore_ambient is ignored and preflight.is_installed(aws, places) is not ignored
+        places = plugins.plugin_places({**env, "PULUMI_IGNORE_AMBIENT_PLUGINS": value}, {"aws"})
+        assert places.ignore_ambient is ignored and plugins.is_installed(aws, places) is not ignored
 
 
-def test_a_missing_plugin_is_named_with_its_version_layers_and_offline_install_command(tmp_path):
-    env = {"PULUMI_HOME": str(tmp_path / "home"), "PATH": str(tmp_path), "PYTHONPATH": str(STACKS_DIR.parent)}
+def program_needs(layers: list[str]) -> dict:
+    """What `up` of `layers` of the shipped programs needs: plugin → [(layer, PROGRAM)]."""
+    root = str(STACKS_DIR.parent)
+    return plugins.command_needs("up", {layer: plugins.layer_plugins(STACKS_DIR, layer, root) for layer in layers}, {})
+
+
+def test_a_missing_plugin_is_named_with_its_version_layers_and_checked_install_command(tmp_path):
+    env = {"PULUMI_HOME": str(tmp_path / "home"), "PATH": str(tmp_path)}
     version = sdk_version("pulumi_aws")
     with pytest.raises(EngineError) as raised:
-        preflight.require_plugins(STACKS_DIR, ["backend", "network", "cluster"], env)
+        plugins.require_plugins(program_needs(["backend", "network", "cluster"]), env, LINUX_AMD64)
     message = raised.value.message
-    assert f"the aws resource plugin v{version}" in message and "backend and network and cluster layers" in message
-    assert (f"`PULUMI_HOME={tmp_path / 'home'} pulumi plugin install resource aws v{version} --file "
-            f"pulumi-resource-aws-v{version}-") in message
+    assert f"the aws resource plugin v{version} (the installed pulumi_aws SDK asks for it: preview and up of the " \
+           "backend and network and cluster layers run it)" in message
+    assert (f"`PULUMI_HOME={tmp_path / 'home'} pulumi plugin install resource aws v{version} --exact --checksum "
+            ) in message
     assert "kubernetes" not in message and "never downloads" in message and "nothing was changed" in message
     one_paragraph(message)
     install(tmp_path / "home", "aws", version)
-    preflight.require_plugins(STACKS_DIR, ["backend", "network", "cluster"], env)  # found: no error
+    plugins.require_plugins(program_needs(["backend", "network", "cluster"]), env, LINUX_AMD64)  # found: no error
     with pytest.raises(EngineError, match=f"kubernetes resource plugin v{sdk_version('pulumi_kubernetes')}"):
-        preflight.require_plugins(STACKS_DIR, ["flux"], env)
+        plugins.require_plugins(program_needs(["flux"]), env, LINUX_AMD64)
+
+
+def test_the_install_command_carries_the_tables_digest_or_names_where_to_take_it():
+    aws = Plugin("aws", "7.51.1", "pulumi_aws")
+    recorded = (Release("aws", "7.51.1", {LINUX_AMD64: "a" * 64}, repository="pulumi/pulumi-aws"),)
+    assert plugins.install_command(aws, LINUX_AMD64, None, recorded) == \
+        f"`pulumi plugin install resource aws v7.51.1 --exact --checksum {'a' * 64}`"
+    unrecorded = (Release("aws", "7.51.1", {LINUX_AMD64: NOT_RECORDED},
+                                   repository="pulumi/pulumi-aws"),)
+    for table, version in ((unrecorded, "7.51.1"), (recorded, "7.40.0")):  # not recorded; another version
+        text = plugins.install_command(Plugin("aws", version), LINUX_AMD64, "/h", table)
+        assert text == (f"`PULUMI_HOME=/h pulumi plugin install resource aws v{version} --exact --checksum <sha256>` "
+                        f"with the sha256 of pulumi-resource-aws-v{version}-linux-amd64.tar.gz from "
+                        f"https://github.com/pulumi/pulumi-aws/releases/download/v{version}/"
+                        f"pulumi-aws_{version}_checksums.txt")
 
 
 def test_an_engine_that_runs_no_pulumi_program_needs_no_plugin():
@@ -164,13 +188,158 @@ def test_an_engine_that_runs_no_pulumi_program_needs_no_plugin():
 
 def test_the_message_of_several_missing_plugins_is_one_paragraph():
     places = PluginPlaces(frozenset(), (), "/h/plugins", ignore_ambient=True)
-    text = preflight.missing_plugins_message({Plugin("aws", "7.51.1", "pulumi_aws"): ["network"],
-                                              Plugin("kubernetes", "4.34.2", "pulumi_kubernetes"): ["flux"]},
-                                             places, system="Linux", machine="aarch64")
-    assert "pulumi plugin install resource aws v7.51.1 --file pulumi-resource-aws-v7.51.1-linux-arm64.tar.gz" in text
-    assert "pulumi plugin install resource kubernetes v4.34.2 --file" in text
+    text = plugins.missing_plugins_message({Plugin("aws", "7.51.1", "pulumi_aws"): [("network", PROGRAM)],
+                                            Plugin("kubernetes", "4.34.2", "pulumi_kubernetes"): [("flux", PROGRAM)]},
+                                           places, "linux-arm64", PROVIDER_PLUGINS)
+    assert "pulumi plugin install resource aws v7.51.1 --exact --checksum <sha256>` with the sha256 of " \
+           "pulumi-resource-aws-v7.51.1-linux-arm64.tar.gz" in text  # no arm64 digest in the table
+    assert "pulumi plugin install resource kubernetes v4.34.2 --exact --checksum" in text
     assert "PULUMI_IGNORE_AMBIENT_PLUGINS is set" in text
     one_paragraph(text)
+
+
+# -- the versions a stack's state records -------------------------------------------------------------
+
+
+def provider(name: str, version, urn_name: str = "default") -> dict:
+    inputs = {"version": version} if version is not None else {}
+    return {"urn": f"urn:pulumi:dev::network::pulumi:providers:{name}::{urn_name}", "type": f"pulumi:providers:{name}",
+            "inputs": inputs}
+
+
+def test_the_state_records_each_providers_plugin_version():
+    deployment = {"resources": [
+        provider("aws", "7.40.0", "default_7_40_0"), provider("aws", "v7.51.1", "explicit"),
+        provider("kubernetes", "4.30.0"), provider("pulumi", "3.0.0"),  # built into the engine: no plugin
+        provider("random", None),  # no version recorded: Pulumi takes whichever is installed
+        provider("aws", "latest\x1b[31m"), {"type": "aws:ec2/vpc:Vpc", "inputs": {"version": "1.0.0"}},
+        "garbage", {"type": "pulumi:providers:aws", "inputs": "garbage"}]}
+    assert plugins.state_plugins(deployment) == [Plugin("aws", "7.40.0"), Plugin("aws", "7.51.1"),
+                                                 Plugin("kubernetes", "4.30.0")]
+    for hostile in ({}, {"resources": None}, {"resources": "x"}, [], None):
+        assert plugins.state_plugins(hostile) == []
+
+
+def test_each_command_needs_the_programs_plugins_the_states_or_both():
+    sdk, old = Plugin("aws", "7.51.1", "pulumi_aws"), Plugin("aws", "7.40.0")
+    program, state = {"network": [sdk]}, {"network": [old, Plugin("aws", "7.51.1")]}
+    assert plugins.command_needs("up", program, state) == {sdk: [("network", PROGRAM)]}
+    assert plugins.command_needs("plan", program, state) == {sdk: [("network", PROGRAM)]}
+    assert plugins.command_needs("destroy", program, state) == {old: [("network", STATE)],
+                                                                Plugin("aws", "7.51.1"): [("network", STATE)]}
+    # drift refreshes and previews; one entry per name and version, naming both reasons.
+    assert plugins.command_needs("drift", program, state) == {sdk: [("network", PROGRAM), ("network", STATE)],
+                                                              old: [("network", STATE)]}
+    assert plugins.command_needs("something-new", program, state) == plugins.command_needs("drift", program, state)
+
+
+class ProgramEngine:
+    """An engine that runs the shipped programs under `env` (what require_engine reads of a PulumiEngine)."""
+
+    def __init__(self, env: dict):
+        self.stacks_dir = STACKS_DIR
+        self.settings = type("Settings", (), {"env": env})()
+
+
+def test_after_an_sdk_upgrade_refresh_and_drift_need_the_version_the_state_records(tmp_path):
+    sdk = sdk_version("pulumi_aws")
+    home = tmp_path / "home"
+    install(home, "aws", sdk)
+    engine = ProgramEngine({"PULUMI_HOME": str(home), "PATH": str(tmp_path), "PYTHONPATH": str(STACKS_DIR.parent),
+                            "PULUMI_PYTHON_CMD": sys.executable})
+    states = {"network": {"resources": [provider("aws", "7.40.0", "default_7_40_0")]}}.get
+    preflight.require_engine(engine, ["network"], {}, operation="up", states=states)  # the program's: installed
+    for operation in ("drift", "destroy", "refresh", "recover"):
+        with pytest.raises(EngineError) as raised:
+            preflight.require_engine(engine, ["network"], {}, operation=operation, states=states)
+        message = raised.value.message
+        assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider: " \
+               "refresh and destroy run that version" in message, message
+        assert f"v{sdk}" not in message  # the program's version is installed: only the old one is named
+        assert "pulumi plugin install resource aws v7.40.0 --exact --checksum <sha256>` with the sha256 of " \
+               "pulumi-resource-aws-v7.40.0-linux-amd64.tar.gz from https://github.com/pulumi/pulumi-aws/" \
+               "releases/download/v7.40.0/pulumi-aws_7.40.0_checksums.txt" in message
+        one_paragraph(message)
+    install(home, "aws", "7.40.0")
+    preflight.require_engine(engine, ["network"], {}, operation="drift", states=states)
+    # A layer with no state yet records nothing.
+    preflight.require_engine(engine, ["network"], {}, operation="drift", states=lambda layer: None)
+
+
+def test_the_stored_state_is_read_from_the_bucket_whatever_its_encoding(aws, bucket):
+    import gzip
+
+    from bootstrap.aws.objectstore import ObjectStore
+    from bootstrap.records import layout
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    read = preflight.stored_states(store, "dev")
+    assert read("network") is None  # no state yet
+    deployment = {"resources": [provider("aws", "7.40.0")]}
+    checkpoint = {"version": 3, "checkpoint": {"latest": deployment}}
+    store.put(layout.stack_key("network", "dev", ".json.gz"), gzip.compress(json.dumps(checkpoint).encode()))
+    assert read("network") == deployment
+    store.put(layout.stack_key("cluster", "dev"), b"{not json")
+    assert read("cluster") is None  # unreadable: the engine reports it, with its own words
+    assert preflight.stored_states(ObjectStore(aws.client("s3"), f"{bucket}-missing"), "dev")("network") is None
+
+
+# -- where Pulumi's home is ----------------------------------------------------------------------------
+
+
+def test_pulumi_home_is_where_pulumi_looks_not_where_home_points():
+    passwd = "# a comment\nroot:x:0:0:root:/root:/bin/bash\nci:x:1001:1001::/home/ci:/bin/sh\nbad:line\n"
+    assert plugins.account_home(passwd, 1001) == "/home/ci" and plugins.account_home(passwd, 0) == "/root"
+    assert plugins.account_home(passwd, 4242) is None
+    overridden = {"HOME": "/tmp/elsewhere", "USER": "ci"}  # `sudo -E`, a runner that sets HOME
+    assert plugins.pulumi_home(overridden, "/home/ci") == "/home/ci/.pulumi"
+    assert plugins.pulumi_home({**overridden, "PULUMI_HOME": "/p"}, "/home/ci") == "/p"
+    # A uid the user database lacks: Go's os/user falls back to $HOME, and only with $USER set.
+    assert plugins.pulumi_home(overridden, None) == "/tmp/elsewhere/.pulumi"
+    assert plugins.pulumi_home({"HOME": "/tmp/elsewhere"}, None) is None
+
+
+def test_the_plugin_folder_of_the_accounts_home_is_read_even_when_home_points_elsewhere(tmp_path):
+    account, elsewhere = tmp_path / "account", tmp_path / "elsewhere"
+    install(account / ".pulumi", "aws", "7.51.1")
+    env = {"HOME": str(elsewhere), "USER": "ci", "PATH": str(tmp_path / "empty")}
+    places = plugins.plugin_places(env, {"aws"}, account=lambda: str(account))
+    assert plugins.is_installed(Plugin("aws", "7.51.1"), places)
+    assert places.plugin_dir == str(account / ".pulumi" / "plugins")
+    # The probe reads the account's home from the user database, as Pulumi's CLI does.
+    import pwd
+
+    assert plugins._account_home() == pwd.getpwuid(os.getuid()).pw_dir
+
+
+# -- pip in the programs' Python ---------------------------------------------------------------------
+
+
+def test_the_programs_python_must_have_pip(tmp_path):
+    problem = toolchain.pip_problem("/venv/bin/python", False, "/venv/bin/python")
+    assert "/venv/bin/python -m ensurepip --upgrade" in problem and "uv venv --seed" in problem
+    assert "python -m pip list" in problem and "Nothing was changed" in problem
+    one_paragraph(problem)
+    assert toolchain.pip_problem("/venv/bin/python", True, "/venv/bin/python") is None
+    assert "is not on PATH" in toolchain.pip_problem(None, False, "python3 or python")
+    toolchain.require_pip({"PULUMI_PYTHON_CMD": sys.executable})  # this interpreter has pip
+    bare = tmp_path / "no-pip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=300)
+    with pytest.raises(EngineError, match="has no pip"):
+        toolchain.require_pip({"PULUMI_PYTHON_CMD": str(bare / "bin" / "python")})
+    # Without PULUMI_PYTHON_CMD, Pulumi runs the first python3 on PATH: the same check applies to it.
+    with pytest.raises(EngineError, match="has no pip"):
+        toolchain.require_pip({"PATH": str(bare / "bin")})
+
+
+def test_the_engine_check_refuses_a_python_without_pip_before_looking_at_plugins(tmp_path):
+    bare = tmp_path / "no-pip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=300)
+    engine = ProgramEngine({"PULUMI_HOME": str(tmp_path / "home"), "PATH": str(tmp_path),
+                            "PULUMI_PYTHON_CMD": str(bare / "bin" / "python")})
+    with pytest.raises(EngineError, match="has no pip") as raised:
+        preflight.require_engine(engine, ["network"], {})
+    assert "plugin" not in raised.value.message
 
 
 # -- the recovery stops before its restore -----------------------------------------------------------
@@ -255,35 +424,3 @@ def test_recover_without_the_pulumi_cli_stops_before_the_restore(tmp_path, aws, 
     assert phases["verify"]["status"] == "not-attempted" and "Traceback" not in proc.stderr
     assert versions(store) == before
     assert [r.operation for r in read_ledger(store, "network", "local").records] == ["up", "up", "up"]
-
-
-# -- one Pulumi version everywhere ---------------------------------------------------------------------
-
-
-def test_the_readme_dockerfile_and_pyproject_state_the_versions_groundctl_supports():
-    import inspect
-    import re
-    from importlib.metadata import version
-
-    from pulumi.automation import Stack
-
-    from bootstrap.engine.versions import PULUMI_SDK_MIN
-
-    readme = " ".join((REPO / "README.md").read_text().split())
-    prerequisites = readme[readme.index("## Prerequisites for real runs"):readme.index("## Layers")]
-    assert f"v{PULUMI_CLI_MIN} or later" in prerequisites and f"v{PULUMI_CLI_PINNED}" in prerequisites
-    assert f"`pulumi>={PULUMI_SDK_MIN}`" in prerequisites and "any Pulumi CLI 3.x" not in readme
-    dockerfile = (REPO / "Dockerfile").read_text()
-    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
-    assert args["PULUMI_VERSION"] == PULUMI_CLI_PINNED
-    # The image installs the SDKs at its plugins' versions, so its preflight finds what the SDKs ask for.
-    for sdk, arg, plugin in (("pulumi-aws", "PULUMI_AWS_VERSION", "aws"),
-                             ("pulumi-kubernetes", "PULUMI_KUBERNETES_VERSION", "kubernetes")):
-        assert f'"{sdk}==${{{arg}}}"' in dockerfile
-        assert f"`{plugin} v{args[arg]}`" in prerequisites
-    assert f"pulumi plugin install resource aws v{args['PULUMI_AWS_VERSION']} --file" in prerequisites
-    pyproject = (REPO / "pyproject.toml").read_text()
-    assert re.search(r'"pulumi>=([0-9.]+),<4"', pyproject)[1] == PULUMI_SDK_MIN
-    # The SDK installed here meets the floor, and has what the floor is for.
-    assert preflight.parse_version(version("pulumi")) >= preflight.parse_version(PULUMI_SDK_MIN)
-    assert "clear_pending_creates" in inspect.signature(Stack.refresh).parameters

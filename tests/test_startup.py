@@ -37,7 +37,7 @@ def test_every_command_has_its_modules_listed():
 
 
 def test_a_command_line_imports_only_its_command_and_the_rest_gets_everything():
-    assert _modules_for(["state", "versions", "--help"]) == ("state", "state_import", "state_verify")
+    assert _modules_for(["state", "versions", "--help"]) == ("state", "state_import", "state_verify", "state_rehearse")
     assert _modules_for(["-h", "recover"]) == ("recover",)
     everything = _modules_for(["--help"])
     assert set(everything) == {m for mods in COMMAND_MODULES.values() for m in mods}

@@ -184,6 +184,7 @@ def test_recover_without_a_change_keeps_bad_input(monkeypatch, capsys):
     assert state_may_have_changed({"phases": [{"phase": "pending", "attempted": True}]})
 
 
+@pytest.mark.usefixtures("recorded_digests")
 @pytest.mark.parametrize("link", [".github", ".github/workflows", ".github/workflows/groundctl-pr.yml"])
 def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, link):
     """A link planted in the repository (a pull request can add one) at the workflows folder, its parent or a
@@ -206,6 +207,7 @@ def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, l
         assert target.read_text() == "keep me\n"
 
 
+@pytest.mark.usefixtures("recorded_digests")
 def test_ci_init_on_a_read_only_repository(monkeypatch, capsys, tmpfs):
     repo = tmpfs("repo")
     (repo / "environments").mkdir()

@@ -1,5 +1,5 @@
 """The `up` of one layer: (for a new stack or the backend's adoption: setup gate → create → adopt) → preview
-→ render → gate → up → ledger record → output contract check.
+→ render → gate → up → ledger record → output contract check; and for the flux layer, Flux's own readiness.
 
 A layer that is already up to date previews to no changes and is not applied again (its contract is
 still checked), so a re-run resumes cleanly.
@@ -33,6 +33,7 @@ class UpOptions:
     yes: bool = False
     allow_destroy: bool = False
     plan_dir: Optional[Path] = None
+    await_flux: bool = True     # the rebuild drill waits for Flux in a phase of its own, with its own deadline
 
 
 def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, options: UpOptions,
@@ -44,8 +45,8 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
-    if layer == "flux" and services.kube_client is not None:
-        refuse_other_owner(target, services.kube_client, log)  # flux bootstrap's objects: never two owners
+    if layer == "flux":  # flux bootstrap's objects: never two owners
+        refuse_other_owner(target, lambda kubeconfig: services.kube_for(target.spec, kubeconfig), log)
     with log.phase("stack", layer) as note:
         exists = stack_action_for(target, services, layer, "up") == "use"
         needs = layer_setup.decide(layer, stack_exists=exists, environment=target.name,
@@ -105,7 +106,27 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         note["detail"] = f"{len(outputs.values)} outputs present"
     log.set_layer(layer, achieved="applied" if apply else "unchanged", serial=serial,
                   message=plan_summary(plan))
+    if layer == "flux" and options.await_flux:
+        _flux_ready(target, services, log, outputs.values, plan_summary(plan))
     return plan
+
+
+def _flux_ready(target: Target, services: Services, log: RunLog, flux_outputs: dict, summary: str) -> None:
+    """The flux layer ends when Flux is up, not when the API server has accepted its objects (the engine does
+    not await the controllers: `bootstrap.flux.check`). Even an unchanged layer is checked: `up` succeeding
+    says the environment works."""
+    from bootstrap.flux.check import flux_readiness, not_ready
+
+    minutes = target.spec.flux.ready_timeout_minutes
+    console.step(f"flux: waiting for Flux's controllers and root Kustomization to be Ready (up to {minutes} min)")
+    with log.phase("flux-ready", "flux") as note:
+        result = flux_readiness(target.spec, target.engine, kube_for=services.kube_for, secrets=target.extra_secrets,
+                                flux_outputs=flux_outputs, clock=services.clock, sleep=services.sleep)
+        if result.outcome != "ready":
+            error = not_ready(target.spec, result)
+            log.set_layer("flux", message=f"{summary}; Flux not ready ({error.reason})")
+            raise error
+        note["detail"] = f"{result.message} ({result.polls} poll(s), {result.seconds:.0f} s)"
 
 
 def _same_as_approved(target: Target, log: RunLog, layer: str, approved: Plan) -> None:

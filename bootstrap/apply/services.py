@@ -12,6 +12,11 @@ from bootstrap.records.runs import git_commit
 from bootstrap.target import probe_tcp
 
 
+def _kube_client(spec, kubeconfig: str):
+    from bootstrap.kube.api import client_for
+    return client_for(spec, kubeconfig)
+
+
 def _ledger_serial(store, layer: str, environment: str) -> int:
     from bootstrap.records.ledger import read_ledger
     return read_ledger(store, layer, environment).highest_serial
@@ -30,9 +35,9 @@ class Services:
     git_commit: Callable[[], Optional[str]] = git_commit
     # (store, layer, environment) -> the highest serial the layer's ledger holds, 0 for none
     ledger_serial: Callable[..., int] = _ledger_serial
-    # kubeconfig text -> a Kubernetes API client (`get_json`), to find another owner of Flux before the flux
-    # layer applies (bootstrap.flux_owners); None: the cluster is not read
-    kube_client: Optional[Callable[[str], Any]] = None
+    # (spec, kubeconfig text) -> a Kubernetes API client, for Flux's readiness at the end of the flux layer
+    kube_for: Callable[..., Any] = _kube_client
+    sleep: Callable[[float], None] = time.sleep
 
 
 def default_services(**overrides) -> Services:

@@ -10,7 +10,10 @@ import json
 import re
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Mapping
+from typing import Mapping, Sequence
+
+from bootstrap.engine import versions
+from bootstrap.engine.versions import LINUX_AMD64, Release, plugin_install_argv, require_recorded
 
 WORKFLOW_DIR = ".github/workflows"
 PR_WORKFLOW = "groundctl-pr.yml"
@@ -133,8 +136,16 @@ def fill(template: str, values: Mapping[str, str]) -> str:
     return re.sub(r"<<(\w+)>>", one, template)
 
 
+def plugins_run(releases: Sequence[Release], platform: str = LINUX_AMD64) -> list[str]:
+    """The plugin step's command lines: each plugin of groundctl's table at its version, its download checked
+    against the table's sha256 for the runners' platform. GroundctlError (exit 4) when one is not recorded."""
+    digests = require_recorded(releases, platform, "Writing the workflows (their plugin step checks each download)")
+    return [" ".join(plugin_install_argv(r, digests[r.name])) for r in releases]
+
+
 def render(options: WorkflowOptions) -> dict[str, str]:
-    """Repository path → file text for the whole workflow set. Deterministic: no dates, no host facts."""
+    """Repository path → file text for the whole workflow set, its plugins from groundctl's versions table.
+    Deterministic: no dates, no host facts."""
     values = {name: action.uses() for name, action in ACTIONS.items()}
     values.update(
         version=options.groundctl_version,
@@ -144,6 +155,8 @@ def render(options: WorkflowOptions) -> dict[str, str]:
                      else 'python -m pip install --require-hashes -r "$GROUNDCTL_INSTALL"'),
         python_version=options.python_version,
         pulumi_version=options.pulumi_version,
+        # The jobs run on ubuntu-latest: linux-amd64, the platform whose digests the table records.
+        plugins_run="\n          ".join(plugins_run(versions.PROVIDER_PLUGINS)),
         default_branch=options.default_branch,
         drift_cron=options.drift_cron,
         drift_title=DRIFT_TITLE.format(environment="${ENVIRONMENT}"),

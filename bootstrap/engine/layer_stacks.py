@@ -27,8 +27,8 @@ class LayerStacks:
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
                  secrets_provider: str | None = None):
-        # stacks_dir/backend_override/secrets_provider exist for the engine-tier tests (a tiny program,
-        # file://, the emulator's KMS).
+        # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
+        # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
         from bootstrap.engine.rundir import RunDir
 
         self.spec = spec

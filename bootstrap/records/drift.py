@@ -27,9 +27,33 @@ from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, outco
 DRIFTED = ("drift", "not deployed")
 
 
+def drift_row(plan) -> dict:
+    """What a refresh preview's `Plan` says about drift: the layer's state (`clean`, `drift`, `not deployed`,
+    `skipped`), a one-line summary, the counts and the changed resources with the fields that differ. Pure.
+    The drift check and the restore rehearsal judge their previews with it."""
+    from bootstrap.apply.summary import plan_summary
+    from bootstrap.engine.events import DELETED_MARK
+    from bootstrap.planning.plan import NO_CHANGE_OPS
+
+    if plan.not_deployed:
+        state = "not deployed"
+    elif plan.skipped_reason:
+        state = "skipped"
+    elif not plan.has_changes:
+        state = "clean"
+    elif all(c.operation == "create" and DELETED_MARK not in c.diff_keys for c in plan.changes):
+        state = "not deployed"  # nothing of it exists: that differs from its declaration too
+    else:
+        state = "drift"
+    changed = [{"urn": c.urn, "type": c.type, "operation": c.operation, "diff_keys": list(c.diff_keys)}
+               for c in plan.changes if c.operation not in NO_CHANGE_OPS]
+    return {"layer": plan.layer, "state": state, "summary": plan_summary(plan), "counts": plan.counts,
+            "skipped_reason": plan.skipped_reason, "changes": changed}
+
+
 def drift_record(environment: str, rows: list[dict], *, clock: Callable[[], float] = time.time,
                  check_id: str | None = None) -> dict:
-    """The record of one drift check over `rows` (`groundctl.status.drift_row` dicts). Pure given the clock."""
+    """The record of one drift check over `rows` (`drift_row` dicts). Pure given the clock."""
     layers = [{"layer": r["layer"], "state": r["state"], "summary": r["summary"], "counts": r["counts"],
                "skipped_reason": r.get("skipped_reason"), "changed": len(r.get("changes") or [])} for r in rows]
     drifted = [r["layer"] for r in layers if r["state"] in DRIFTED]

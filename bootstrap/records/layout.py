@@ -69,3 +69,11 @@ def drift_prefix(environment: str) -> str:
 
 def drift_key(environment: str, check_id: str) -> str:
     return f"{drift_prefix(environment)}{check_id}.json"
+
+
+def rehearsals_prefix(environment: str) -> str:
+    return f"{GROUNDCTL}/rehearsals/{environment}/"
+
+
+def rehearsal_key(environment: str, name: str) -> str:
+    return f"{rehearsals_prefix(environment)}{name}.json"

@@ -240,6 +240,8 @@ class FluxSpec(_Model):
     manifest_path: Optional[str] = None
     manifest_sha256: Optional[str] = None
     interval: str = "5m"
+    # How long `up` (and a recovery of the flux layer) waits for Flux's controllers and root Kustomization.
+    ready_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = 10
 
     @field_validator("version")
     @classmethod

@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from bootstrap.errors import GroundctlError, Refused
+from bootstrap.flux.check import install_for
+from bootstrap.flux.ready import compare_revisions, revisions
+from bootstrap.flux.wait import observe, wait_ready
+from bootstrap.kube.api import KubeApiError
 from bootstrap.layers import layer as layer_def, missing_outputs
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhaseResult
 from recovery.drills.report import DrillReport, new_drill_id
 from recovery.drills.runner import (DrillContext, Failed, LayerOutcome, Refusal, build_report, check_lock,
                                    run_and_release, public_outputs, take_lock, verify_layer_state)
-from recovery.drills.flux_ready import compare_revisions, observe, revisions, wait_ready
-from recovery.drills.kube_api import KubeApiError
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class _Rebuild:
         self.ctx, self.opts, self.drill_id = ctx, opts, drill_id
         self.lock = None
         self.kubeconfig: Optional[str] = None
+        self.flux_outputs: dict = {}
         self.baseline: dict = {}
         self.after: dict = {}
         self.runs: list[str] = []
@@ -128,6 +131,8 @@ class _Rebuild:
             self.ctx.secrets.update(str(outputs.values[k]) for k in outputs.secret_keys if k in outputs.values)
             self.kubeconfig = outputs.values.get("kubeconfig")
             self.after["cluster_outputs"] = public_outputs(outputs)
+        if operation == "up" and layer == "flux":
+            self.flux_outputs = dict(self.ctx.engine().outputs("flux").values)
         verb = {"destroy": "Destroyed", "up": "Recreated"}[operation]
         return verb, f"{layer}: {outcome.message}", details
 
@@ -135,8 +140,11 @@ class _Rebuild:
         timeout = (self.opts.timeout_minutes or self.ctx.spec.recovery.rto_minutes) * 60
         if not self.kubeconfig:
             raise Failed("NoKubeconfig", "The recreated cluster exports no kubeconfig, so Flux cannot be checked.")
+        # What `up` checks (controllers available, the root at the spec's ref), and the baseline's Kustomizations.
         result = wait_ready(self.ctx.kube_for(self.kubeconfig), timeout_seconds=timeout,
-                            expected=self.baseline.get("kustomizations"), clock=self.ctx.clock, sleep=self.ctx.sleep)
+                            expected=self.baseline.get("kustomizations"),
+                            install=install_for(self.ctx.spec, self.flux_outputs), clock=self.ctx.clock,
+                            sleep=self.ctx.sleep)
         self.wait_result = result
         details = result.to_dict()
         if result.outcome != "ready":
@@ -220,7 +228,8 @@ def orchestrated_layers(target, *, clock: Callable[[], float] = time.time,
 
     The steps carry only the "state-bucket" preflight (which also attaches the run record to the
     bucket): the drill already holds the environment lock, so a "lock" preflight would refuse.
-    `yes` approves create-only plans; anything destructive in a recreate is refused by the gate.
+    `yes` approves create-only plans; anything destructive in a recreate is refused by the gate. The
+    runs do not wait for Flux: the drill's flux-ready phase does, with the drill's deadline.
     `service_overrides` replace orchestrator services (tests pass their probe and ledger writer).
     """
     def run_layers(operation: str, layers: tuple[str, ...]) -> LayerOutcome:
@@ -232,7 +241,8 @@ def orchestrated_layers(target, *, clock: Callable[[], float] = time.time,
         steps = Steps(operation, target.name, ("state-bucket",),
                       tuple(LayerStep(name, operation, None, name in KUBERNETES_LAYERS) for name in layers))
         services = default_services(**({"clock": clock, "confirm": lambda question: False} | service_overrides))
-        outcome = run(target, steps, services, UpOptions(yes=True))
+        # The drill's own flux-ready phase waits for Flux, timed apart and with the drill's deadline.
+        outcome = run(target, steps, services, UpOptions(yes=True, await_flux=False))
         record = outcome.record
         if outcome.error is not None:
             return LayerOutcome(dp.REFUSED if isinstance(outcome.error, Refused) else dp.FAILED,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional
 
 from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kube.api import KubeApi
 from bootstrap.records.runs import redact
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhasePlan, PhaseResult
 from recovery.drills.report import DrillReport, recovery_phases
-from recovery.drills.kube_api import KubeApi
 from recovery.verify import verify_report
 
 

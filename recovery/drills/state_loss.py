@@ -106,7 +106,8 @@ class _StateLoss:
 
         opts = GuideOptions(ctx.environment, layer, yes=True, run_id=f"{self.drill_id}-recover")
         svc = GuideServices(store=ctx.store, engine=ctx.engine, inventory=ctx.inventory, lock_factory=self._held,
-                            confirm=lambda question: False, clock=ctx.clock)
+                            confirm=lambda question: False, clock=ctx.clock,
+                            flux_ready=self._flux_ready if layer == "flux" and not ctx.emulated else None)
         self.transcript = run_guide(opts, svc, on_condition)
         t = self.transcript
         details = {"outcome": t.outcome, "run_id": t.run_id, "guide_phases": timings}
@@ -119,6 +120,13 @@ class _StateLoss:
             raise Failed("RecoveryIncomplete", f"The guided recovery ended '{t.outcome}' ({why}).",
                          details | {"transcript": t.to_dict()}, exit_code=t.exit_code)
         return "Recovered", f"The guided recovery completed ({len(timings)} phases).", details
+
+    def _flux_ready(self):
+        from bootstrap.flux.check import flux_readiness
+
+        ctx = self.ctx
+        return flux_readiness(ctx.spec, ctx.engine(), kube_for=lambda spec, kubeconfig: ctx.kube_for(kubeconfig),
+                              secrets=ctx.secrets, clock=ctx.clock, sleep=ctx.sleep)
 
     def verify(self) -> tuple:
         ctx, layer = self.ctx, self.opts.layer

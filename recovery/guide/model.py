@@ -62,6 +62,9 @@ class GuideServices:
     # Raises (a GroundctlError saying what is missing) when the phases after a write could not run: called
     # once, before the first phase that writes, so nothing is written when the way forward is blocked.
     ready: Optional[Callable[[], None]] = None
+    # Flux's own readiness (`bootstrap.flux.check.flux_readiness`), waited for once a recovered flux layer's
+    # plan is clean; None where there is no Kubernetes API to ask (the emulator) or the layer is not flux.
+    flux_ready: Optional[Callable[[], Any]] = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The Verify phase: a refresh preview that must show no changes (or only the creates an interrupted
-update never finished) for the recovery to be complete."""
+update never finished) for the recovery to be complete; for the flux layer, Flux must be Ready too (its
+controllers available, its root Kustomization at the spec's ref), as at the end of `up`."""
 
 from __future__ import annotations
 
@@ -35,9 +36,35 @@ def verify(run: Run) -> Condition:
         return Condition("verify", "failed", "ChangesRemain", f"The verification plan shows {plan.counts}.",
                          "review the plan; the recovery is not complete until it shows no changes",
                          details={"plan": plan.to_dict()})
+    if run.s.flux_ready is not None:
+        return _flux(run, plan)
     return Condition("verify", "achieved", "NoChanges",
                      "The refresh preview shows no changes: state and live resources agree.", "none",
                      details={"counts": plan.counts})
+
+
+def _flux(run: Run, plan: Plan) -> Condition:
+    """State and live resources agree; does Flux itself work? The engine does not await its controllers."""
+    from bootstrap.flux.check import FluxNotReady
+
+    o = run.o
+    try:
+        result = run.s.flux_ready()
+    except GroundctlError as exc:
+        return Condition("verify", "failed", "FluxNotChecked", f"The refresh preview shows no changes, but Flux's "
+                         f"readiness could not be checked: {exc.message}", "fix what the message names, then re-run "
+                         f"`groundctl recover {o.environment} {o.layer}`, which verifies the restored state again",
+                         exit_code=exc.exit_code)
+    details = {"counts": plan.counts, "flux": result.to_dict()}
+    if result.outcome != "ready":
+        reason = result.last_reason or result.reason
+        return Condition("verify", "failed", reason, f"The refresh preview shows no changes, but Flux is not ready "
+                         f"({reason}): {result.message}.", "see what Flux says (`flux get all -n flux-system`), fix the "
+                         f"cause, then re-run `groundctl recover {o.environment} {o.layer}` or "
+                         f"`groundctl up {o.environment} --layers flux`", details=details,
+                         exit_code=FluxNotReady.exit_code)
+    return Condition("verify", "achieved", "NoChanges", "The refresh preview shows no changes: state and live "
+                     f"resources agree, and Flux is Ready ({result.message}).", "none", details=details)
 
 
 def _unfinished(run: Run, plan: Plan) -> Condition:

@@ -14,9 +14,11 @@ Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not
 - The provider awaits a Deployment until its ReplicaSet is available and a Service until its endpoints
   target ready pods, for up to 10 minutes each. The Flux controllers' Deployments and Services are not
   awaited (skipAwait, set by a transform on the manifest's objects): Flux's readiness is judged by Flux's
-  own conditions (the rebuild drill waits for the Kustomizations Ready, with the RTO as its deadline and
-  Flux's reason when it fails), and a recreated cluster whose nodes are still joining must not fail the
-  layer half-applied after 10 opaque minutes. Everything else is awaited: skipAwait on the Namespace
+  own conditions, after the update (`groundctl up` ends by waiting, up to the spec's
+  `flux.ready_timeout_minutes`, for the controllers available and the root Kustomization Ready at the ref,
+  and fails with Flux's reason; the rebuild drill waits the same way with the RTO as its deadline), and a
+  recreated cluster whose nodes are still joining must not fail the layer half-applied after 10 opaque
+  minutes. Everything else is awaited: skipAwait on the Namespace
   would also skip waiting for its deletion, and a `destroy` followed by an `up` would then create the
   Secret in a Namespace still terminating.
 - The Secret, GitRepository and Kustomization are this layer's: a field changed on them outside Pulumi is

@@ -334,6 +334,9 @@ def declare_standard(engine: "InMemoryEngine", *, cluster_endpoint: str = "https
         if lay.name == "cluster":
             outputs["cluster_endpoint"] = cluster_endpoint
             outputs["kubeconfig"] = kubeconfig
+        if lay.name == "flux":  # what stacks/flux exports: Flux's readiness is read at these names
+            outputs |= {"flux_namespace": "flux-system", "git_repository": "flux-system/flux-system",
+                        "kustomization": "flux-system/flux-system"}
         engine.declare(lay.name, resources, outputs, set(lay.secret_outputs))
 
 

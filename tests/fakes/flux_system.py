@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bootstrap.flux_owners import READS
-from recovery.drills.kube_api import KubeApiError
+from bootstrap.kube.api import KubeApiError
 
 DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
 CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller", "notification-controller")

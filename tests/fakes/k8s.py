@@ -1,8 +1,9 @@
 """An in-test Kubernetes API double, for the unit tier only.
 
-`FakeKubeApi` answers what `recovery.drills.flux_ready` asks (the Kustomization list, and the GitRepository list that explains a wait) from objects the test
-sets, and can be scripted per poll: `on_poll` runs before each answer (so a test can make a
-Kustomization become Ready on the third poll), and `errors` are raised first, in order. `serve_http`
+`FakeKubeApi` answers what `bootstrap.flux.wait` asks (the Kustomization list; the GitRepository list and
+the controllers' Deployments) from objects the test sets, and can be scripted per poll: a poll is one
+Kustomization list, `on_poll` runs before each (so a test can make a Kustomization become Ready on the
+third poll), and `errors` are raised first, in order. `serve_http`
 puts the same double behind a loopback HTTP server that checks the bearer token, so the plain HTTP
 client is exercised over a real socket.
 """
@@ -15,12 +16,15 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator, Optional
 
-from recovery.drills.flux_ready import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH
-from recovery.drills.kube_api import KubeApiError
+from bootstrap.flux.status import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH
+from bootstrap.kube.api import KubeApiError
+
+REVISION = "main@sha1:abc123"
+CONTROLLERS = ("helm-controller", "kustomize-controller", "notification-controller", "source-controller")
 
 
 def kustomization(name: str, *, namespace: str = "flux-system", ready: str = "True", reason: str = "ReconciliationSucceeded",
-                  message: str = "Applied revision", revision: Optional[str] = "main@sha1:abc123",
+                  message: str = "Applied revision", revision: Optional[str] = REVISION,
                   stalled: bool = False, suspend: bool = False, generation: int = 1,
                   observed: Optional[int] = None) -> dict:
     conditions = [{"type": "Ready", "status": ready, "reason": reason, "message": message}]
@@ -35,6 +39,38 @@ def kustomization(name: str, *, namespace: str = "flux-system", ready: str = "Tr
             "spec": {"suspend": suspend}, "status": status}
 
 
+def git_repository(name: str = "flux-system", *, namespace: str = "flux-system", ready: str = "True",
+                   reason: str = "Succeeded", message: str = "stored artifact", revision: Optional[str] = REVISION,
+                   generation: int = 1, observed: Optional[int] = None) -> dict:
+    doc = kustomization(name, namespace=namespace, ready=ready, reason=reason, message=message, revision=None,
+                        generation=generation, observed=observed)
+    if revision is not None:
+        doc["status"]["artifact"] = {"revision": revision, "digest": "sha256:" + "0" * 64}
+    return doc | {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository"}
+
+
+def deployment(name: str, *, namespace: str = "flux-system", available: bool = True, replicas: int = 1,
+               reason: str = "MinimumReplicasUnavailable",
+               message: str = "Deployment does not have minimum availability.") -> dict:
+    """A controller's Deployment as the deployment controller reports it: rolled out, or its pods not available."""
+    ready = replicas if available else 0
+    conditions = [{"type": "Available", "status": "True" if available else "False",
+                   "reason": "MinimumReplicasAvailable" if available else reason,
+                   "message": "Deployment has minimum availability." if available else message}]
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "generation": 1}, "spec": {"replicas": replicas},
+            "status": {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
+                       "readyReplicas": ready, "availableReplicas": ready, "conditions": conditions}}
+
+
+def flux_up(revision: str = REVISION) -> dict:
+    """The objects of a Flux install that came up: every controller available, the root source and
+    Kustomization Ready at `revision`. Keyword arguments for `FakeKubeApi.set_flux`."""
+    return {"deployments": [deployment(n) for n in CONTROLLERS],
+            "sources": [git_repository(revision=revision)],
+            "items": [kustomization("flux-system", revision=revision)]}
+
+
 class FakeKubeApi:
     def __init__(self, items: Optional[list[dict]] = None):
         self.items: list[dict] = list(items or [])
@@ -42,22 +78,32 @@ class FakeKubeApi:
         self.on_poll: Optional[Callable[[int], None]] = None
         self.paths: list[str] = []
         self.sources: list[dict] = []                   # GitRepositories
+        self.deployments: list[dict] = []               # the controllers, in any namespace
+
+    def set_flux(self, *, items: list[dict], sources: list[dict], deployments: list[dict]) -> "FakeKubeApi":
+        self.items, self.sources, self.deployments = list(items), list(sources), list(deployments)
+        return self
 
     def get_json(self, path: str) -> dict:
         self.paths.append(path)
-        if path.split("?", 1)[0] == GITREPOSITORIES_PATH:  # read only to explain a wait: not a poll
+        route = path.split("?", 1)[0]
+        if route == GITREPOSITORIES_PATH:  # not a poll: read beside the Kustomizations
             return {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepositoryList", "items": list(self.sources)}
+        if route.startswith("/apis/apps/v1/namespaces/") and route.endswith("/deployments"):
+            namespace = route.split("/")[5]
+            return {"apiVersion": "apps/v1", "kind": "DeploymentList",
+                    "items": [d for d in self.deployments if d["metadata"]["namespace"] == namespace]}
+        if route != KUSTOMIZATIONS_PATH:  # before the script: only a poll runs it (bootstrap.flux_owners reads too)
+            raise KubeApiError(404, f"the double does not serve {path}")
         if self.on_poll:
             self.on_poll(len(self.polls))
         if self.errors:
             raise self.errors.pop(0)
-        if path.split("?", 1)[0] != KUSTOMIZATIONS_PATH:
-            raise KubeApiError(404, f"the double does not serve {path}")
         return {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "KustomizationList", "items": list(self.items)}
 
     @property
     def polls(self) -> list[str]:
-        return [p for p in self.paths if p.split("?", 1)[0] != GITREPOSITORIES_PATH]
+        return [p for p in self.paths if p.split("?", 1)[0] == KUSTOMIZATIONS_PATH]
 
 
 @contextmanager

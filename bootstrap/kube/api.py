@@ -159,3 +159,12 @@ class HttpKubeApi:
 
 def api_from_kubeconfig(text: str, **kwargs) -> HttpKubeApi:
     return HttpKubeApi(parse_kubeconfig(text), **kwargs)
+
+
+def client_for(spec, kubeconfig: str, **kwargs) -> HttpKubeApi:
+    """The client for an environment's cluster: an EKS kubeconfig's token is signed with the spec's AWS
+    profile and region."""
+    import boto3
+
+    session = boto3.Session(profile_name=spec.aws.profile, region_name=spec.aws.region)
+    return api_from_kubeconfig(kubeconfig, session=session, **kwargs)

@@ -1,0 +1,3 @@
+"""Flux's own readiness, read through the Kubernetes API: the controllers available and the Kustomizations
+(the root one at the revision the flux layer asked for) Ready. `up`, a recovery's verification of the flux
+layer and the rebuild drill all judge Flux with these modules."""

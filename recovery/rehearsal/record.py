@@ -1,0 +1,148 @@
+"""The rehearsal record: what one `groundctl state rehearse --record` proved, kept in the state bucket.
+
+Stored at `.groundctl/rehearsals/<env>/<newest-first>-<rehearsal_id>--<verdicts>.json` (never a stack's key):
+the name starts with the milliseconds left until 2286 (13 digits), so S3's ascending listing returns the
+newest record first, and ends with each layer's verdict and the age of the version it proved, e.g.
+`network.proven.3600s+cluster.drift.7200s+flux.skipped` (`failed` layers may have no age: nothing was
+chosen). A reader such as `fleet status` learns the latest result per layer, and the measured RPO, from a
+listing alone. The record itself holds, per layer: the version (key, S3 version id, serial, sha256, lineage,
+time), its age at the rehearsal (the RPO a restore now would give), the decryption (provider, result, why it
+failed), the preview (no change / drift with the changed resources and fields / the engine's error), the
+seconds per phase, the references restored first, and the groundctl and Pulumi versions. No property value
+and no secret is kept; every text is redacted with the secrets the run knows of.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from typing import Callable, Iterable, Optional
+
+from bootstrap.records.layout import rehearsal_key
+from bootstrap.records.runs import iso, new_run_id, redact
+from bootstrap.untrusted import Unreadable, items, load_record, number, obj, prose, text, when, whole
+from recovery.rehearsal.judge import OUTCOMES, LayerResult, run_outcome
+
+SCHEMA = 1
+_END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
+_VERDICT = re.compile(r"^(?P<layer>[a-z][a-z0-9-]{0,62})\.(?P<outcome>[a-z]+)(?:\.(?P<age>\d{1,12})s)?$")
+PHASES = ("choose", "references", "restore", "decrypt", "preview")
+
+
+def rehearsal_record(environment: str, layers: list[LayerResult], *, started: float, finished: float,
+                     groundctl_version: str, pulumi_version: Optional[str], rehearsal_id: Optional[str] = None,
+                     reason: Optional[str] = None, clock: Callable[[], float] = time.time) -> dict:
+    """The record of one rehearsal over `layers`. `reason`: why the run stopped before a verdict (then the
+    outcome is `failed`). Pure given the clock."""
+    outcome = "failed" if reason else run_outcome(layers)
+    return {"kind": "rehearsal", "schema": SCHEMA, "rehearsal_id": rehearsal_id or new_run_id(clock),
+            "environment": environment, "at": iso(started), "finished_at": iso(finished),
+            "seconds": round(finished - started, 3), "outcome": outcome, "reason": reason,
+            "groundctl_version": groundctl_version, "pulumi_version": pulumi_version,
+            "layers": [r.to_dict() for r in layers]}
+
+
+def record_name(record: dict) -> str:
+    """Newest first in a listing (to the millisecond), the id, then every layer's verdict and proven age."""
+    at = datetime.fromisoformat(record["at"].replace("Z", "+00:00")).timestamp()
+    verdicts = []
+    for layer in record["layers"]:
+        age = layer.get("age_seconds")
+        verdicts.append(f"{layer['layer']}.{layer['outcome']}" + (f".{int(age)}s" if age is not None else ""))
+    tail = "+".join(verdicts) or record["outcome"]
+    return f"{_END_OF_TIME_MS - round(at * 1000):013d}-{record['rehearsal_id']}--{tail}"
+
+
+def parse_name(name: str) -> Optional[dict]:
+    """What `record_name` put in a name: {at, rehearsal_id, layers: {layer: {outcome, age_seconds}}}; None for
+    another shape. A name holds no reason: the record does. Pure."""
+    head, sep, tail = name.removesuffix(".json").partition("--")
+    inverted, _, rehearsal_id = head.partition("-")
+    if not sep or not inverted.isdigit() or len(inverted) != 13 or not rehearsal_id:
+        return None
+    layers: dict = {}
+    if tail not in OUTCOMES:  # a run that stopped before any layer names only its outcome
+        for part in tail.split("+"):
+            m = _VERDICT.match(part)
+            if not m or m["outcome"] not in OUTCOMES:
+                return None
+            layers[m["layer"]] = {"outcome": m["outcome"], "age_seconds": int(m["age"]) if m["age"] else None}
+    return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "layers": layers}
+
+
+def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
+    """Write the record into the state bucket under `.groundctl/rehearsals/<env>/`; returns its key."""
+    key = rehearsal_key(record["environment"], record_name(record))
+    store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
+    return key
+
+
+def _outcome(d: dict, name: str = "outcome") -> str:
+    value = text(d, name)
+    if value not in OUTCOMES:
+        raise ValueError(f"field '{name}' is '{value[:40]}', not one of {', '.join(OUTCOMES)}")
+    return value
+
+
+def _version(v: dict) -> None:
+    text(v, "key"), text(v, "version_id", optional=True), text(v, "source", optional=True)
+    text(v, "sha256", optional=True), text(v, "lineage", optional=True), when(v, "last_modified", optional=True)
+    prose(v, "label")
+    whole(v, "serial", optional=True)
+
+
+def _attempt_parts(d: dict) -> None:
+    decrypt, preview = obj(d, "decrypt"), obj(d, "preview")
+    if decrypt:
+        text(decrypt, "result"), text(decrypt, "provider", optional=True, max_len=500)
+        text(decrypt, "kind", optional=True), prose(decrypt, "message"), whole(decrypt, "secrets", optional=True)
+        key = obj(decrypt, "key")
+        if key:
+            text(key, "id", max_len=500), text(key, "arn", optional=True, max_len=500)
+            text(key, "state", optional=True), text(key, "deletion_date", optional=True)
+    if preview:
+        text(preview, "result"), prose(preview, "summary"), prose(preview, "error")
+        whole(preview, "changes_total", optional=True)
+        for op, n in obj(preview, "counts").items():
+            whole({op: n}, op)
+        for change in items(preview, "changes", max_items=1000):
+            if not isinstance(change, dict):
+                raise ValueError("an entry of 'changes' is not an object")
+            text(change, "urn", max_len=4096), text(change, "type", optional=True), text(change, "operation")
+    for phase, seconds in obj(d, "seconds").items():
+        number({phase: seconds}, phase, optional=False, low=0, high=1e7)
+    version = obj(d, "version")
+    if version:
+        _version(version)
+    number(d, "age_seconds", low=-1e9, high=1e11)
+    text(d, "failed_phase", optional=True), prose(d, "reason")
+
+
+def load_rehearsal_record(body: Optional[bytes], key: str) -> dict:
+    """A stored rehearsal record, checked field by field (it is untrusted input); raises `Unreadable`."""
+    d = load_record(body, key, kind="rehearsal record")
+    try:
+        if d.get("kind") != "rehearsal":
+            raise ValueError("field 'kind' is not 'rehearsal'")
+        whole(d, "schema", low=1, high=SCHEMA)
+        text(d, "rehearsal_id"), text(d, "environment"), when(d, "at"), when(d, "finished_at")
+        _outcome(d), prose(d, "reason"), number(d, "seconds", low=0, high=1e7)
+        text(d, "groundctl_version", optional=True), text(d, "pulumi_version", optional=True)
+        for layer in items(d, "layers", optional=False, max_items=64):
+            if not isinstance(layer, dict):
+                raise ValueError("an entry of 'layers' is not an object")
+            text(layer, "layer"), _outcome(layer), prose(layer, "skipped_reason")
+            _attempt_parts(layer)
+            for other in items(layer, "others", max_items=100):
+                if not isinstance(other, dict):
+                    raise ValueError("an entry of 'others' is not an object")
+                _attempt_parts(other)
+            for ref in items(layer, "references", max_items=16):
+                if not isinstance(ref, dict):
+                    raise ValueError("an entry of 'references' is not an object")
+                text(ref, "layer"), prose(ref, "note")
+    except ValueError as exc:
+        raise Unreadable(key, str(exc)) from None
+    return d
