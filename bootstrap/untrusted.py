@@ -181,6 +181,19 @@ def whole(d: dict, name: str, *, low: int = 0, high: int = 1 << 53, optional: bo
     return v
 
 
+def outcome(d: dict, name: str, *, known: tuple[str, ...], explained: tuple[str, ...], reason: str = "reason",
+            optional: bool = True) -> Optional[str]:
+    """A verdict field, the same check for every record kind that has one: one of `known` and, when it is one of
+    `explained` (a failure, a refusal), a non-empty `reason` beside it. A record that says it failed without
+    saying why is not one groundctl writes: it is unreadable, never shown as "failed: None"."""
+    v = text(d, name, optional=optional)
+    if v is not None and v not in known:
+        raise ValueError(f"field '{name}' is '{clip(v, 40)}', not one of {', '.join(known)}")
+    if v in explained and not (prose(d, reason) or "").strip():
+        raise ValueError(f"field '{name}' is '{v}' but field '{reason}' says nothing: a record of a {v} run says why")
+    return v
+
+
 def when(d: dict, name: str, *, optional: bool = False) -> Optional[str]:
     """An ISO 8601 time field (Go's RFC 3339 with nanoseconds too), kept as written."""
     v = text(d, name, optional=optional, max_len=64)

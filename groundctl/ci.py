@@ -7,6 +7,7 @@ The decisions are pure functions in bootstrap/ci/; this module reads files, writ
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -126,18 +127,25 @@ def init(
                  "trust policies.")
 
 
+REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+
+
 def _requirements_problems(repo: Path, install: str) -> list[str]:
     from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+    from bootstrap.user_files import UnusableFile, read_user_file
 
     if install == CHECKOUT:
         return []
-    path = repo / install
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
-        text = None
+    why = ""
+    try:  # a FIFO, a device or a hung mount is a problem naming the file, never a wait (bootstrap.user_files)
+        text = read_user_file(str(repo / install), what="", fix="", max_bytes=REQUIREMENTS_MAX_BYTES,
+                              follow_symlinks=False).decode("utf-8")
+    except UnusableFile as exc:
+        text, why = None, f" ({exc.reason})"
+    except UnicodeDecodeError:
+        text, why = None, " (it is not UTF-8 text)"
     if text is None:
-        return [f"{install} is not a readable file in {repo.resolve()}: the workflows install groundctl from the "
+        return [f"{install} is not a readable file in {repo.resolve()}{why}: the workflows install groundctl from the "
                 "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
                 "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
                 "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
@@ -236,12 +244,15 @@ def _environments(repo: Path) -> list:
         except BadInput as exc:
             found.append(CiEnvironment(path.stem, spec_error=exc.message))
             continue
+        # A manifest inside the repository (every relative path is: bootstrap.flux_manifest) touches the environment.
         manifest = spec.flux.manifest_path
+        local = manifest and not manifest.startswith(("http://", "https://"))
+        inside = local and os.path.relpath(manifest, repo.absolute())
         found.append(CiEnvironment(
             spec.name, region=spec.aws.region, account_id=spec.aws.account_id,
             plan_role=spec.aws.plan_role_arn or "", apply_role=spec.aws.apply_role_arn or "",
             production=spec.production,
-            extra_files=(manifest,) if manifest and not manifest.startswith(("/", "http://", "https://")) else (),
+            extra_files=(inside,) if inside and not inside.startswith("..") else (),
         ))
     if not found:
         raise BadInput(f"{folder} holds no environment specs (<env>.yaml). Add one, e.g. from groundctl's "

@@ -18,9 +18,11 @@ def check(
     json_out: bool = json_opt("the validated spec"),
 ) -> None:
     """Validate an environment spec; exit 2 with the field and the fix when it is wrong."""
+    from bootstrap.flux_manifest import require_manifest
     from bootstrap.spec import load_spec
 
     spec = load_spec(environment)
+    require_manifest(spec)  # the file it names, and its digest: exit 2 naming the field
     if json_out:
         console.emit_json(spec.model_dump(mode="json"))
     else:

@@ -157,6 +157,7 @@ def spec_data(environment: str, bucket: str, endpoint: str, *, production: bool 
         data["backend"]["replica_region"] = replica
     if production:
         data["flux"]["ref"] = {"tag": "v1.0.0"}
+        data["flux"]["manifest_sha256"] = "0" * 64  # production pins its Flux manifest (never applied here)
         del data["aws"]["endpoint_url"]
     return data
 

@@ -134,7 +134,7 @@ def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
 
 
 @pytest.mark.parametrize("schedule,gap", [("17 * * * *", 60), ("*/15 * * * *", 15), ("5 3 * * 6", 7 * 1440),
-                                          ("0 9 * * 1-5", 3 * 1440), ("0 0 1 * *", 31 * 1440), ("0 0 * * MON", None)])
+                                          ("0 9 * * 1-5", 3 * 1440), ("0 0 1 * *", 31 * 1440), ("0 0 * * MON", 7 * 1440)])
 def test_the_longest_gap_of_a_schedule(schedule, gap):
     assert longest_gap_minutes(schedule) == gap
 

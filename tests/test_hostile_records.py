@@ -63,8 +63,15 @@ def _strings_to(value, make, keep=lambda s: False):
     return make(value) if isinstance(value, str) and not keep(value) else value
 
 
+VERDICTS = ("passed", "failed")  # the outcomes _valid's records hold
+
+
 def _time(s: str) -> bool:
     return re.match(r"\d{4}-\d\d-\d\dT", s) is not None
+
+
+def _kept(s: str) -> bool:
+    return _time(s) or s in VERDICTS
 
 
 PAYLOADS = {
@@ -72,8 +79,9 @@ PAYLOADS = {
     "deep-nesting": lambda d: json.dumps(d)[:-1].encode() + b', "extra": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     "string-record": lambda d: json.dumps("a record that is only a string").encode(),
     "object-for-string": lambda d: json.dumps(_strings_to(d, lambda s: {"nested": s})).encode(),
-    # Markup is text: only the times are left as they were, so the record stays readable and is shown.
-    "markup": lambda d: json.dumps(_strings_to(d, lambda s: s + MARKUP, keep=_time)).encode(),
+    # Markup is text: only the times and the verdicts (an enumeration, checked as one: bootstrap.untrusted.outcome)
+    # are left as they were, so the record stays readable and is shown.
+    "markup": lambda d: json.dumps(_strings_to(d, lambda s: s + MARKUP, keep=_kept)).encode(),
     "control-sequences": lambda d: json.dumps(_strings_to(d, lambda s: s + CONTROL)).encode(),
     "huge-field": lambda d: json.dumps({**d, **{k: "A" * 2_000_000 for k, v in list(d.items())[:1]}}).encode(),
 }

@@ -74,7 +74,8 @@ def test_other_ref_kinds(ref):
 
 
 def test_branch_refused_in_production_even_by_hand():
-    config = layer_config(spec("dev", **{"production": True, "flux.ref": {"tag": "v1"}}), "flux", environ=FLUX_ENV)
+    prod = spec("dev", **{"production": True, "flux.ref": {"tag": "v1"}, "flux.manifest_sha256": "0" * 64})
+    config = layer_config(prod, "flux", environ=FLUX_ENV)
     config["flux:refKind"] = ConfigValue("branch")
     with pytest.raises(BadInput, match="pinned tag or commit"):
         run_program("flux", "dev", config, UPSTREAM)

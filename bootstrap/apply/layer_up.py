@@ -19,6 +19,7 @@ from bootstrap.apply.services import Services
 from bootstrap.apply.steps import LayerStep
 from bootstrap.apply.summary import counts_text, plan_summary, show_plan
 from bootstrap.errors import EngineError, Refused
+from bootstrap.flux_owners import refuse_other_owner
 from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import RunLog
@@ -44,6 +45,8 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         console.step(f"{layer}: skipped — {reason}")
         log.set_layer(layer, achieved="skipped", message=reason)
         return Plan(layer, target.name, (), skipped_reason=reason)
+    if layer == "flux":  # flux bootstrap's objects: never two owners
+        refuse_other_owner(target, lambda kubeconfig: services.kube_for(target.spec, kubeconfig), log)
     with log.phase("stack", layer) as note:
         exists = stack_action_for(target, services, layer, "up") == "use"
         needs = layer_setup.decide(layer, stack_exists=exists, environment=target.name,

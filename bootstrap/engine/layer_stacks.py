@@ -221,6 +221,10 @@ class LayerStacks:
         except ImportError as exc:
             raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
                               "Reinstall groundctl and run the command again.") from None
+        if layer == "flux":
+            from bootstrap.flux_manifest import require_manifest
+
+            require_manifest(self.spec)  # before Pulumi reads it: a missing, odd or unpinned file is exit 2
         lineage = self.lineage_for(layer) if self.lineage_for else None
         return layer_config(self.spec, layer, lineage=lineage,
                             endpoint_url=self.settings.emulator_endpoint)

@@ -7,6 +7,7 @@ import os
 from typing import Callable, Mapping
 
 from bootstrap.errors import BadInput
+from bootstrap.user_files import read_user_file
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
 PULUMI_PASSPHRASE_FILE_VAR = "PULUMI_CONFIG_PASSPHRASE_FILE"
@@ -14,10 +15,11 @@ PASSPHRASE_FILE_MAX = 64 * 1024
 
 
 def _read_passphrase_file(path: str) -> str:
-    with open(path, "rb") as fh:
-        data = fh.read(PASSPHRASE_FILE_MAX + 1)
-    if len(data) > PASSPHRASE_FILE_MAX:
-        raise ValueError("larger than 64 KiB")
+    # A FIFO, a device or a hung mount is exit 2 naming the file, never a wait (bootstrap.user_files).
+    data = read_user_file(path, what=f"The passphrase file ({PULUMI_PASSPHRASE_FILE_VAR})",
+                          max_bytes=PASSPHRASE_FILE_MAX,
+                          fix=f"Point {PULUMI_PASSPHRASE_FILE_VAR} at a regular file holding the passphrase, and run "
+                              "the command again")
     return data.decode("utf-8")
 
 

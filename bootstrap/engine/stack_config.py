@@ -109,7 +109,9 @@ def _flux(spec: EnvironmentSpec, env: Mapping[str, str]) -> dict[str, object | C
         "flux:interval": fx.interval,
     }
     if fx.manifest_path:
-        out["flux:manifestPath"] = fx.manifest_path
+        out["flux:manifestPath"] = fx.manifest_path  # absolute for a spec read from its file (bootstrap.flux_manifest)
+    if fx.manifest_sha256:
+        out["flux:manifestSha256"] = fx.manifest_sha256
     if fx.repository_url.startswith("ssh://"):
         # SSH needs a deploy key and the host's known keys; HTTPS repositories are read anonymously.
         missing = flux_secrets_missing(spec, env)

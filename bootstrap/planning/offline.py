@@ -70,9 +70,11 @@ def run_offline(spec: EnvironmentSpec, *, on_layer: Callable[[str], None] = lamb
     A program that refuses its config raises BadInput (exit 2) naming the layer; a program that
     crashes raises EngineError. `on_layer` is told each layer as it starts (for progress).
     """
-    from bootstrap.planning.mockrun import run_program
     from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, layer_config
+    from bootstrap.flux_manifest import require_manifest
+    from bootstrap.planning.mockrun import run_program
 
+    require_manifest(spec)  # a local Flux manifest that is missing, a folder or not the pinned one: exit 2
     started = clock()
     environ = offline_environ()
     runs: dict[str, ProgramRun] = {}

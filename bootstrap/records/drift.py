@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import drift_key
 from bootstrap.records.runs import new_run_id, iso, redact
-from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, prose, text, when, whole
+from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, outcome, prose, text, when, whole
 
 DRIFTED = ("drift", "not deployed")
 
@@ -114,8 +114,7 @@ def load_drift_record(body: Optional[bytes], key: str) -> dict:
     try:
         text(d, "check_id"), text(d, "environment"), when(d, "at")
         # A check that could not finish knows no verdict: its `drift` is null and its `reason` says why.
-        if text(d, "outcome", optional=True) == "failed":
-            prose(d, "reason")
+        if outcome(d, "outcome", known=("clean", "drift", "failed"), explained=("failed",)) == "failed":
             if d.get("drift") is not None:
                 flag(d, "drift")
         else:

@@ -233,19 +233,26 @@ def start_run(environment: str, command: str, options: dict, *, clock: Callable[
     return RunLog(record, clock=clock, secret_values=secret_values)
 
 
+RUN_OUTCOMES = ("running", "succeeded", "failed", "refused", "interrupted")
+PHASE_OUTCOMES = ("running", "ok", "failed", "refused", "skipped", "interrupted")
+
+
 def load_record(data: Optional[bytes], key: str = "the run record") -> dict:
     """A stored run record, as the dict it was saved as, checked field by field (it is untrusted input: another
     version of groundctl or anyone with bucket access may have written it); raises `Unreadable` naming `key`."""
     d = untrusted.load_record(data, key, kind="run record")
     try:
-        for name in ("run_id", "environment", "command", "outcome"):
+        for name in ("run_id", "environment", "command"):
             untrusted.text(d, name)
+        untrusted.outcome(d, "outcome", known=RUN_OUTCOMES, explained=("failed", "refused"), reason="message",
+                          optional=False)
         untrusted.when(d, "started_at"), untrusted.when(d, "ended_at", optional=True)
         untrusted.text(d, "stopped_at", optional=True), untrusted.prose(d, "message")
         for phase in untrusted.items(d, "phases") + [p for lay in untrusted.items(d, "layers")
                                                       for p in untrusted.items(_object(lay), "phases")]:
             _object(phase)
-            untrusted.text(phase, "name"), untrusted.text(phase, "outcome"), untrusted.prose(phase, "detail")
+            untrusted.text(phase, "name"), untrusted.prose(phase, "detail")
+            untrusted.outcome(phase, "outcome", known=PHASE_OUTCOMES, explained=(), optional=False)
             untrusted.number(phase, "seconds")
         for lay in untrusted.items(d, "layers"):
             untrusted.text(lay, "layer"), untrusted.text(lay, "attempted"), untrusted.text(lay, "achieved")

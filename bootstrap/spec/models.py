@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bootstrap.spec import rules
+from bootstrap.spec import cron, rules
 
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
@@ -23,6 +23,7 @@ _KMS_ALIAS = re.compile(r"^alias/[a-zA-Z0-9/_-]{1,250}$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _FLUX_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 class _Model(BaseModel):
@@ -237,6 +238,7 @@ class FluxSpec(_Model):
     ref: FluxRef
     path: Optional[str] = None
     manifest_path: Optional[str] = None
+    manifest_sha256: Optional[str] = None
     interval: str = "5m"
     # How long `up` (and a recovery of the flux layer) waits for Flux's controllers and root Kustomization.
     ready_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = 10
@@ -257,6 +259,22 @@ class FluxSpec(_Model):
             )
         return v
 
+    @field_validator("manifest_path")
+    @classmethod
+    def _manifest_path(cls, v: Optional[str]) -> Optional[str]:
+        problem = rules.manifest_path_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("manifest_sha256")
+    @classmethod
+    def _manifest_sha256(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not _SHA256.fullmatch(v):
+            raise ValueError(f"'{v}' is not a sha256 digest: 64 hexadecimal characters, as in Flux's "
+                             "flux_<version>_checksums.txt")
+        return v.lower() if v is not None else None
+
     @field_validator("interval")
     @classmethod
     def _interval(cls, v: str) -> str:
@@ -268,9 +286,6 @@ class FluxSpec(_Model):
 class RecoverySpec(_Model):
     rto_minutes: Annotated[int, Field(ge=1, le=10080)]
     rpo_minutes: Annotated[int, Field(ge=0, le=10080)]
-
-
-_CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
 
 class FleetSpec(_Model):
@@ -289,8 +304,9 @@ class FleetSpec(_Model):
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not _CRON.fullmatch(v.strip()):
-            raise ValueError(f"'{v}' is not a five-field cron schedule such as '17 * * * *'")
+        problem = cron.schedule_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("status_role_arn")

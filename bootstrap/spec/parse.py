@@ -11,6 +11,7 @@ from typing import Optional
 from pydantic import BaseModel, ValidationError
 
 from bootstrap.errors import BadInput, SpecError
+from bootstrap.flux_manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
 from bootstrap.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
 
@@ -76,7 +77,7 @@ def _problem(err: dict) -> tuple[str, str]:
     fix = _FIXES.get(kind)
     where = _path(loc)
     # Cross-field rules live on the root model; they name their field as "a.b: message".
-    if not loc and re.match(r"^[a-z_]+(\.[a-z_]+)+: ", msg):
+    if not loc and re.match(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+: ", msg):
         where, msg = msg.split(": ", 1)
     return where, bounded_quotes(f"{msg}{'; ' + fix if fix else ''}")
 
@@ -102,7 +103,7 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
             f"({', '.join(known) or 'none found'}) or a path to a spec file."
         )
     data = read_spec_data(path)
-    spec = parse_spec(data, str(path))
+    spec = resolve_manifest(parse_spec(data, str(path)), path)
     if path.suffix in (".yaml", ".yml") and path.parent == base and spec.name != path.stem:
         raise SpecError(
             str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from bootstrap.spec.models import ClusterSpec, EnvironmentSpec, FluxRef, NetworkSpec, NodeGroupSpec
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def network_problem(network: NetworkSpec) -> Optional[str]:
@@ -61,8 +62,29 @@ def flux_ref_problem(ref: FluxRef) -> Optional[str]:
     return None
 
 
+def manifest_path_problem(path: str) -> Optional[str]:
+    """The shape of flux.manifest_path: a URL, an absolute path, or a relative one (the repository's: it must
+    stay inside it, which `bootstrap.flux_manifest` checks on the real folders)."""
+    if not path.strip() or _CONTROL.search(path) or len(path) > 4096:
+        return "give the path of the Flux install manifest file (or an http(s) URL), in one line"
+    if path.startswith(("http://", "https://")) or path.startswith("/"):
+        return None
+    if re.match(r"^[a-z][a-z0-9+.-]*://", path):
+        return f"'{path}' is a URL groundctl cannot fetch; give an https:// URL or a file's path"
+    if ".." in path.replace("\\", "/").split("/"):
+        return (f"'{path}' leaves the repository; a relative path is read inside the repository (the folder that "
+                "holds environments/), so name the file there or give an absolute path")
+    return None
+
+
 def environment_problem(spec: EnvironmentSpec) -> Optional[str]:
     """What production demands, and a service range outside the VPC."""
+    fx = spec.flux
+    if fx.manifest_sha256 is None and (spec.production or (fx.manifest_path or "").startswith(("http://", "https://"))):
+        why = "a production environment" if spec.production else "a manifest fetched from a URL"
+        return (f"flux.manifest_sha256: {why} must pin the Flux install manifest by its sha256; record the digest "
+                f"Flux publishes for {fx.version}'s install.yaml (flux_{fx.version.lstrip('v')}_checksums.txt, "
+                "see the README's 'Pinning the Flux install manifest')")
     if spec.production and not spec.flux.ref.pinned:
         return (
             f"flux.ref: this is the branch '{spec.flux.ref.branch}', but a production environment must "

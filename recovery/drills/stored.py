@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bootstrap.untrusted import Unreadable, flag, items, load_record, number, obj, prose, text, when
+from bootstrap.untrusted import Unreadable, flag, items, load_record, number, obj, outcome, prose, text, when
+
+# recovery.drills.phases.Verdict, and a progress checkpoint's "running" (recovery.drills.report.RUNNING)
+OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run", "running")
 
 
 def load_drill_record(body: Optional[bytes], key: str) -> dict:
@@ -19,7 +22,8 @@ def load_drill_record(body: Optional[bytes], key: str) -> dict:
         text(d, "drill_id"), text(d, "kind"), text(d, "environment", optional=True), text(d, "layer", optional=True)
         when(d, "started_at"), when(d, "ended_at", optional=True), number(d, "total_seconds")
         verdict = obj(d, "verdict")
-        text(verdict, "outcome", optional=True), prose(verdict, "reason", max_len=4096)
+        outcome(verdict, "outcome", known=OUTCOMES, explained=("failed", "refused", "unverified"))
+        prose(verdict, "reason", max_len=4096)
         number(verdict, "recovery_seconds", low=0), number(verdict, "rto_seconds", low=0)
         flag(obj(d, "options"), "dry_run")
         for phase in items(d, "phases"):

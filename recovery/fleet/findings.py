@@ -40,7 +40,7 @@ RULES: dict[str, tuple[str, str, str]] = {
     "drill-never": (WARNING, INFO, "no drill of a kind was ever recorded"),
     "drill-unverified": (WARNING, WARNING, "the last drill of a kind was refused or could not be fully verified"),
     "rto-slower": (WARNING, WARNING, "passing drills' recovery time rose beyond its noise (see the trend rule)"),
-    "record-unreadable": (WARNING, WARNING, "a drift or drill record in the bucket could not be read"),
+    "record-unreadable": (WARNING, WARNING, "a drift, drill or lock record in the bucket could not be read"),
     "protection-unknown": (WARNING, WARNING, "a bucket setting could not be read with these credentials"),
     "protection-at-risk": (WARNING, INFO, "the state bucket's protection is at risk against the RPO (no replica, "
                            "replication without a time bound, retention shorter than the spec's)"),

@@ -85,13 +85,14 @@ def parse_drill_name(stem: str) -> Optional[dict]:
     return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs}
 
 
-def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> Optional[dict]:
-    """The record at `key` checked by `load` (records are untrusted input), or None when it is unreadable."""
+def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> tuple[Optional[dict], Optional[str]]:
+    """(the record at `key` checked by `load`, None) or (None, why it is unreadable): every kind alike, so a record
+    that fails its checks is a problem named by its key, never a row that shows what it lacks."""
     obj = store.get(key)
     try:
-        return load(obj.body if obj is not None else None, key)
-    except Unreadable:
-        return None
+        return load(obj.body if obj is not None else None, key), None
+    except Unreadable as exc:
+        return None, exc.reason
 
 
 def _stem(key: str) -> str:
@@ -183,9 +184,11 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
-            raw["drift"] = named if named and named["outcome"] != "failed" else (_json(store, newest, load_drift_record) or named)
-            if raw["drift"] is None:
-                raw["problems"].append({"key": newest, "why": "is not a readable drift record"})
+            doc, why = ((named, None) if named and named["outcome"] != "failed"
+                        else _json(store, newest, load_drift_record))
+            raw["drift"] = doc or (named and named | {"reason": f"its record cannot be read ({why})"})
+            if why:
+                raw["problems"].append({"key": newest, "why": f"is not a readable drift record ({why})"})
         raw["problems"] += [{"key": k, "why": "is not a drill record name"} for k in found["odd_drills"][:5]]
         raw["drill_count"] = sum(len(v) for v in found["drills"].values())
         drills, names = [], []
@@ -196,9 +199,12 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
                 # pass (its reason, its failed phase), and an earlier one only when its name is silent.
                 if (i == 0 and item["outcome"] != "passed") or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
                     old_reads += i > 0
-                    doc = _json(store, item["key"], load_drill_record)
-                    if doc is None or "drill_id" not in doc:
-                        raw["problems"].append({"key": item["key"], "why": "is not a readable drill record"})
+                    doc, why = _json(store, item["key"], load_drill_record)
+                    if doc is None:
+                        raw["problems"].append({"key": item["key"], "why": f"is not a readable drill record ({why})"})
+                        if item["outcome"] is not None:  # its name still says its verdict: never an older one's
+                            names.append({k: item[k] for k in ("drill_id", "kind", "outcome", "recovery_seconds")}
+                                         | {"reason": f"its record cannot be read ({why})"})
                         continue
                     drills.append(doc)
                 else:
@@ -207,6 +213,8 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         raw["lock"] = (lock_status(store, env, clock=clock, with_pulumi_locks=False).to_dict() if found["lock"] else
                        {"environment": env, "held": False, "holder": None, "stale": False, "unreadable": None,
                         "reason": "no groundctl lock is held", "heartbeat_age_seconds": None, "pulumi_locks": []})
+        if raw["lock"].get("unreadable"):
+            raw["problems"].append({"key": raw["lock"]["unreadable"], "why": "is not a readable lock object"})
         raw["ledger"] = found["heads"]
     except GroundctlError as exc:
         raw["error"] = exc.message

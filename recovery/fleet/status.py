@@ -84,7 +84,8 @@ def _started(drill_id: str) -> Optional[str]:
 
 def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
     at = _started(name["drill_id"])
-    return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"], "reason": None,
+    return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"],
+            "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.fleet.reading)
             "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
             "age_seconds": _age(at, now)}
 

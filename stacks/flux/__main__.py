@@ -1,9 +1,11 @@
 """flux: the Flux controllers on the cluster, pointed at the fleet repository.
 
 The controllers come at a pinned version, from a local manifest file for air-gapped installs or else
-from that version's release manifest. A GitRepository pinned to a tag or commit (a branch only
-outside production) and a root Kustomization with prune on hand the cluster to GitOps. The SSH
-deploy key arrives as Pulumi secret config and is never exported.
+from that version's release manifest, pinned by its sha256 (required in production; the provider reads the
+file or URL again itself, so the digest proves what it applies only for a local file or an unchanging URL).
+A GitRepository pinned to a tag or commit (a branch only outside production) and a root Kustomization
+with prune on hand the cluster to GitOps. The SSH deploy key arrives as Pulumi secret config and is never
+exported.
 
 Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not the mock runtime:
 - The install manifest declares the flux-system Namespace itself; a second Namespace resource of the same
@@ -33,11 +35,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.common.config import common, export_lineage, stack_reference
+from stacks.common.manifest import RELEASE_URL, verify
 
 LAYER = "flux"
 NAMESPACE = "flux-system"
 SOURCE_NAME = "flux-system"
-RELEASE_URL = "https://github.com/fluxcd/flux2/releases/download/{version}/install.yaml"
 
 settings = common(LAYER)
 cfg = pulumi.Config()
@@ -52,6 +54,16 @@ if ref_kind == "branch" and settings.production:
 path = cfg.get("path") or f"clusters/{settings.environment}"
 interval = cfg.get("interval") or "5m"
 manifest_path = cfg.get("manifestPath") or None
+manifest_sha256 = (cfg.get("manifestSha256") or "").lower() or None
+if settings.production and not manifest_sha256:
+    raise ValueError("a production environment must pin the Flux install manifest by its sha256 "
+                     "(config flux:manifestSha256)")
+manifest = manifest_path or RELEASE_URL.format(version=version)
+# Checked here, before any resource is registered, so an `up` never applies other bytes than the pinned ones,
+# whether groundctl or an operator runs it. A preview applies nothing and the offline plan must stay offline:
+# groundctl checks a local file before every run, and the program checks every source before an update.
+if manifest_sha256 and not pulumi.runtime.is_dry_run():
+    verify(manifest, manifest_sha256)
 uses_ssh = repository_url.startswith("ssh://")
 
 cluster = stack_reference("cluster")
@@ -75,7 +87,7 @@ def skip_await_on_workloads(args: pulumi.ResourceTransformArgs) -> pulumi.Resour
 # applies the transform to the component's children, which the provider registers.
 controllers = k8s.yaml.v2.ConfigFile(
     "flux-controllers",
-    file=manifest_path or RELEASE_URL.format(version=version),
+    file=manifest,
     opts=pulumi.ResourceOptions(provider=kube, transforms=[skip_await_on_workloads]),
 )
 OWNED = {"pulumi.com/patchForce": "true"}

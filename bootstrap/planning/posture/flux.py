@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from bootstrap.flux_manifest import manifest_source
 from bootstrap.planning.posture.model import SECRET, Context, Outcome, Rule, ok, said
 
 CONFIG_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
@@ -18,7 +19,8 @@ def _flux_version(ctx: Context) -> Iterable[Outcome]:
     exported = ctx.runs["flux"].outputs.get("flux_version")
     for cf in ctx.of_type("flux", *CONFIG_FILES):
         source = str(cf.inputs.get("file") or cf.inputs.get("files") or "")
-        pinned = source == fx.manifest_path if fx.manifest_path else f"/download/{fx.version}/" in source
+        pinned = source == manifest_source(ctx.spec) and (fx.manifest_path is not None
+                                                           or f"/download/{fx.version}/" in source)
         yield ok(pinned and exported == fx.version, cf.name, f"controllers at {fx.version} from {source}",
                  f"controllers from {said(source)} (exported version {said(exported)}); the spec pins {fx.version}")
 

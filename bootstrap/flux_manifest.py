@@ -1,0 +1,78 @@
+"""The Flux install manifest a spec names (`flux.manifest_path`) and pins (`flux.manifest_sha256`).
+
+One base for a relative path: the repository, the folder that holds `environments/` (for a spec kept outside
+an `environments/` folder, the spec's own folder). `resolve` makes the path absolute when the spec is read,
+after checking that it stays inside the repository, so the Pulumi program, the offline plan's posture rule
+and `ci` all see the same file (the program's own folder, stacks/flux, is never a base).
+
+`manifest_problem` is what `spec check`, the offline plan and every engine run ask before the flux layer
+runs: a local manifest must be a regular, readable file within MAX_MANIFEST_BYTES (read under a deadline,
+`bootstrap.user_files`) whose sha256 is the pinned one when one is pinned. A URL is not fetched here: the
+program fetches and checks it before an update (stacks/flux/__main__.py), which is the check a by-hand
+`pulumi up` passes through too; a second download here would prove only that copy.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from bootstrap.errors import SpecError
+from bootstrap.user_files import UnusableFile, read_user_file
+from stacks.common.manifest import MAX_MANIFEST_BYTES, RELEASE_URL, is_url, mismatch, sha256_hex
+
+FIELD = "flux.manifest_path"
+
+
+def repository_of(spec_file: Path) -> Path:
+    """The base of the spec's relative paths: the folder holding its environments/ folder, else its own."""
+    folder = spec_file.absolute().parent
+    return folder.parent if folder.name == "environments" else folder
+
+
+def resolve(spec, spec_file: Path):
+    """`spec` with a relative manifest path made absolute against the repository; a SpecError naming the field
+    when it leaves the repository (through `..` or a symbolic link)."""
+    path = spec.flux.manifest_path
+    if not path or is_url(path) or os.path.isabs(path):
+        return spec
+    base = repository_of(spec_file)
+    full = os.path.normpath(base / path)
+    real, real_base = os.path.realpath(full), os.path.realpath(base)
+    if os.path.commonpath([real, real_base]) != real_base:
+        raise SpecError(str(spec_file), [(FIELD, f"'{path}' leads to {real}, outside the repository {base}; a "
+                                                 "relative path names a file inside it (or give an absolute path)")])
+    return spec.model_copy(update={"flux": spec.flux.model_copy(update={"manifest_path": full})})
+
+
+def manifest_source(spec) -> str:
+    """What the flux program installs from: the spec's manifest (a path or a URL) or the release's URL."""
+    return spec.flux.manifest_path or RELEASE_URL.format(version=spec.flux.version)
+
+
+def manifest_problem(spec) -> Optional[tuple[str, str]]:
+    """(field, what is wrong) for a local manifest that is not a regular readable file within the limit, or whose
+    sha256 is not the pinned one; None when it is fine, or the manifest is a URL (checked where it is fetched)."""
+    path = spec.flux.manifest_path
+    if not path or is_url(path):
+        return None
+    path = os.path.abspath(path)
+    try:
+        data = read_user_file(path, what="", fix="", max_bytes=MAX_MANIFEST_BYTES)
+    except UnusableFile as exc:
+        return FIELD, (f"the Flux install manifest '{path}' cannot be read: {exc.reason}; name a regular, readable "
+                       "file (a relative path inside the repository, or an absolute path such as the image's copy), "
+                       "or an https URL with flux.manifest_sha256")
+    pinned = spec.flux.manifest_sha256
+    actual = sha256_hex(data)
+    if pinned and actual != pinned:
+        return "flux.manifest_sha256", mismatch(path, pinned, actual)
+    return None
+
+
+def require_manifest(spec) -> None:
+    """SpecError (exit 2) naming the field when `manifest_problem` finds one."""
+    problem = manifest_problem(spec)
+    if problem:
+        raise SpecError(f"the spec of '{spec.name}'", [problem])

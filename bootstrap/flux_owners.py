@@ -1,0 +1,110 @@
+"""Whether Flux on the cluster already has another owner than the flux layer, read before the layer applies.
+
+A cluster set up with `flux bootstrap` (or `flux install`, Helm, `kubectl apply` of install.yaml) has its own
+flux-system objects. Applying the layer over them makes two owners of the same controllers, GitRepository
+and Kustomization: each run of one undoes the other's fields, and a bootstrapped repository's
+`flux-system/gotk-components.yaml` is applied back by the root Kustomization a minute after groundctl's
+`up`. So the layer refuses, with the adoption path (runbooks/adopt-flux-bootstrap.md), when what it reads
+shows another owner:
+- the `kustomize.toolkit.fluxcd.io/name=flux-system` label on a controller or on the flux-system source or
+  Kustomization: Flux's own root Kustomization applies it, which is what `flux bootstrap` sets up;
+- a field manager that is not Pulumi's on those objects: any server-side apply (`flux` for the CLI,
+  `kustomize-controller` for a self-managed Flux), or an update by another client (`helm`,
+  `kubectl-client-side-apply`, `kubectl-edit`). Updates that come with running Flux are not owners: the
+  controllers' status and finalizers, the Deployment revision kube-controller-manager writes, a
+  `kubectl rollout restart`.
+`owner_evidence` is the pure decision over the objects a read returns; `read_flux_system` is the read,
+through any client with `get_json` (the `KubeApi` protocol).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from bootstrap.errors import EngineError, GroundctlError, Refused
+
+NAMESPACE = "flux-system"
+LABEL = "kustomize.toolkit.fluxcd.io/name"
+PULUMI_MANAGER = "pulumi-kubernetes"  # the provider's field managers: pulumi-kubernetes, pulumi-kubernetes-<id>
+RUNBOOK = "runbooks/adopt-flux-bootstrap.md"
+READS = (
+    f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
+    f"/apis/source.toolkit.fluxcd.io/v1/namespaces/{NAMESPACE}/gitrepositories/{NAMESPACE}",
+    f"/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/{NAMESPACE}/kustomizations/{NAMESPACE}",
+)
+# Clients whose updates come with running Flux, not with owning it.
+CONTROLLERS = {"source-controller", "kustomize-controller", "helm-controller", "notification-controller",
+               "image-reflector-controller", "image-automation-controller"}
+RUNNING = CONTROLLERS | {f"gotk-{c}" for c in CONTROLLERS} | {"kube-controller-manager", "kubectl-rollout"}
+
+
+def _name(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind') or 'object'} {meta.get('namespace') or NAMESPACE}/{meta.get('name')}"
+
+
+def _foreign_manager(entry: dict) -> Optional[str]:
+    manager = str(entry.get("manager") or "")
+    if manager.startswith(PULUMI_MANAGER) or entry.get("subresource") == "status":
+        return None
+    if entry.get("operation") == "Apply":
+        return manager or "(unnamed)"  # server-side apply claims ownership of its fields
+    return None if manager in RUNNING else (manager or "(unnamed)")
+
+
+def owner_evidence(objects: list[dict]) -> list[str]:
+    """What shows another owner of Flux on the cluster, one line per object; empty when there is none. Pure."""
+    found = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        why = []
+        if labels.get(LABEL) == NAMESPACE:
+            why.append(f"the label {LABEL}={NAMESPACE} (Flux's own root Kustomization applies it)")
+        managers = sorted({m for e in meta.get("managedFields") or [] if isinstance(e, dict)
+                           for m in [_foreign_manager(e)] if m})
+        if managers:
+            why.append(f"field manager{'s' if len(managers) > 1 else ''} {', '.join(managers)}")
+        if why:
+            found.append(f"{_name(obj)} has {' and '.join(why)}")
+    return found
+
+
+def read_flux_system(api) -> list[dict]:
+    """The controllers' Deployments and the flux-system GitRepository and Kustomization, as the API returns them;
+    what does not exist (no namespace, no CRD yet) is left out. EngineError when the API does not answer."""
+    objects: list[dict] = []
+    for path in READS:
+        try:
+            doc = api.get_json(path)
+        except GroundctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the client's own error type stays in its module
+            if getattr(exc, "status", None) == 404:
+                continue
+            raise EngineError(f"Before applying the flux layer, groundctl reads the cluster's flux-system objects "
+                              f"to make sure no other tool owns Flux there, and {path} could not be read ({exc}). "
+                              "Check that the cluster's API answers with these credentials, and run the command "
+                              "again.") from None
+        items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
+        objects += [o for o in items or [] if isinstance(o, dict)]
+    return objects
+
+
+def refuse_other_owner(target, kube_client: Callable[[str], Any], log) -> None:
+    """Refused (nothing applied) when Flux on the environment's cluster has another owner than the flux layer."""
+    with log.phase("flux-owners", "flux") as note:
+        cluster = target.engine.outputs("cluster")
+        target.extra_secrets.update(str(cluster.values[k]) for k in cluster.secret_keys if k in cluster.values)
+        kubeconfig = cluster.values.get("kubeconfig")
+        if not isinstance(kubeconfig, str) or not kubeconfig:
+            note["detail"] = "the cluster layer exports no kubeconfig: not read"
+            return
+        evidence = owner_evidence(read_flux_system(kube_client(kubeconfig)))
+        if evidence:
+            raise Refused(
+                f"Flux on the cluster of '{target.name}' is already owned by another tool: {'; '.join(evidence)}. "
+                "Applying the flux layer over it would leave two owners undoing each other's changes, so nothing "
+                f"was applied. To hand Flux to groundctl, follow {RUNBOOK}; to keep the other owner, leave the "
+                f"flux layer out (`groundctl up {target.name} --layers backend,network,cluster`).")
+        note["detail"] = "no other owner of flux-system"

@@ -1,0 +1,42 @@
+"""A Kubernetes API double serving flux-system objects by path, for the check that Flux has no other owner
+(`bootstrap.flux_owners`): objects as the API returns them, with their labels and managed fields. Paths it
+does not hold answer 404, as the API does for a namespace or CRD that does not exist; `serve_http`
+(tests/fakes/k8s.py) puts it behind a real socket."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from bootstrap.flux_owners import READS
+from bootstrap.kube.api import KubeApiError
+
+DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
+CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller", "notification-controller")
+
+
+def managed(manager: str, operation: str = "Apply", subresource: Optional[str] = None) -> dict:
+    entry = {"manager": manager, "operation": operation, "apiVersion": "v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {}}, "time": "2026-01-01T00:00:00Z"}
+    return entry | ({"subresource": subresource} if subresource else {})
+
+
+def obj(kind: str, name: str, *, labels: Optional[dict] = None, managers: tuple[dict, ...] = ()) -> dict:
+    return {"kind": kind, "metadata": {"name": name, "namespace": "flux-system", "labels": dict(labels or {}),
+                                       "managedFields": list(managers)}}
+
+
+class FluxSystemApi:
+    def __init__(self, deployments: list[dict] = (), source: Optional[dict] = None,
+                 kustomization: Optional[dict] = None):
+        self.docs = {DEPLOYMENTS: {"kind": "DeploymentList", "items": list(deployments)}}
+        if source is not None:
+            self.docs[GIT_REPOSITORY] = source
+        if kustomization is not None:
+            self.docs[KUSTOMIZATION] = kustomization
+        self.paths: list[str] = []
+
+    def get_json(self, path: str) -> dict:
+        self.paths.append(path)
+        if path not in self.docs:
+            raise KubeApiError(404, f"{path} not found")
+        return self.docs[path]
