@@ -19,7 +19,6 @@ quarantined (its versions stay). Which version to restore is decided elsewhere (
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +26,6 @@ from typing import Callable, Optional
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.records.lock_object import pid_alive
 from bootstrap.records.pulumi_locks import refuse_restore_under_lock
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")
@@ -158,7 +156,7 @@ def restore(store: ObjectStore, plan: RestorePlan, *, lock_factory: Callable, ru
         done(1)
         check = getattr(lock, "check", lambda: None)
         # groundctl's lock keeps groundctl out, not Pulumi: a live update would overwrite the restored state.
-        refuse_restore_under_lock(store, plan.project, plan.stack, socket.gethostname(), pid_alive)
+        refuse_restore_under_lock(store, plan.project, plan.stack)
 
         # 1. quarantine whatever is current and is not already the chosen state.
         currents = current_objects(store, plan.project, plan.stack)
