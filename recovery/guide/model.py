@@ -62,6 +62,9 @@ class GuideServices:
     # Raises (a GroundctlError saying what is missing) when the phases after a write could not run: called
     # once, before the first phase that writes, so nothing is written when the way forward is blocked.
     ready: Optional[Callable[[], None]] = None
+    # The secrets provider the environment holds its states to (None: not known here, and not checked before
+    # the restore): a chosen version encrypted with another is refused before anything is written.
+    secrets_provider: Optional[Callable[[], Optional[str]]] = None
 
 
 @dataclass(frozen=True)
