@@ -21,7 +21,8 @@ app.add_typer(lock_app, name="lock")
 @lock_app.command("status")
 def status(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OPT,
            json_out: bool = json_opt("the status")) -> None:
-    """Show the groundctl lock (holder, heartbeat, stale verdict) and Pulumi's stack locks (holder, alive or not).
+    """Show the groundctl lock (holder, heartbeat; alive, DEAD, unknown or STALE) and Pulumi's stack locks (holder
+    alive, dead or unknown).
 
     Exit 1 when a lock object cannot be read (it is named, with why)."""
     from bootstrap.records.lock_status import lock_status
@@ -42,7 +43,7 @@ def _show(name: str, st) -> None:
         h = st.holder
         console.data(f"{name}: locked by {h.owner}@{h.host} pid {h.pid}, run {h.run_id}")
         console.data(f"  started {h.started_at}, last heartbeat {h.heartbeat_at} (TTL {h.ttl_seconds}s)")
-        console.data(f"  {'STALE' if st.stale else 'alive'}: {st.reason}")
+        console.data(f"  {st.verdict.upper() if st.stale else st.verdict}: {st.reason}")
     elif st.unreadable:
         console.data(f"{name}: locked by an unreadable lock object ({st.unreadable}): {st.reason}")
     else:
@@ -58,12 +59,12 @@ def _show(name: str, st) -> None:
 def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OPT,
            force: bool = typer.Option(False, "--force",
                                       help="Break it even if the holder may be alive (recorded); never a Pulumi lock "
-                                           "whose holder is shown alive."),
+                                           "whose holder is seen alive on this host."),
            pulumi: Optional[str] = typer.Option(None, "--pulumi", metavar="LAYER",
                                                 help="Remove Pulumi's stack lock on this layer instead (only that "
-                                                     "stack's, and only when its holder is gone)."),
+                                                     "stack's, and only when its holder is proven dead)."),
            json_out: bool = json_opt("what was broken")) -> None:
-    """Remove the lock when its heartbeat has expired and its holder is gone (or with --force)."""
+    """Remove the lock when its holder is proven dead or its heartbeat is stale (or with --force)."""
     from bootstrap.records.layout import lock_key
     from bootstrap.records.lock_object import broken_key
     from bootstrap.records.lock_status import UNREADABLE_OWNER, break_lock
@@ -89,14 +90,13 @@ def break_(environment: str = ENV_ARG, endpoint_url: Optional[str] = ENDPOINT_OP
 def _break_pulumi(environment: str, endpoint_url: Optional[str], layer_name: str, force: bool, by: str,
                   json_out: bool) -> None:
     from bootstrap.layers import layer
-    from bootstrap.records.lock_object import iso, pid_alive
+    from bootstrap.records.lock_object import iso
     from bootstrap.records.pulumi_locks import break_locks
 
     layer(layer_name)  # a typo is bad input, not "no lock"
     with state_reader(environment, endpoint_url) as target:
         name = target.name
-        broken = break_locks(target.store, name, layer_name, force=force, by=by, at=iso(time.time()),
-                             this_host=socket.gethostname(), alive=pid_alive)
+        broken = break_locks(target.store, name, layer_name, force=force, by=by, at=iso(time.time()))
     prefix = f".groundctl/locks/broken/{name}/"
     if json_out:
         console.emit_json({"environment": name, "layer": layer_name, "broken": [p.to_dict() for p in broken],

@@ -74,6 +74,12 @@ def _flux_ready(target):
     return check
 
 
+def secrets_provider(target) -> Optional[str]:
+    """The secrets provider the engine holds this environment's states to; None from an engine that does not
+    say (a test's in-memory one)."""
+    return getattr(getattr(target.engine, "settings", None), "secrets_provider", None)
+
+
 @app.command("recover")
 def recover(
     environment: str = ENV_ARG,
@@ -122,7 +128,8 @@ def recover(
             inventory=lambda env, name: collect(target.clients, env, name),
             lock_factory=lambda store, env, run_id: EnvironmentLock(store, env, run_id),
             confirm=console.confirm, lock_status=lock_status, ready=lambda: engine_ready(target, lay.name),
-            flux_ready=_flux_ready(target) if lay.name == "flux" and not target.emulated else None)
+            flux_ready=_flux_ready(target) if lay.name == "flux" and not target.emulated else None,
+            secrets_provider=lambda: secrets_provider(target))
         console.info(f"Recovering {lay.name}/{target.name} (run {opts.run_id})"
                      + (" — dry run, nothing will be written" if dry_run else ""))
         transcript = run_guide(opts, svc, on_condition=_show)

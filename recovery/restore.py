@@ -11,6 +11,11 @@ point (kill -9 included) is completed by running it again:
 3. **record**: a ledger record with operation `restore` for the new current version. The ledger
    itself refuses to record one stored object twice.
 
+Before any of them, and before the lock is taken, a chosen version encrypted with another secrets provider
+than the environment's is refused (`bootstrap.engine.secrets_provider.check_state_provider`, the decision the
+engine makes before every operation): restored, it would be refused by every phase after it, so a refusal
+leaves the bucket as it was.
+
 Nothing here deletes or overwrites a version: copies add versions, and a stack object under another
 compression suffix that would shadow the restored one is hidden by a delete marker after it is
 quarantined (its versions stay). Which version to restore is decided elsewhere (`recovery.choose`).
@@ -19,16 +24,17 @@ quarantined (its versions stay). Which version to restore is decided elsewhere (
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
+from bootstrap.engine.secrets_provider import check_state_provider, state_provider
+from bootstrap.errors import Refused
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.records.lock_object import pid_alive
 from bootstrap.records.pulumi_locks import refuse_restore_under_lock
+from recovery.state_bytes import decompress, load_json
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")
 AfterStep = Callable[[int, str], None]
@@ -43,6 +49,7 @@ class RestorePlan:
     source_version: str
     source_sha256: str
     lineage: Optional[str] = None
+    secrets_provider: Optional[str] = None  # the environment's; None: not checked (the engine checks later)
 
     @property
     def dest_key(self) -> str:
@@ -138,6 +145,31 @@ def _quarantine(store: ObjectStore, plan: RestorePlan, cur: Current) -> tuple[st
     raise RuntimeError(f"quarantine names for {cur.key} are all taken")  # not reachable: the names differ
 
 
+def _deployment(doc) -> dict:
+    """The deployment of a checkpoint (`checkpoint.latest`) or an export (`deployment`); empty for anything else."""
+    if not isinstance(doc, dict):
+        return {}
+    dep = doc.get("deployment")
+    if dep is None and isinstance(doc.get("checkpoint"), dict):
+        dep = doc["checkpoint"].get("latest")
+    return dep if isinstance(dep, dict) else {}
+
+
+def refuse_another_provider(store: ObjectStore, plan: RestorePlan) -> None:
+    """Refused when the chosen version keeps its secrets with another provider than the environment's."""
+    if plan.secrets_provider is None:
+        return
+    source = f"{plan.source_key} version {plan.source_version}"
+    obj = store.get(plan.source_key, plan.source_version)
+    doc = load_json(decompress(obj.body, source)[0], source) if obj is not None else None
+    try:
+        check_state_provider(state_provider(_deployment(doc)), plan.secrets_provider, environment=plan.environment,
+                             layer=plan.project)
+    except Refused as exc:
+        raise Refused(f"The chosen version ({source}) was not restored, and nothing was written. "
+                      f"{exc.message}") from None
+
+
 # -- the restore -----------------------------------------------------------------------------------
 
 
@@ -153,12 +185,13 @@ def restore(store: ObjectStore, plan: RestorePlan, *, lock_factory: Callable, ru
     notes: list[str] = []
     quarantined: list[str] = []
     marker: Optional[str] = None
+    refuse_another_provider(store, plan)
     with lock_factory(store, plan.environment, run_id) as lock:
         steps.append(StepResult("lock", True, f"holding the lock on '{plan.environment}' as run {run_id}"))
         done(1)
         check = getattr(lock, "check", lambda: None)
         # groundctl's lock keeps groundctl out, not Pulumi: a live update would overwrite the restored state.
-        refuse_restore_under_lock(store, plan.project, plan.stack, socket.gethostname(), pid_alive)
+        refuse_restore_under_lock(store, plan.project, plan.stack)
 
         # 1. quarantine whatever is current and is not already the chosen state.
         currents = current_objects(store, plan.project, plan.stack)

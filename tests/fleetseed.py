@@ -5,7 +5,6 @@ Used by the fleet status tests and by bench/fleet_status.py."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import uuid
@@ -17,6 +16,8 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from bootstrap.records.drift import drift_record, save_drift_record
 from bootstrap.records.ledger import LedgerRecord
+from bootstrap.records import proc_probe
+from bootstrap.records.liveness import Place
 from bootstrap.records.lock_object import LockInfo
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhaseResult
@@ -135,9 +136,12 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
                                "2025-11-24T00:00:00.000Z", None, 3, layout.stack_key(serial_layer, environment))
             store.put(layout.ledger_key(serial_layer, environment, serial), rec.to_json())
     if seed.lock_holder:
-        host, pid = ("runner-7", 4242) if not seed.lock_stale else (socket.gethostname(), _gone_pid())
-        info = LockInfo(environment, seed.lock_holder, host, pid, "run-x", "2025-11-24T00:00:00.000Z",
-                        "2025-11-24T00:00:00.000Z", 300)
+        # A stale lock is one whose holder exited this host: recorded in this boot and pid namespace, its pid gone.
+        here = proc_probe.here()
+        holder = Place("runner-7") if not seed.lock_stale else here
+        pid = 4242 if not seed.lock_stale else _gone_pid()
+        info = LockInfo(environment, seed.lock_holder, holder.host, pid, "run-x", "2025-11-24T00:00:00.000Z",
+                        "2025-11-24T00:00:00.000Z", 300, holder.boot_id, holder.pid_ns)
         store.put(layout.lock_key(environment), info.body())
 
 

@@ -126,6 +126,35 @@ def test_a_clean_verification_of_the_flux_layer_needs_flux_ready_too(store, aws)
     assert (v.status, v.reason, v.exit_code) == ("failed", "FluxNotChecked", 4) and "no kubeconfig" in v.message
 
 
+def _bucket_bytes(store) -> dict:
+    """Every version (and delete marker) in the bucket with its bytes: the state, its history and the ledger."""
+    return {(v.key, v.version_id): None if v.delete_marker else store.get(v.key, v.version_id).body
+            for v in store.versions("")}
+
+
+def test_a_chosen_version_under_another_secrets_provider_is_refused_before_anything_is_written(store, aws):
+    """Before, it was restored and made current, and only the verification afterwards (the engine's own check,
+    bootstrap/engine/layer_stacks.py) refused it: exit 3 while the state had changed."""
+    engine = sc.history(store)
+    kms = "awskms://alias/another-key?region=eu-west-1"
+    engine.secrets_providers = {"type": "cloud", "state": {"url": kms, "encryptedkey": "AQID"}}
+    engine.up(sc.LAYER)  # the newest state is encrypted with another key than the environment's passphrase
+    led.append_record(store, sc.LAYER, sc.ENV, operation="up", run_id="run-kms", lineage=sc.LINEAGE,
+                      settle_seconds=0)
+    store.delete(sc.KEY)
+    before = _bucket_bytes(store)
+    t = sc.guide(store, aws, engine, secrets_provider=lambda: "passphrase")
+    restore = sc.phase(t, "restore")
+    assert (restore.status, t.outcome, t.exit_code) == ("refused", "refused", 3), restore.message
+    assert "was not restored, and nothing was written" in restore.message and kms in restore.message
+    assert "'passphrase'" in restore.message and "change-secrets-provider" in restore.message
+    assert _bucket_bytes(store) == before  # the stack's versions, its history and the ledger, byte for byte
+    assert [c.status for c in t.conditions[t.conditions.index(restore) + 1:]] == ["not-attempted"] * 4
+    # Where that key is the environment's, the same version is restored.
+    again = sc.guide(store, aws, engine, secrets_provider=lambda: kms)
+    assert sc.phase(again, "restore").status == "achieved", sc.phase(again, "restore").message
+
+
 def test_resources_in_state_but_not_live_are_said_to_stay_in_the_state(store, aws):
     """The verification is `preview --refresh`, and a DIY preview saves no snapshot (pkg/backend/diy/backend.go,
     Preview): it drops nothing from the state, so the reconcile must not say it does."""

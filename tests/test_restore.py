@@ -108,3 +108,28 @@ def test_a_shadowing_object_under_another_suffix_is_hidden_not_deleted(store):
     assert store.get(gz) is None  # hidden behind a delete marker …
     assert any(v.key == gz and not v.delete_marker for v in store.versions(gz))  # … its version kept
     assert any(store.get(q).body == b"\x1f\x8bnot really" for q in res.quarantined)
+
+
+def test_a_version_under_another_secrets_provider_is_refused_before_the_lock_or_any_write(store):
+    from dataclasses import replace
+
+    from bootstrap.errors import Refused
+
+    vids = seed(store)
+    kms = "awskms://alias/another-key?region=eu-west-1"
+    encrypted = body(3).replace(b'"latest": {', b'"latest": {"secrets_providers": {"type": "cloud", "state": '
+                                                 b'{"url": "' + kms.encode() + b'"}}, ', 1)
+    vid = store.put(KEY, encrypted)
+    store.put(KEY, b"garbage")
+    before = {(v.key, v.version_id) for v in store.versions("")}  # the lock's versions included
+    plan = replace(plan_for(store, vid), secrets_provider="passphrase")
+    with pytest.raises(Refused, match="was not restored, and nothing was written") as refused:
+        restore(store, plan, lock_factory=lock, run_id="rec", append_record=append)
+    assert kms in refused.value.message and "'passphrase'" in refused.value.message
+    assert {(v.key, v.version_id) for v in store.versions("")} == before
+    # A state that records no provider yet, or the environment's own, is restored.
+    restore(store, replace(plan_for(store, vids[-1]), secrets_provider="passphrase"), lock_factory=lock,
+            run_id="rec", append_record=append)
+    assert store.get(KEY).body == body(3)
+    restore(store, replace(plan, secrets_provider=kms), lock_factory=lock, run_id="rec-2", append_record=append)
+    assert store.get(KEY).body == encrypted

@@ -1,21 +1,23 @@
 """The environment lock's object: where it lives, what it holds, and reading it.
 
 `.groundctl/locks/<env>.json` names the run that holds the environment (owner, host, pid, run id and
-its last heartbeat). The protocol that writes it is `bootstrap.records.locks`; judging and breaking a
-lock someone else holds is `bootstrap.records.lock_status`. Both keep what they remove under
-`broken_key` first, and both probe a holder on this host with `pid_alive`.
+its last heartbeat) and where its process runs: the boot and pid namespace, without which its pid proves
+nothing (`bootstrap.records.liveness`). The protocol that writes it is `bootstrap.records.locks`; judging and
+breaking a lock someone else holds is `bootstrap.records.lock_status`. Both keep what they remove under
+`broken_key` first.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
+from bootstrap.records.liveness import Place
+from bootstrap.records.proc_probe import BOOT_ID, MAX_NS_INODE
 from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
 
 # A lock object groundctl writes is ~300 bytes; anything near this is not one.
@@ -40,7 +42,14 @@ class LockInfo:
     started_at: str
     heartbeat_at: str
     ttl_seconds: int
+    # Older groundctl wrote neither: such a holder is never proven dead by its pid, only stale by its heartbeat.
+    boot_id: Optional[str] = None
+    pid_ns: Optional[int] = None
     etag: Optional[str] = None
+
+    @property
+    def place(self) -> Place:
+        return Place(self.host, self.boot_id, self.pid_ns)
 
     @property
     def holder(self) -> str:
@@ -61,22 +70,17 @@ class LockInfo:
                        host=text(d, "host", max_len=256), pid=whole(d, "pid", high=MAX_PID),
                        run_id=text(d, "run_id", max_len=256), started_at=when(d, "started_at"),
                        heartbeat_at=when(d, "heartbeat_at"), ttl_seconds=whole(d, "ttl_seconds", low=1, high=86400),
+                       boot_id=_boot_id(d), pid_ns=whole(d, "pid_ns", low=1, high=MAX_NS_INODE, optional=True),
                        etag=etag)
         except ValueError as exc:
             raise Unreadable(key, str(exc)) from None
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (signal 0 probes without sending)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, it is just not ours
-    return True
+def _boot_id(d: dict) -> Optional[str]:
+    value = text(d, "boot_id", optional=True, max_len=36)
+    if value is not None and not BOOT_ID.fullmatch(value):
+        raise ValueError("field 'boot_id' is not a boot id (a lower-case UUID)")
+    return value
 
 
 def read_lock(store: ObjectStore, environment: str):

@@ -1,16 +1,16 @@
-"""Whether the environment lock is held and by whom, whether it is stale, and breaking a stale one.
+"""Whether the environment lock is held and by whom, whether its holder is alive, and breaking a lock
+whose holder is gone.
 
-Whether a lock is stale is a pure decision (`staleness`) over the lock, its age by the bucket's clock,
-this host's name and a pid probe: a holder on this host is dead as soon as its process is gone; a holder
-elsewhere only when its heartbeat is older than the lock's TTL. `break_lock` removes a stale lock (any
-lock, with `force`), keeping the object under `broken_key` first. Pulumi's own stack locks are listed
-beside it. The protocol that holds the lock (acquire, heartbeat, release) is `bootstrap.records.locks`.
+The verdict (alive, dead, unknown or stale: `bootstrap.records.liveness`) is a pure function of the lock,
+its heartbeat's age by the bucket's clock, this host's place and what this host shows at the holder's pid
+(`bootstrap.records.proc_probe`, passed in as `probe`). `break_lock` removes a dead or stale lock (any lock,
+with `force`), keeping the object under `broken_key` first. Pulumi's own stack locks are listed beside it.
+The protocol that holds the lock (acquire, heartbeat, release) is `bootstrap.records.locks`.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
@@ -18,8 +18,12 @@ from typing import Callable, Optional
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.errors import Refused
 from bootstrap.records import layout
-from bootstrap.records.lock_object import LockInfo, broken_key, iso, parse_iso, pid_alive, read_lock
-from bootstrap.records.pulumi_locks import PulumiLock, judge, pulumi_hint, read_locks
+from bootstrap.records import proc_probe
+from bootstrap.records.liveness import ALIVE, BREAKABLE, GONE, UNKNOWN, Place, Process, lock_verdict
+from bootstrap.records.lock_object import LockInfo, broken_key, iso, parse_iso, read_lock
+from bootstrap.records.pulumi_locks import PulumiLock, judge_all, pulumi_hint
+
+Probe = Callable[[int], Process]
 
 UNREADABLE_OWNER = "(unreadable lock object)"  # the owner `break_lock` reports for a lock it could not read
 
@@ -28,11 +32,12 @@ UNREADABLE_OWNER = "(unreadable lock object)"  # the owner `break_lock` reports 
 class LockStatus:
     environment: str
     holder: Optional[LockInfo]
-    stale: bool
+    stale: bool             # dead or stale: broken without --force
     reason: str
     heartbeat_age_seconds: Optional[float]
     pulumi_locks: tuple[PulumiLock, ...] = ()
     unreadable: Optional[str] = None  # the lock object exists but cannot be parsed
+    verdict: Optional[str] = None     # alive | dead | unknown | stale, for a readable lock
 
     def to_dict(self) -> dict:
         return {
@@ -40,6 +45,7 @@ class LockStatus:
             "held": self.holder is not None or self.unreadable is not None,
             "holder": asdict(self.holder) if self.holder else None,
             "stale": self.stale,
+            "verdict": self.verdict,
             "reason": self.reason,
             "heartbeat_age_seconds": self.heartbeat_age_seconds,
             "unreadable": self.unreadable,
@@ -47,25 +53,12 @@ class LockStatus:
         }
 
 
-def staleness(info: LockInfo, age: float, this_host: str,
-              alive: Callable[[int], bool]) -> tuple[bool, str, float]:
-    """(stale, reason, heartbeat age in seconds). Pure apart from the `alive` probe it is given.
-
-    `age` is measured by the bucket's clock (see `heartbeat_age`). A holder on this host whose pid is
-    gone is dead at once, whatever the age: a Ctrl-C'd or killed run must not block the next for a TTL.
-    """
-    if info.host == this_host and not alive(info.pid):
-        return True, (f"the holder's pid {info.pid} is gone from this host ({this_host}); its heartbeat is "
-                      f"{age:.0f}s old"), age
-    if age <= info.ttl_seconds:
-        return False, (f"the heartbeat is {age:.0f}s old, within its TTL of {info.ttl_seconds}s: the holder "
-                       "is alive"), age
-    if info.host == this_host:
-        return False, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s), but the holder's pid "
-                       f"{info.pid} is still running on this host ({this_host})"), age
-    return True, (f"the heartbeat is {age:.0f}s old (TTL {info.ttl_seconds}s); the holder ran on another "
-                  f"host ({info.host}), whose processes cannot be checked from here, so the expired "
-                  "heartbeat is the evidence"), age
+def judge_lock(info: LockInfo, age: float, here: Place, probe: Probe) -> tuple[str, str]:
+    """(verdict, why) of a lock whose heartbeat is `age` seconds old; the probe is asked only about a holder
+    named with this host's name."""
+    seen = probe(info.pid) if info.host == here.host else GONE
+    return lock_verdict(info.place, info.pid, parse_iso(info.started_at), here, seen, heartbeat_age=age,
+                        ttl=info.ttl_seconds)
 
 
 def heartbeat_age(obj, info: LockInfo, local_now: float) -> float:
@@ -81,19 +74,19 @@ def heartbeat_age(obj, info: LockInfo, local_now: float) -> float:
     return local_now - parse_iso(info.heartbeat_at)
 
 
-def pulumi_locks(store: ObjectStore, environment: str, this_host: Optional[str] = None,
-                 alive: Callable[[int], bool] = pid_alive) -> tuple[PulumiLock, ...]:
+def pulumi_locks(store: ObjectStore, environment: str, here: Optional[Place] = None,
+                 probe: Probe = proc_probe.process) -> tuple[PulumiLock, ...]:
     """Pulumi's stack locks on every layer of the environment, each with its holder judged."""
-    host = this_host or socket.gethostname()
-    return tuple(judge(p, host, alive) for p in read_locks(store, environment))
+    return judge_all(store, environment, here=here or proc_probe.here(), probe=probe)
 
 
 def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], float] = time.time,
-                this_host: Optional[str] = None, alive: Callable[[int], bool] = pid_alive,
+                here: Optional[Place] = None, probe: Probe = proc_probe.process,
                 age_of: Callable[..., float] = heartbeat_age, with_pulumi_locks: bool = True) -> LockStatus:
+    here = here or proc_probe.here()
     obj, info, why = read_lock(store, environment)
     # Pulumi's locks cost a listing per layer; a fleet-wide view reads only groundctl's own lock.
-    plocks = pulumi_locks(store, environment, this_host, alive) if with_pulumi_locks else ()
+    plocks = pulumi_locks(store, environment, here, probe) if with_pulumi_locks else ()
     if obj is None:
         return LockStatus(environment, None, False, "no groundctl lock is held", None, plocks)
     if info is None:
@@ -101,14 +94,14 @@ def lock_status(store: ObjectStore, environment: str, *, clock: Callable[[], flo
         return LockStatus(environment, None, False, f"the lock object {key} cannot be read ({why}); only "
                           f"`groundctl lock break {environment} --force` removes it", None, plocks, unreadable=key)
     age = age_of(obj, info, clock())
-    stale, reason, age = staleness(info, age, this_host or socket.gethostname(), alive)
-    return LockStatus(environment, info, stale, reason, round(age, 3), plocks)
+    state, reason = judge_lock(info, age, here, probe)
+    return LockStatus(environment, info, state in BREAKABLE, reason, round(age, 3), plocks, verdict=state)
 
 
 def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
-               clock: Callable[[], float] = time.time, this_host: Optional[str] = None,
-               alive: Callable[[int], bool] = pid_alive, age_of: Callable[..., float] = heartbeat_age) -> LockInfo:
-    """Remove a stale lock (or any lock, with `force`), recording who did it first."""
+               clock: Callable[[], float] = time.time, here: Optional[Place] = None,
+               probe: Probe = proc_probe.process, age_of: Callable[..., float] = heartbeat_age) -> LockInfo:
+    """Remove a lock whose holder is dead or stale (or any lock, with `force`), recording who did it first."""
     obj, info, why = read_lock(store, environment)
     if obj is None:
         raise Refused(f"Environment '{environment}' is not locked by groundctl; there is nothing to break."
@@ -121,18 +114,22 @@ def break_lock(store: ObjectStore, environment: str, *, force: bool, by: str,
                 f"alive is unknown. If you are sure no run is active, re-run with `groundctl lock break "
                 f"{environment} --force`: the object is kept under {layout.GROUNDCTL}/locks/broken/ first."
             )
-        stale, reason = False, f"the lock object could not be read ({why})"
-        info = LockInfo(environment, UNREADABLE_OWNER, "unknown", -1, "unknown", "", "", 0, obj.etag)
+        state, reason = UNKNOWN, f"the lock object could not be read ({why})"
+        info = LockInfo(environment, UNREADABLE_OWNER, "unknown", -1, "unknown", "", "", 0, etag=obj.etag)
     else:
-        stale, reason, _age = staleness(info, age_of(obj, info, now), this_host or socket.gethostname(), alive)
-    if not stale and not force:
+        state, reason = judge_lock(info, age_of(obj, info, now), here or proc_probe.here(), probe)
+    breakable = state in BREAKABLE
+    if not breakable and not force:
         raise Refused(
-            f"Refusing to break the lock on '{environment}' held by {info.holder}: {reason}. Wait for that "
-            f"run to finish; if you know it is dead, `groundctl lock break {environment} --force` overrides "
-            "this check and is recorded."
+            f"Refusing to break the lock on '{environment}' held by {info.holder}: {reason}. "
+            + ("Wait for that run to finish; if you know it is dead" if state == ALIVE else
+               "groundctl cannot tell from here whether that run is alive: check on its host; once you know it "
+               "is gone")
+            + f", `groundctl lock break {environment} --force` overrides this check and is recorded."
         )
-    record = {"environment": environment, "broken_by": by, "at": iso(now), "forced": bool(force and not stale),
-              "stale": stale, "reason": reason, "lock": {k: v for k, v in asdict(info).items() if k != "etag"},
+    record = {"environment": environment, "broken_by": by, "at": iso(now), "forced": bool(force and not breakable),
+              "stale": breakable, "verdict": state, "reason": reason,
+              "lock": {k: v for k, v in asdict(info).items() if k != "etag"},
               "lock_body": obj.body.decode("utf-8", "replace")}
     store.put(broken_key(environment, iso(now).replace(":", "").replace("-", "")),
               json.dumps(record, sort_keys=True, indent=2).encode())

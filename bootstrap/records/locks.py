@@ -2,11 +2,12 @@
 
 `.groundctl/locks/<env>.json` is created with a conditional write (If-None-Match: *), refreshed by
 a heartbeat thread with If-Match on the ETag it last wrote, and deleted on release only if it is
-still ours. A lock left by a run that has exited this host is taken over at once (and the takeover
-recorded); any other holder makes acquiring fail, naming it. The lock object itself is
-`bootstrap.records.lock_object`; its status, staleness (a holder elsewhere is dead only once its
-heartbeat is older than the TTL, `default_ttl`: 2 minutes at the default call deadline) and breaking it
-are `bootstrap.records.lock_status`.
+still ours. It records the holder's boot and pid namespace beside its host and pid, so that a lock left by
+a run proven dead from here (same boot and pid namespace, its pid gone or given again) is taken over at
+once, and the takeover recorded; any other holder makes acquiring fail, naming it. The lock object itself
+is `bootstrap.records.lock_object`; its verdict (a holder whose process cannot be checked from here is
+alive within its TTL, `default_ttl`: 2 minutes at the default call deadline, and stale after three) and
+breaking it are `bootstrap.records.lock_status`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import socket
 import threading
 import time
 from dataclasses import asdict, replace
@@ -25,7 +25,10 @@ from bootstrap.interrupts import shielded
 from bootstrap.errors import CloudError, GroundctlError, LockHeld, Refused
 from bootstrap.aws.clients import call_deadline
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.records.lock_object import LockInfo, broken_key, iso, pid_alive, read_lock
+from bootstrap.records import proc_probe
+from bootstrap.records.liveness import DEAD, STALE_TTLS, Place, Process
+from bootstrap.records.lock_object import LockInfo, broken_key, iso, read_lock
+from bootstrap.records.lock_status import heartbeat_age, judge_lock
 
 
 def _read_lock(store: ObjectStore, environment: str):
@@ -57,7 +60,8 @@ class EnvironmentLock:
     def __init__(self, store: ObjectStore, environment: str, run_id: str, *, ttl_seconds: Optional[int] = None,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS, clock: Callable[[], float] = time.time,
                  owner: Optional[str] = None, host: Optional[str] = None, pid: Optional[int] = None,
-                 settle_seconds: float = 0.2, alive: Callable[[int], bool] = pid_alive):
+                 settle_seconds: float = 0.2, here: Optional[Place] = None,
+                 probe: Callable[[int], Process] = proc_probe.process):
         ttl_seconds = default_ttl(call_deadline()) if ttl_seconds is None else ttl_seconds
         if heartbeat_seconds >= ttl_seconds:
             raise ValueError("heartbeat_seconds must be shorter than ttl_seconds")
@@ -68,10 +72,11 @@ class EnvironmentLock:
         self.heartbeat_seconds = heartbeat_seconds
         self.clock = clock
         self.owner = owner or current_user()
-        self.host = host or socket.gethostname()
+        self.here = here or proc_probe.here()
+        self.host = host or self.here.host
         self.pid = pid if pid is not None else os.getpid()
         self.settle_seconds = settle_seconds
-        self.alive = alive
+        self.probe = probe
         self.key = layout.lock_key(environment)
         self.lost = threading.Event()
         self.lost_reason: Optional[str] = None
@@ -90,9 +95,10 @@ class EnvironmentLock:
 
     def _acquire(self) -> LockInfo:
         now = iso(self.clock())
-        mine = LockInfo(self.environment, self.owner, self.host, self.pid, self.run_id, now, now, self.ttl_seconds)
+        mine = LockInfo(self.environment, self.owner, self.host, self.pid, self.run_id, now, now, self.ttl_seconds,
+                        self.here.boot_id, self.here.pid_ns)
         body = mine.body()
-        dead = None  # (object, holder) of a lock whose holder has exited this host: taken over, not waited out
+        dead = None  # (object, holder, why) of a lock whose holder is proven dead: taken over, not waited out
         for _ in range(3):
             if (self.store.put_if_absent(self.key, body) if dead is None
                     else self.store.put_if_match(self.key, body, dead[0].etag)):
@@ -111,22 +117,23 @@ class EnvironmentLock:
             elif self.settle_seconds:
                 time.sleep(self.settle_seconds)  # so the holder we name is the one that stays
             obj, info = _read_lock(self.store, self.environment)
-            dead = (obj, info) if obj is not None and info is not None and self._exited(info) else None
+            why = self._dead(obj, info) if obj is not None and info is not None else None
+            dead = (obj, info, why) if why is not None else None
             if obj is None or dead is not None:
                 continue  # released between our attempt and the read, or left by a run that has exited
             raise LockHeld(self.environment, info.holder if info else
                            f"an unreadable lock object at {self.key} (inspect it with `groundctl lock status`)")
         raise LockHeld(self.environment, "another run that keeps taking and releasing it")
 
-    def _exited(self, holder: LockInfo) -> bool:
-        # Only this machine's processes can be probed: a holder named with another host is judged by its TTL.
-        return (holder.host == socket.gethostname() and holder.pid != os.getpid()
-                and not self.alive(holder.pid))
+    def _dead(self, obj, holder: LockInfo) -> Optional[str]:
+        """Why the holder is proven dead (None: it is not). Only dead, not stale: a stale lock is broken by hand."""
+        state, why = judge_lock(holder, heartbeat_age(obj, holder, self.clock()), self.here, self.probe)
+        return why if state == DEAD else None
 
-    def _record_takeover(self, obj, holder: LockInfo) -> None:
+    def _record_takeover(self, obj, holder: LockInfo, why: str) -> None:
         record = {"environment": self.environment, "broken_by": f"{self.owner}@{self.host} (run {self.run_id})",
-                  "at": iso(self.clock()), "forced": False, "stale": True, "taken_over": True,
-                  "reason": f"the holder's pid {holder.pid} is gone from this host ({holder.host})",
+                  "at": iso(self.clock()), "forced": False, "stale": True, "verdict": DEAD, "taken_over": True,
+                  "reason": why,
                   "lock": {k: v for k, v in asdict(holder).items() if k != "etag"},
                   "lock_body": obj.body.decode("utf-8", "replace")}
         stamp = iso(self.clock()).replace(":", "").replace("-", "")
@@ -228,8 +235,10 @@ class EnvironmentLock:
         why = failure.message.split(". ")[0].rstrip(".")  # what went wrong; the re-run is said once, by the run
         return (f"the environment lock {self.key} could not be released ({why}) and is left behind, "
                 f"naming this run ({self.run_id}, pid {self.pid} on {self.host}). Once this process has exited, the "
-                f"next run on {self.host} takes it over at once; from another host it is stale {self.ttl_seconds} s "
-                f"after its last heartbeat, when `groundctl lock break {self.environment}` removes it.")
+                f"next run on {self.host} (in this boot and pid namespace) takes it over at once; from elsewhere "
+                f"`groundctl lock break {self.environment} --force` removes it once {self.ttl_seconds} s have passed "
+                f"since its last heartbeat, and `groundctl lock break {self.environment}` after "
+                f"{STALE_TTLS * self.ttl_seconds} s, when it is stale.")
 
 
 def current_user() -> str:

@@ -2,11 +2,14 @@
 
 Pulumi's DIY backend writes `.pulumi/locks/organization/<project>/<stack>/<uuid>.json` holding
 `{pid, username, hostname, timestamp}` before an update and deletes it at the end
-(pkg/backend/diy/lock.go: lockContent, Lock, Unlock). A killed update leaves it behind, and every later
-operation on the stack fails with "the stack is currently locked". The file has no heartbeat, so the
-only proof that its holder is gone is the one groundctl uses for its own lock on the holder's host: the
-same hostname and no process with that pid. From another host nothing proves it: such a lock, or one
-that cannot be read, is removed only with `--force`. A lock whose holder is shown alive is never removed.
+(pkg/backend/diy/lock.go:39-44 lockContent, :130 Lock, Unlock). A killed update leaves it behind, and every
+later operation on the stack fails with "the stack is currently locked". The file has no heartbeat and
+records neither the boot nor the pid namespace of its holder, so its pid proves the holder dead only where
+groundctl's lock history places that holder in this host's boot and pid namespace
+(`bootstrap.records.lock_history`): there, the pid gone or given to a process started after the lock is
+death (`bootstrap.records.liveness`). A process started before the lock at that pid on this host may be the
+holder: alive, and never removed, `--force` or not. Anything else (another host, a pod or container sharing
+the host name, a lock no groundctl run covers, an unreadable file) is unknown and removed only with `--force`.
 `pulumi cancel` is never used: it deletes every lock file of the stack without looking
 (pkg/backend/diy/backend.go: CancelCurrentUpdate).
 """
@@ -20,12 +23,15 @@ from typing import Callable, Iterable, Optional
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.errors import Refused
 from bootstrap.layers import LAYER_NAMES
-from bootstrap.records import layout
-from bootstrap.untrusted import MAX_PID, Unreadable, load_record, text, when, whole
+from bootstrap.records import layout, proc_probe
+from bootstrap.records.liveness import ALIVE, DEAD, GONE, UNKNOWN, Place, Process, process_verdict
+from bootstrap.records.lock_history import LockHistory
+from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
 
 MAX_PULUMI_LOCK_BYTES = 64 * 1024
 
-DEAD, ALIVE, UNKNOWN = "dead", "alive", "unknown"
+Probe = Callable[[int], Process]
+PlaceAt = Callable[[str, float], Optional[Place]]
 
 
 @dataclass(frozen=True)
@@ -66,18 +72,23 @@ def parse(layer: str, key: str, body: Optional[bytes], etag: Optional[str] = Non
         return PulumiLock(layer, key, None, None, None, None, unreadable=str(exc), etag=etag)
 
 
-def judge(lock: PulumiLock, this_host: str, alive: Callable[[int], bool]) -> PulumiLock:
-    """The lock with its holder judged dead, alive or unknown, and why. Pure apart from the `alive` probe."""
+def judge(lock: PulumiLock, here: Place, probe: Probe, place_at: PlaceAt = lambda host, at: None) -> PulumiLock:
+    """The lock with its holder judged dead, alive or unknown, and why. Pure apart from `probe` (what this host
+    shows at a pid) and `place_at` (where groundctl's lock history places a run on a host at a time)."""
     if lock.unreadable:
-        state, why = UNKNOWN, (f"the lock file cannot be read ({lock.unreadable}), so its holder is unknown; "
-                               "Pulumi refuses to run while it is there")
-    elif lock.hostname != this_host:
-        state, why = UNKNOWN, (f"the holder ran on another host ({lock.hostname}), whose processes cannot be "
-                               "checked from here, and Pulumi's lock has no heartbeat to expire")
-    elif alive(lock.pid):
-        state, why = ALIVE, f"pid {lock.pid} is running on this host ({this_host}): the update is alive"
-    else:
-        state, why = DEAD, f"pid {lock.pid} is gone from this host ({this_host}): the update that held it is dead"
+        return replace(lock, holder_state=UNKNOWN, reason=(
+            f"the lock file cannot be read ({lock.unreadable}), so its holder is unknown; Pulumi refuses to run "
+            "while it is there"))
+    since = epoch(lock.timestamp)
+    local = lock.hostname == here.host
+    placed = place_at(lock.hostname, since) if local else None
+    state, why = process_verdict(placed or Place(lock.hostname), lock.pid, since, here,
+                                 probe(lock.pid) if local else GONE)
+    if state == UNKNOWN and local and placed is None:
+        why += ("; Pulumi's lock records neither, and no groundctl run that held the environment lock on this "
+                "host when it was written says where it ran")
+    if state == UNKNOWN:
+        why += "; Pulumi's lock has no heartbeat to expire"
     return replace(lock, holder_state=state, reason=why)
 
 
@@ -89,6 +100,13 @@ def read_locks(store: ObjectStore, environment: str, layers: Iterable[str] = LAY
             if obj is not None:
                 found.append(parse(layer, key, obj.body, obj.etag))
     return tuple(found)
+
+
+def judge_all(store: ObjectStore, environment: str, *, here: Place, probe: Probe,
+              layers: Iterable[str] = LAYER_NAMES) -> tuple[PulumiLock, ...]:
+    """Pulumi's locks on these layers of the environment, each judged."""
+    history = LockHistory(store, environment)
+    return tuple(judge(p, here, probe, history.place_at) for p in read_locks(store, environment, layers))
 
 
 def break_decision(locks: tuple[PulumiLock, ...], force: bool) -> Optional[str]:
@@ -110,10 +128,10 @@ def broken_key(environment: str, layer: str, stamp: str, lock_key: str) -> str:
 
 
 def break_locks(store: ObjectStore, environment: str, layer: str, *, force: bool, by: str, at: str,
-                this_host: str, alive: Callable[[int], bool]) -> tuple[PulumiLock, ...]:
+                here: Optional[Place] = None, probe: Probe = proc_probe.process) -> tuple[PulumiLock, ...]:
     """Remove the Pulumi locks of one stack (`<layer>/<environment>`) whose holders are gone; a copy of each,
     with who removed it and why, is kept under `.groundctl/locks/broken/<env>/` first. Refused otherwise."""
-    locks = tuple(judge(p, this_host, alive) for p in read_locks(store, environment, (layer,)))
+    locks = judge_all(store, environment, here=here or proc_probe.here(), probe=probe, layers=(layer,))
     stack = f"{layer}/{environment}"
     if not locks:
         raise Refused(f"The Pulumi stack {stack} holds no lock; there is nothing to break.")
@@ -142,14 +160,14 @@ def break_locks(store: ObjectStore, environment: str, layer: str, *, force: bool
     return locks
 
 
-def refuse_restore_under_lock(store: ObjectStore, project: str, stack: str, this_host: str,
-                              alive: Callable[[int], bool]) -> None:
+def refuse_restore_under_lock(store: ObjectStore, project: str, stack: str, here: Optional[Place] = None,
+                              probe: Probe = proc_probe.process) -> None:
     """Refused while Pulumi holds a lock on the stack about to be restored.
 
     A live update rewrites the stack object at its next checkpoint (pkg/backend/diy/state.go: saveStack),
     overwriting the restored state; a dead one's lock makes every phase after the restore fail, so the
     restore would be written with no way forward."""
-    locks = tuple(judge(p, this_host, alive) for p in read_locks(store, stack, (project,)))
+    locks = judge_all(store, stack, here=here or proc_probe.here(), probe=probe, layers=(project,))
     if not locks:
         return
     holders = "; ".join(f"{p.holder}: {p.reason}" for p in locks)

@@ -65,6 +65,9 @@ class GuideServices:
     # Flux's own readiness (`bootstrap.flux.check.flux_readiness`), waited for once a recovered flux layer's
     # plan is clean; None where there is no Kubernetes API to ask (the emulator) or the layer is not flux.
     flux_ready: Optional[Callable[[], Any]] = None
+    # The secrets provider the environment holds its states to (None: not known here, and not checked before
+    # the restore): a chosen version encrypted with another is refused before anything is written.
+    secrets_provider: Optional[Callable[[], Optional[str]]] = None
 
 
 @dataclass(frozen=True)

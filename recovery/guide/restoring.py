@@ -17,7 +17,8 @@ def restore(run: Run) -> Condition:
     if not (o.yes or s.confirm(question)):
         raise Stop("declined")
     plan = RestorePlan(o.project, o.environment, o.environment, c.ident[0], c.ident[1] or "", c.sha256 or "",
-                       lineage=c.lineage or run.evidence.lineage)
+                       lineage=c.lineage or run.evidence.lineage,
+                       secrets_provider=s.secrets_provider() if s.secrets_provider else None)
     result = restore_state(s.store, plan, lock_factory=s.lock_factory, run_id=o.run_id,
                            append_record=s.append_record, after_step=s.after_restore_step, clock=s.clock)
     return Condition("restore", "achieved", "Restored",

@@ -60,6 +60,8 @@ class InMemoryEngine:
         self.saved_plans_supported = True  # a CLI with `preview --save-plan` / `up --plan`
         self.saved_plans: dict[str, str] = {}  # layer → fingerprint of the preview whose plan was saved
         self.up_plans: list[tuple[str, str]] = []  # (layer, fingerprint) each constrained up applied
+        # What each checkpoint records as its secrets provider (Pulumi's `secrets_providers`).
+        self.secrets_providers: dict = {"type": "passphrase", "state": {"salt": "v1:fake"}}
 
     # -- test set-up ------------------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class InMemoryEngine:
         return {
             "manifest": {"time": "2026-12-02T00:00:00Z", "magic": hashlib.sha256(b"v3.140.0").hexdigest(),
                          "version": "v3.140.0"},
-            "secrets_providers": {"type": "passphrase", "state": {"salt": "v1:fake"}},
+            "secrets_providers": self.secrets_providers,
             "resources": resources,
             "pending_operations": list(self.pending.get(layer, [])),
         }
