@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import uuid
@@ -90,10 +91,36 @@ def local_spec_with_bucket(folder: Path, bucket: str) -> Path:
     return path
 
 
+_COLLECTED = pytest.StashKey[int]()
+_collected = itertools.count()
+
+
+def pytest_itemcollected(item):
+    item.stash[_COLLECTED] = next(_collected)  # the file order, which a shuffled run (pytest-randomly) changes
+
+
 def pytest_collection_modifyitems(items):
-    """Tests marked `last` wait for work a session fixture started early (a slow wait that runs alongside the
-    other tests): they run after every other test, in their collected order."""
+    """After the shuffle (pytest-randomly's hook runs first): the engine and cluster tiers build one environment
+    per module, test after test (what one leaves for the next is in `tier.notes`), so their tests keep their file
+    order wherever their module lands. Tests marked `last` wait for work a session fixture started early (a slow
+    wait that runs alongside the other tests): they run after every other test, in their collected order."""
+    tiers: dict = {}
+    for i, item in enumerate(items):
+        if item.get_closest_marker("engine") or item.get_closest_marker("cluster"):
+            tiers.setdefault(item.path, []).append(i)
+    for places in tiers.values():
+        in_order = sorted((items[i] for i in places), key=lambda item: item.stash[_COLLECTED])
+        for i, item in zip(places, in_order):
+            items[i] = item
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    # pytest-randomly names its seed in the header, which -q hides: a failure that depends on the order needs it.
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"shuffled with --randomly-seed={seed} (repeat the order with that option; "
+                                    "-p no:randomly runs the files in order)")
 
 
 @pytest.fixture(scope="session")
