@@ -35,8 +35,24 @@ def emulator_endpoint():
 
     emu = Emulator()
     endpoint = emu.start()
+    _warm(endpoint)
     yield endpoint
     emu.stop()
+
+
+def _warm(endpoint: str) -> None:
+    """moto builds a region's backends (EC2's default VPC, AMIs, instance types …) on the first call that needs
+    them: the Tagging API's first GetResources took 25-35 s at a load of 35, past the 15 s read timeout of the
+    test that happened to make it (a recovery's reconcile phase). Paid once here, where nothing has a deadline."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(read_timeout=600, retries={"total_max_attempts": 1})
+    for service, call in (("resourcegroupstaggingapi", "get_resources"), ("ec2", "describe_vpcs"),
+                          ("iam", "list_roles"), ("eks", "list_clusters")):
+        client = boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", config=config,
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        getattr(client, call)()
 
 
 @pytest.fixture
