@@ -96,6 +96,12 @@ class FaultProxy:
                 return False
         return bool(self.storm(method, path, headers, body))
 
+    def end_storm(self) -> None:
+        """The storm ends now, not at `storm_seconds`: for a test that has seen what it needed of it."""
+        with self._mutex:
+            if self.storm_started is not None:
+                self.storm_seconds = min(self.storm_seconds, time.monotonic() - self.storm_started)
+
     @property
     def storm_over(self) -> bool:
         return self.storm_started is not None and time.monotonic() - self.storm_started >= self.storm_seconds
