@@ -48,9 +48,9 @@ def _env(extra: dict) -> dict:
     return env
 
 
-def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=120)
+def _run(args: list[str], env: dict, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
 
 
 FAILURE_CLASSES = {
@@ -68,13 +68,17 @@ SAMPLES = [("no-credentials", 1), ("unknown-environment", 0), ("specific", 3), (
 
 
 @pytest.fixture(scope="module")
-def matrix() -> dict:
-    """Every case's result, by class: the real processes sixteen at a time on threads, while the in-process cases
-    run one after another on this (the main) thread; and the real runs of the samples."""
-    groups = {failure: [(command.format(env=environment).split() + args, _env(extra)) for command in COMMANDS]
+def matrix(tmp_path_factory) -> dict:
+    """Every case's result, by class: the real processes eight at a time on threads (more start-ups at once only
+    share the same two cores, and at a load of 25 sixteen took over two minutes each), while the in-process cases
+    run one after another on this (the main) thread; and the real runs of the samples. Each runs in a folder
+    holding the shipped environments/, which takes the drill reports the cases write."""
+    work = tmp_path_factory.mktemp("exit-codes")
+    (work / "environments").symlink_to(REPO / "environments")
+    groups = {failure: [(command.format(env=environment).split() + args, _env(extra), work) for command in COMMANDS]
               for failure, (environment, args, extra, _, _) in FAILURE_CLASSES.items()}
-    groups["specific"] = [(command.split(), _env({})) for command, _, _ in SPECIFIC]  # environments made up front
-    with ThreadPoolExecutor(16) as pool:
+    groups["specific"] = [(command.split(), _env({}), work) for command, _, _ in SPECIFIC]  # environments made first
+    with ThreadPoolExecutor(8) as pool:
         spawned = [pool.submit(_run, *case) for case in groups[IN_PROCESSES]]
         samples = {sample: pool.submit(_run, *groups[sample[0]][sample[1]]) for sample in SAMPLES}
         done = {group: [(case, run_main(*case)) for case in cases]
@@ -89,7 +93,7 @@ def matrix() -> dict:
 def test_every_command_exits_with_the_code_of_its_failure_class(failure, matrix):
     code, words = FAILURE_CLASSES[failure][3:]
     wrong = []
-    for (argv, _), proc in matrix[failure]:
+    for (argv, _, _), proc in matrix[failure]:
         if proc.returncode != code or "Traceback" in proc.stderr or words not in proc.stdout + proc.stderr:
             wrong.append(f"{' '.join(argv)} → {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}")
     assert not wrong, "\n".join(wrong)
@@ -129,14 +133,14 @@ def test_a_real_process_gives_what_the_in_process_run_gave(matrix):
     same code and the same error paragraph, and prints it on stderr only (stdout is for data)."""
     assert {proc.returncode for proc in matrix["samples"].values()} == {2, 3, 4}
     for (group, index), proc in matrix["samples"].items():
-        (argv, _), inproc = matrix[group][index]
+        (argv, _, _), inproc = matrix[group][index]
         assert (proc.returncode, _errors(proc.stderr)) == (inproc.returncode, _errors(inproc.stderr)), argv
         assert "Traceback" not in proc.stderr and not _errors(proc.stdout), argv
         assert bool(proc.stdout) == bool(inproc.stdout), argv
 
 
 def test_a_refused_connection_is_reported_on_stderr_not_stdout(matrix):
-    for (argv, _), proc in matrix[IN_PROCESSES]:
+    for (argv, _, _), proc in matrix[IN_PROCESSES]:
         assert not _errors(proc.stdout), (argv, proc.stdout)
         assert "could not be reached" in proc.stderr, (argv, proc.stderr)
 
