@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import uuid
 from pathlib import Path
 
@@ -53,6 +54,17 @@ def _warm(endpoint: str) -> None:
         client = boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", config=config,
                               aws_access_key_id="testing", aws_secret_access_key="testing")
         getattr(client, call)()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers():
+    """A test that runs `groundctl.main` in this process installs groundctl's SIGINT and SIGTERM handlers in it;
+    they are put back after the test, so Ctrl-C (or a CI runner's SIGTERM) still stops pytest."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture
