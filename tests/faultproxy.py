@@ -10,9 +10,10 @@ and shuts itself down after `lifetime_seconds` even if a test forgets to stop it
 
 Two more faults, each limited to the requests a predicate picks: a *trickle* forwards the request and
 sends the answer back one byte a second (from its first byte, or from its body's), which no socket
-timeout ever trips (it lasts as many seconds as the dripped part has bytes: a test that expects a deadline
-to cut it drips more bytes than the deadline has seconds, many more); a *storm* answers every picked request with `503 SlowDown` for a while, starting
-at the first request its trigger picks (a throttling storm that begins mid-run).
+timeout ever trips (it lasts as many seconds as the dripped part has bytes: a test that expects a
+deadline to cut it drips many more bytes than the deadline has seconds); a *storm* answers every picked
+request with `503 SlowDown` for a while, starting at the first request its trigger picks (a throttling
+storm that begins mid-run).
 """
 
 from __future__ import annotations
