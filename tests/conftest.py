@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+import signal
 import uuid
 from pathlib import Path
 
@@ -35,8 +37,35 @@ def emulator_endpoint():
 
     emu = Emulator()
     endpoint = emu.start()
+    _warm(endpoint)
     yield endpoint
     emu.stop()
+
+
+def _warm(endpoint: str) -> None:
+    """moto builds a region's backends (EC2's default VPC, AMIs, instance types …) on the first call that needs
+    them: the Tagging API's first GetResources took 25-35 s at a load of 35, past the 15 s read timeout of the
+    test that happened to make it (a recovery's reconcile phase). Paid once here, where nothing has a deadline."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(read_timeout=600, retries={"total_max_attempts": 1})
+    for service, call in (("resourcegroupstaggingapi", "get_resources"), ("ec2", "describe_vpcs"),
+                          ("iam", "list_roles"), ("eks", "list_clusters")):
+        client = boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", config=config,
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        getattr(client, call)()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers():
+    """A test that runs `groundctl.main` in this process installs groundctl's SIGINT and SIGTERM handlers in it;
+    they are put back after the test, so Ctrl-C (or a CI runner's SIGTERM) still stops pytest."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture
@@ -91,10 +120,36 @@ def local_spec_with_bucket(folder: Path, bucket: str) -> Path:
     return path
 
 
+_COLLECTED = pytest.StashKey[int]()
+_collected = itertools.count()
+
+
+def pytest_itemcollected(item):
+    item.stash[_COLLECTED] = next(_collected)  # the file order, which a shuffled run (pytest-randomly) changes
+
+
 def pytest_collection_modifyitems(items):
-    """Tests marked `last` wait for work a session fixture started early (a slow wait that runs alongside the
-    other tests): they run after every other test, in their collected order."""
+    """After the shuffle (pytest-randomly's hook runs first): the engine and cluster tiers build one environment
+    per module, test after test (what one leaves for the next is in `tier.notes`), so their tests keep their file
+    order wherever their module lands. Tests marked `last` wait for work a session fixture started early (a slow
+    wait that runs alongside the other tests): they run after every other test, in their collected order."""
+    tiers: dict = {}
+    for i, item in enumerate(items):
+        if item.get_closest_marker("engine") or item.get_closest_marker("cluster"):
+            tiers.setdefault(item.path, []).append(i)
+    for places in tiers.values():
+        in_order = sorted((items[i] for i in places), key=lambda item: item.stash[_COLLECTED])
+        for i, item in zip(places, in_order):
+            items[i] = item
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    # pytest-randomly names its seed in the header, which -q hides: a failure that depends on the order needs it.
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"shuffled with --randomly-seed={seed} (repeat the order with that option; "
+                                    "-p no:randomly runs the files in order)")
 
 
 @pytest.fixture(scope="session")

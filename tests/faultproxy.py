@@ -10,8 +10,10 @@ and shuts itself down after `lifetime_seconds` even if a test forgets to stop it
 
 Two more faults, each limited to the requests a predicate picks: a *trickle* forwards the request and
 sends the answer back one byte a second (from its first byte, or from its body's), which no socket
-timeout ever trips; a *storm* answers every picked request with `503 SlowDown` for a while, starting
-at the first request its trigger picks (a throttling storm that begins mid-run).
+timeout ever trips (it lasts as many seconds as the dripped part has bytes: a test that expects a
+deadline to cut it drips many more bytes than the deadline has seconds); a *storm* answers every picked
+request with `503 SlowDown` for a while, starting at the first request its trigger picks (a throttling
+storm that begins mid-run).
 
 Every request is logged (`log`: method, path, the X-Amz-Target header), so a test can prove what a command
 wrote; and `answer(method, path, headers, body)`, when set, may answer a request itself with (status,
@@ -101,6 +103,12 @@ class FaultProxy:
             if self.storm_started is None or time.monotonic() - self.storm_started >= self.storm_seconds:
                 return False
         return bool(self.storm(method, path, headers, body))
+
+    def end_storm(self) -> None:
+        """The storm ends now, not at `storm_seconds`: for a test that has seen what it needed of it."""
+        with self._mutex:
+            if self.storm_started is not None:
+                self.storm_seconds = min(self.storm_seconds, time.monotonic() - self.storm_started)
 
     @property
     def storm_over(self) -> bool:

@@ -295,7 +295,9 @@ def test_a_trickled_read_is_cut_on_any_thread_and_only_that_read(aws, bucket, em
     monkeypatch.setenv(clients.DEADLINE_ENV, "2")
     monkeypatch.setattr(clients, "BUDGET", clients._Budget())
     direct = ObjectStore(aws.client("s3"), bucket)
-    direct.put("slow/a.json", b"{}")
+    # A trickle lasts a second per byte: the slow object must drip for far longer than the 2 s deadline, or its
+    # last byte races the watchdog (a 2-byte body ends at 2 s plus the round trip, and a loaded machine lost it).
+    direct.put("slow/a.json", b'{"pad": "' + b"x" * 60 + b'"}')
     direct.put("fine/b.json", b"{}")
     with FaultProxy(emulator_endpoint, fraction=0, trickle=_get_of("/slow/"), trickle_from="body") as proxy:
         store = ObjectStore(clients.AwsClients("us-east-1", proxy.endpoint_url, credentials={

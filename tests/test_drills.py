@@ -268,21 +268,26 @@ def test_dry_run_shows_phases_and_plans_and_changes_nothing(world):
     assert sorted((v.key, v.version_id) for v in world.store.versions("")) == before
 
 
-def test_cli_dry_runs_of_both_drills_against_local_print_their_phases(monkeypatch):
+def test_cli_dry_runs_of_both_drills_against_local_print_their_phases(monkeypatch, tmp_path):
+    from tests.conftest import local_spec_with_bucket
+
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
+    # The shipped local spec with a bucket of its own: the embedded emulator started in this process shares moto's
+    # state with the session's, where a test run before this one may have made the shipped spec's bucket.
+    local = str(local_spec_with_bucket(tmp_path, f"gl-{uuid.uuid4().hex[:16]}"))
     runner = CliRunner()
-    result = runner.invoke(app, ["drill", "rebuild-cluster", "local", "--dry-run", "--json"])
+    result = runner.invoke(app, ["drill", "rebuild-cluster", local, "--dry-run", "--json"])
     # A fresh emulator holds no environment: the dry run stops where the real drill would, with its code.
     assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
     assert doc["phases"][0]["status"] == "failed" and "does not exist" in doc["phases"][0]["message"]
     assert [p["name"] for p in doc["phases"]] == list(dp.REBUILD) and doc["verdict"]["outcome"] == "dry-run"
     assert doc["phases"][2]["reason"] == "NoKubernetesApi"  # no Kubernetes API on the emulator
-    result = runner.invoke(app, ["drill", "state-loss", "local", "--layer", "network", "--dry-run"])
+    result = runner.invoke(app, ["drill", "state-loss", local, "--layer", "network", "--dry-run"])
     assert result.exit_code == 2, result.output
     for name in dp.STATE_LOSS:
         assert name in result.stdout
-    result = runner.invoke(app, ["drill", "state-loss", "local", "--layer", "nope", "--dry-run", "--json"])
+    result = runner.invoke(app, ["drill", "state-loss", local, "--layer", "nope", "--dry-run", "--json"])
     # Raised before anything is opened; the front door turns it into exit 2 (the exit-code matrix test runs it).
     assert isinstance(result.exception, BadInput) and "'nope' is not a layer" in result.exception.message
 

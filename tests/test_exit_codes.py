@@ -1,6 +1,10 @@
 """The exit-code contract (issue 10 §4), kept by every command: 0 ok, 1 a check failed, 2 bad input,
 3 refused, 4 the cloud or engine could not be used. A dry run exits with the code the real run would
-have where it stops. Real processes (`python -m groundctl`), so the front door's mapping is what is tested.
+have where it stops. Every case goes through the front door (`groundctl.main`), so its mapping of outcomes to
+exit codes is what is tested: most of them in this process (tests/inprocess.py), which spares a process start-up
+per case; the refused-connection class as real processes (`python -m groundctl`), side by side, because each of
+its cases mostly waits out the call deadline. One real process per exit code pins the in-process runs to what a
+process gives (the same code, the same error paragraph, on stderr only), and a closed stdout is a real process's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.conftest import REPO
+from tests.inprocess import run_main
 
 # Every command that reaches the cloud, with `{env}` for the environment.
 COMMANDS = [
@@ -43,9 +48,9 @@ def _env(extra: dict) -> dict:
     return env
 
 
-def _run(args: list[str], extra: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=REPO,
-                          env=_env(extra), timeout=120)
+def _run(args: list[str], env: dict, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
 
 
 FAILURE_CLASSES = {
@@ -57,20 +62,29 @@ FAILURE_CLASSES = {
 }
 
 
+# Run as real processes: every case of a class that waits, and one case for each exit code of the others.
+IN_PROCESSES = "unreachable-endpoint"
+SAMPLES = [("no-credentials", 1), ("unknown-environment", 0), ("specific", 3), ("specific", 7)]  # exit 4, 2, 3, 2
+
+
 @pytest.fixture(scope="module")
-def matrix() -> dict[str, list]:
-    """Every case of this module, each its own process, sixteen at a time, the groups interleaved: a refused
-    connection's case mostly waits (retried up to the deadline) while the others' start-ups use the CPU."""
-    groups = {failure: [(command.format(env=environment).split() + args, extra) for command in COMMANDS]
+def matrix(tmp_path_factory) -> dict:
+    """Every case's result, by class: the real processes eight at a time on threads (more start-ups at once only
+    share the same two cores, and at a load of 25 sixteen took over two minutes each), while the in-process cases
+    run one after another on this (the main) thread; and the real runs of the samples. Each runs in a folder
+    holding the shipped environments/, which takes the drill reports the cases write."""
+    work = tmp_path_factory.mktemp("exit-codes")
+    (work / "environments").symlink_to(REPO / "environments")
+    groups = {failure: [(command.format(env=environment).split() + args, _env(extra), work) for command in COMMANDS]
               for failure, (environment, args, extra, _, _) in FAILURE_CLASSES.items()}
-    groups["specific"] = [(command.split(), {}) for command, _, _ in SPECIFIC]
-    width = max(map(len, groups.values()))
-    interleaved = [(group, cases[i]) for i in range(width) for group, cases in groups.items() if i < len(cases)]
-    with ThreadPoolExecutor(16) as pool:
-        runs = [(group, case, pool.submit(_run, *case)) for group, case in interleaved]
-        done: dict = {group: [] for group in groups}
-        for group, case, run in runs:
-            done[group].append((case, run.result()))
+    groups["specific"] = [(command.split(), _env({}), work) for command, _, _ in SPECIFIC]  # environments made first
+    with ThreadPoolExecutor(8) as pool:
+        spawned = [pool.submit(_run, *case) for case in groups[IN_PROCESSES]]
+        samples = {sample: pool.submit(_run, *groups[sample[0]][sample[1]]) for sample in SAMPLES}
+        done = {group: [(case, run_main(*case)) for case in cases]
+                for group, cases in groups.items() if group != IN_PROCESSES}
+        done[IN_PROCESSES] = [(case, run.result()) for case, run in zip(groups[IN_PROCESSES], spawned)]
+        done["samples"] = {sample: run.result() for sample, run in samples.items()}
     return done
 
 
@@ -79,7 +93,7 @@ def matrix() -> dict[str, list]:
 def test_every_command_exits_with_the_code_of_its_failure_class(failure, matrix):
     code, words = FAILURE_CLASSES[failure][3:]
     wrong = []
-    for (argv, _), proc in matrix[failure]:
+    for (argv, _, _), proc in matrix[failure]:
         if proc.returncode != code or "Traceback" in proc.stderr or words not in proc.stdout + proc.stderr:
             wrong.append(f"{' '.join(argv)} → {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}")
     assert not wrong, "\n".join(wrong)
@@ -108,3 +122,39 @@ def test_dry_runs_and_bad_input_keep_the_contract(matrix):
         if proc.returncode != code or "Traceback" in proc.stderr or words not in proc.stdout + proc.stderr:
             wrong.append(f"{command} → {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}")
     assert not wrong, "\n".join(wrong)
+
+
+def _errors(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("error:")]
+
+
+def test_a_real_process_gives_what_the_in_process_run_gave(matrix):
+    """The in-process runs stand in for processes: for one case of each exit code, a real process exits with the
+    same code and the same error paragraph, and prints it on stderr only (stdout is for data)."""
+    assert {proc.returncode for proc in matrix["samples"].values()} == {2, 3, 4}
+    for (group, index), proc in matrix["samples"].items():
+        (argv, _, _), inproc = matrix[group][index]
+        assert (proc.returncode, _errors(proc.stderr)) == (inproc.returncode, _errors(inproc.stderr)), argv
+        assert "Traceback" not in proc.stderr and not _errors(proc.stdout), argv
+        assert bool(proc.stdout) == bool(inproc.stdout), argv
+
+
+def test_a_refused_connection_is_reported_on_stderr_not_stdout(matrix):
+    for (argv, _, _), proc in matrix[IN_PROCESSES]:
+        assert not _errors(proc.stdout), (argv, proc.stdout)
+        assert "could not be reached" in proc.stderr, (argv, proc.stderr)
+
+
+def test_a_closed_stdout_is_neither_success_nor_a_bug(tmp_path):
+    """`groundctl spec check dev --json | true`: the output was lost, which is not exit 0, and the process ends
+    without a traceback or an internal error (exit 70)."""
+    read, write = os.pipe()
+    os.close(read)  # every write to stdout fails: a broken pipe
+    try:
+        proc = subprocess.run([sys.executable, "-m", "groundctl", "spec", "check", "dev", "--json"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env({}), timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode not in (0, 70), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert "internal error" not in proc.stderr, proc.stderr

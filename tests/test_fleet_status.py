@@ -287,6 +287,7 @@ def test_cli_json_and_html(tmp_path, monkeypatch, capsys, aws, emulator_endpoint
     assert done.value.code == 0, err
     doc = json.loads(out)
     rows = {r["environment"]: r for r in doc["environments"]}
+    assert "drift" in rows["alpha"] and "drift" in rows["beta"], rows  # an unread row says why, in its error
     assert rows["beta"]["drift"]["result"] == "drift" and rows["alpha"]["drills"]["last"]["verdict"] == "passed"
     assert "embedded emulator" in rows["local"]["skipped"]
     page = (tmp_path / "out" / "fleet-status.html").read_text()

@@ -36,9 +36,28 @@ def _spec(tmp_path, bucket: str) -> str:
     return str(local_spec_with_bucket(tmp_path, bucket))
 
 
-def _interrupt(cmd: list[str], delay: float, sig: int, env: dict) -> subprocess.CompletedProcess:
+def _groundctl_has_taken_over(pid: int) -> bool:
+    """groundctl installs its SIGINT and SIGTERM handlers on its first line; before that the interpreter is still
+    starting (a signal there is Python's own, which no line of groundctl has run to handle). Python catches
+    SIGINT from its start, SIGTERM only once groundctl's handler is in: read from the kernel's view of the process."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next(line.split()[1] for line in status if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def _interrupt(cmd: list[str], delay: float, sig: int, env: dict, ready=None) -> subprocess.CompletedProcess:
+    """The command, signalled `delay` seconds after groundctl took over from the starting interpreter (which
+    takes ~0.1 s alone and seconds at a load of 30), and after `ready()` holds when it is given."""
     proc = subprocess.Popen([sys.executable, "-m", "groundctl", *cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    waited = time.monotonic() + 60
+    while proc.poll() is None and not _groundctl_has_taken_over(proc.pid) and time.monotonic() < waited:
+        time.sleep(0.005)
+    while ready is not None and proc.poll() is None and not ready() and time.monotonic() < waited:
+        time.sleep(0.01)
     time.sleep(delay)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -58,12 +77,18 @@ def test_up_interrupted_at_random_moments(tmp_path, aws, emulator_endpoint):
     span = time.monotonic() - started
     assert whole.returncode == 4 and STAND_IN_FAILURE in whole.stderr, whole.stderr  # the first engine step
     store = ObjectStore(aws.client("s3"), bucket)
+    runs = f"{layout.GROUNDCTL}/runs/local/"
     seen_interrupted = 0
     for i in range(MOMENTS):
-        # From the moment Python hands over to groundctl (~0.1 s) to the end of the run.
+        # From groundctl's first line to the end of the run.
         delay = rng.uniform(0.1, span)
         sig = signal.SIGTERM if i % 4 == 3 else signal.SIGINT
-        r = _interrupt(cmd, delay, sig, env)
+        ready = None
+        if i % 5 == 4:
+            # Most of a run is its imports; every fifth moment is inside the run itself, once its record is written.
+            before = len(list(store.keys(runs)))
+            ready, delay = (lambda before=before: len(list(store.keys(runs))) > before), 0.0
+        r = _interrupt(cmd, delay, sig, env, ready)
         assert "Traceback" not in r.stderr, (delay, r.stderr)
         if r.returncode in (4, -sig):
             # The run had already ended (a signal during interpreter shutdown takes the default action).
@@ -73,7 +98,7 @@ def test_up_interrupted_at_random_moments(tmp_path, aws, emulator_endpoint):
         if r.returncode == 130:
             assert r.stderr.strip().splitlines()[-1].startswith("Interrupted;"), r.stderr
         assert store.get(layout.lock_key("local")) is None, (delay, sig, r.stderr)
-    for key, _s, _m in store.keys(f"{layout.GROUNDCTL}/runs/local/"):
+    for key, _s, _m in store.keys(runs):
         record = json.loads(store.get(key).body)
         assert record["outcome"] != "running", record
         seen_interrupted += record["outcome"] == "interrupted"
