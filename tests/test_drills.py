@@ -98,7 +98,8 @@ def world(local_spec, aws):
             return DrillContext(
                 spec=target.spec, store=target.store, engine=lambda: target.engine, emulated=emulated,
                 run_layers=orchestrated_layers(target, clock=clock, probe=lambda host, port: None,
-                                               append_record=append, git_commit=lambda: None),
+                                               append_record=append, git_commit=lambda: None,
+                                               kube_for=lambda spec, kubeconfig: api),
                 lock_factory=lambda s, env, run_id: EnvironmentLock(s, env, run_id, settle_seconds=0),
                 require_bucket=target.require_bucket, kube_for=lambda kubeconfig: api, lock_status=lock_status,
                 confirm=confirm, clock=clock, sleep=clock.sleep, secrets=set(target.secret_values()))
