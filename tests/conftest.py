@@ -6,6 +6,8 @@ import itertools
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -207,3 +209,21 @@ def engine_stand_in(folder: Path, layers: list[str]) -> dict:
     install(cli, local_table(downloads, [Release(p.name, p.version) for p in needed]),
             {**os.environ, **env, DOWNLOADS_VAR: str(downloads)})
     return env
+
+
+# Real pids for the lock-liveness tests (tests/test_locks.py, tests/test_pulumi_locks.py).
+@pytest.fixture
+def dead_pid():
+    """A pid that existed on this host and is gone now: a process that ran and was reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def newcomer():
+    """A process started now: whatever pid it has, a lock naming that pid from days ago was not its."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -91,23 +89,6 @@ def test_heartbeat_notices_a_lock_taken_over(store):
             lock.check()
     # the new holder's lock was not removed by the old run's release
     assert LockInfo.parse(store.get(layout.lock_key("lost")).body).run_id == "run-2"
-
-
-@pytest.fixture
-def dead_pid():
-    """A pid that existed on this host and is gone now: a process that ran and was reaped."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-@pytest.fixture
-def newcomer():
-    """A process started now: whatever pid it has, a lock naming that pid from days ago was not its."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
 
 
 def _old_lock(store, env, *, host, pid, age, ttl=60, taken=None, place: Place = Place("")):

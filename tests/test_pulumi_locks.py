@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -36,23 +34,6 @@ DAY = 86400.0
 @pytest.fixture
 def store(aws, bucket) -> ObjectStore:
     return ObjectStore(aws.client("s3"), bucket)
-
-
-@pytest.fixture
-def dead_pid():
-    """A pid that existed on this host and is gone now: a process that ran and was reaped."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-@pytest.fixture
-def newcomer():
-    """A process started now: whatever pid it has, a lock naming that pid from days ago was not its."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
 
 
 def _plant(store, layer: str, env: str, *, pid: int, host: str = HOST, name: str = "0b7c",
