@@ -266,6 +266,22 @@ def test_after_an_sdk_upgrade_refresh_and_drift_need_the_version_the_state_recor
     preflight.require_engine(engine, ["network"], {}, operation="drift", states=lambda layer: None)
 
 
+def test_up_and_plan_never_read_the_states_their_providers_do_not_run(tmp_path):
+    """The apply preflight hands every command a states reader (one bucket read per layer); only a command that
+    runs the state's providers may spend it."""
+    home = tmp_path / "home"
+    install(home, "aws", sdk_version("pulumi_aws"))
+    engine = ProgramEngine({"PULUMI_HOME": str(home), "PATH": str(tmp_path), "PYTHONPATH": str(STACKS_DIR.parent),
+                            "PULUMI_PYTHON_CMD": sys.executable})
+    read = []
+    states = lambda layer: read.append(layer)  # noqa: E731 - records the reads, returns no state
+    for operation in ("up", "plan"):
+        preflight.require_engine(engine, ["network"], {}, operation=operation, states=states)
+    assert read == []
+    preflight.require_engine(engine, ["network"], {}, operation="destroy", states=states)
+    assert read == ["network"]
+
+
 def test_the_stored_state_is_read_from_the_bucket_whatever_its_encoding(aws, bucket):
     import gzip
 

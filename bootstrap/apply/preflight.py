@@ -22,7 +22,8 @@ def engine_layers(steps: Steps) -> list[str]:
 
 
 def preflight_phase(name: str, target: Target, services: Services, log: RunLog, *, layers: Sequence[str] = (),
-                    persist: bool = True, held: Optional[list] = None) -> Optional[object]:
+                    operation: Optional[str] = None, persist: bool = True,
+                    held: Optional[list] = None) -> Optional[object]:
     """Run one preflight phase; returns the lock context manager for "lock", also put in `held`
     before it is taken, so the caller's `finally` releases it even when an interrupt lands in between.
 
@@ -57,7 +58,9 @@ def preflight_phase(name: str, target: Target, services: Services, log: RunLog, 
             # Before the first write: the CLI, its version and settings (building the engine checks them),
             # and the provider plugins the `layers` programs need.
             target.engine_check()
-            engine_preflight.require_engine(target.engine, layers)
+            # `operation` (the command) decides whether the plugins the states record are needed too.
+            states = engine_preflight.stored_states(target.store, target.name) if operation else None
+            engine_preflight.require_engine(target.engine, layers, operation=operation, states=states)
             note["detail"] = "engine available" + (f" for {', '.join(layers)}" if layers else "")
     return None
 

@@ -22,7 +22,8 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
     for name in steps.preflight:
-        preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps))
+        preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps),
+                        operation=steps.command)
     plans = []
     for step in steps.layers:
         reason = layer_skip_reason(target, step, services)

@@ -58,7 +58,8 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
         try:
             approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
             for name in steps.preflight:
-                got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps))
+                got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps),
+                                      operation=steps.command)
                 lock = got or lock
             if steps.command == "destroy":
                 destroy_all(target, steps, services, log, lock, yes=options.yes)

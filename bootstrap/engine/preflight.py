@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bootstrap.engine.errors import missing_cli_error
-from bootstrap.engine.plugins import command_needs, inert, layer_plugins, require_plugins, state_plugins
+from bootstrap.engine.plugins import (OPERATION_NEEDS, STATE, command_needs, inert, layer_plugins, require_plugins,
+                                      state_plugins)
 from bootstrap.engine.toolchain import require_pip
 from bootstrap.engine.versions import PULUMI_CLI_MIN, PULUMI_CLI_PINNED, platform_key
 from bootstrap.errors import EngineError
@@ -128,8 +129,10 @@ def require_engine(engine: object, layers: Sequence[str], environ: Mapping[str, 
         # Without the states only the programs' needs are known: what every command was checked for before.
         needs = command_needs("up", program, {})
     else:
-        recorded = {layer: state_plugins(deployment) for layer in layers for deployment in [states(layer)]
-                    if deployment}
+        # The states are read only for a command that runs their providers (refresh, destroy, drift, recover).
+        reads_state = STATE in OPERATION_NEEDS.get(operation or "", {STATE})
+        recorded = {layer: state_plugins(deployment) for layer in (layers if reads_state else ())
+                    for deployment in [states(layer)] if deployment}
         needs = command_needs(operation, program, recorded)
     require_plugins(needs, env, platform_key(platform.system(), platform.machine()))
 
