@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -69,9 +70,15 @@ def init(
         drift_cron=drift_schedule,
         groundctl_version=_version("groundctl", "unknown"),
     )
-    wrong = workflows.problems(options) or _requirements_problems(repo, options.install)
+    wrong = workflows.problems(options)
+    notes: list[str] = []
+    if not wrong and options.install != workflows.CHECKOUT:
+        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
+        options = replace(options, wheel_dir=wheel_dir)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    for note in notes:
+        console.info(note)
     rendered = workflows.render(options)
     status = {}
     for rel, text in rendered.items():
@@ -109,7 +116,7 @@ def init(
              "spec_error": e.spec_error} for e in environments]
     if json_out:
         console.emit_json({"files": status, "install": options.install, "pulumi_version": options.pulumi_version,
-                           "environments": rows})
+                           "install_notes": notes, "environments": rows})
         return
     for rel, s in status.items():
         console.info(f"{s:>9}  {rel}")
@@ -126,11 +133,11 @@ def init(
                  "trust policies.")
 
 
-def _requirements_problems(repo: Path, install: str) -> list[str]:
-    from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
+    """(problems, notes, the wheel's folder when the install step must point a `file:` URL at it) for the
+    repository's requirements file `install`."""
+    from bootstrap.ci import requirements as req
 
-    if install == CHECKOUT:
-        return []
     path = repo / install
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
@@ -140,8 +147,33 @@ def _requirements_problems(repo: Path, install: str) -> list[str]:
         return [f"{install} is not a readable file in {repo.resolve()}: the workflows install groundctl from the "
                 "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
                 "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
-                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
-    return requirements_problems(text, install)
+                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"], [], None
+    parsed = req.parse(text, install)
+    found = _find_wheel(repo, parsed.pin.candidates()) if parsed.pin else None
+    problems = list(parsed.problems) + (req.wheel_problems(parsed.pin, found, install) if parsed.pin else [])
+    return problems, list(parsed.notes), req.wheel_dir(parsed.pin, found) if not problems else None
+
+
+def _find_wheel(repo: Path, candidates: tuple[str, ...]):
+    """The first candidate that is a file inside the repository (no link leads out of it), with its sha256."""
+    import hashlib
+
+    from bootstrap.ci.requirements import Wheel
+
+    root = repo.resolve()
+    for rel in candidates:
+        path = root / rel
+        try:
+            if not path.is_file() or not path.resolve().is_relative_to(root):
+                continue
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError:
+            continue
+        return Wheel(rel, digest.hexdigest())
+    return None
 
 
 # -- targets --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import yaml
 
 from bootstrap.ci.workflows import (ACTIONS, APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW,
                                     render)
-from tests.ci_workflow import OPTIONS, REQUIREMENTS, groundctl_lines, rendered, step
+from tests.ci_workflow import OPTIONS, groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_runbooks import ROOT, _words, check_command
@@ -28,7 +28,7 @@ SCHEMAS = ("vendor.github-workflows", "custom.github-workflows-require-timeout")
 def fresh_repo(tmp_path) -> Path:
     """A repository that holds nothing but environments/ (the shipped example specs)."""
     shutil.copytree(REPO / "environments", tmp_path / "environments")
-    (tmp_path / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
+    pin_groundctl(tmp_path)
     return tmp_path
 
 
