@@ -87,9 +87,12 @@ def pulumi_engine(ctx: EngineContext) -> Engine:
 
 
 def require_pulumi() -> None:
-    """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
+    """What the engine needs of this machine, each missing one as its one-paragraph error (exit 4): a writable
+    folder for temporary files, then the `pulumi` binary."""
     from bootstrap.engine.preflight import require_pulumi as engine_requires_pulumi
+    from bootstrap.scratch import require_scratch
 
+    require_scratch()
     engine_requires_pulumi()
 
 
