@@ -153,16 +153,14 @@ class Target:
         import botocore.exceptions
 
         from bootstrap.aws.clients import error_code, retry_transient
+        from bootstrap.errors import StateBucketMissing
 
         s3, bucket = self.clients.client("s3"), self.spec.backend.bucket
         try:
             retry_transient(lambda: s3.head_bucket(Bucket=bucket), what=f"find the state bucket {bucket}")
         except botocore.exceptions.ClientError as exc:
             if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
-                raise BadInput(
-                    f"The state bucket {bucket} of '{self.name}' does not exist, so nothing of this environment "
-                    f"has been deployed. Run `groundctl up {self.name}` first (it creates the bucket)."
-                ) from None
+                raise StateBucketMissing(self.name, bucket) from None
             raise
 
     def secret_values(self) -> list[str]:

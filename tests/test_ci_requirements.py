@@ -237,5 +237,5 @@ def test_the_readme_recipe_verbatim_from_a_fresh_checkout_to_a_runners_install(t
                             "--json"], env=run_env, capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr
     origin = subprocess.run([str(fresh / "bin" / "python"), "-c", "import groundctl; print(groundctl.__file__)"],
-                            env=run_env, capture_output=True, text=True, timeout=120)
+                            env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert origin.stdout.startswith(str(fresh)), origin.stdout  # the runner's own install, not this checkout
