@@ -108,11 +108,10 @@ def init(
     for rel, text in pending.items():
         write_text(repo / rel, text, "--dir")
         status[rel] = "replaced" if status[rel] == "differs" else "written"
-    plan_roles = _select(environments, None, "plan")
-    apply_roles = _select(environments, None, "apply")
-    rows = [{"environment": e.environment,
-             "live_plan_and_drift": e.environment in {x.environment for x in plan_roles.include},
-             "apply_on_merge": e.environment in {x.environment for x in apply_roles.include},
+    chosen = {role: {x.environment for x in _select(environments, None, role).include}
+              for role in ("plan", "record", "apply")}
+    rows = [{"environment": e.environment, "live_plan": e.environment in chosen["plan"],
+             "scheduled_drift": e.environment in chosen["record"], "apply_on_merge": e.environment in chosen["apply"],
              "spec_error": e.spec_error} for e in environments]
     if json_out:
         console.emit_json({"files": status, "install": options.install, "pulumi_version": options.pulumi_version,
@@ -120,12 +119,13 @@ def init(
         return
     for rel, s in status.items():
         console.info(f"{s:>9}  {rel}")
-    shown = table("What CI does per environment", "environment", "PR: spec check + offline plan",
-                  "PR: live plan / schedule: drift", "merge: up --plan-dir")
+    shown = table("What CI does per environment", "environment", "PR: spec check + offline plan", "PR: live plan",
+                  "schedule: drift --record", "merge: up --plan-dir")
     for row in rows:
         broken = "spec invalid: " if row["spec_error"] else ""
         shown.add_row(Text(row["environment"]), Text(f"{broken}yes"),
-                      Text("plan role" if row["live_plan_and_drift"] else "no (no aws.plan_role_arn)"),
+                      Text("plan role" if row["live_plan"] else "no (no aws.plan_role_arn)"),
+                      Text("record role" if row["scheduled_drift"] else "no (no aws.record_role_arn)"),
                       Text("apply role" if row["apply_on_merge"] else "no (no aws.apply_role_arn)"))
     console.data(shown)
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "
@@ -185,7 +185,7 @@ def targets(
         None, "--changed-files", help="File listing the changed paths, one per line (`-` reads stdin)."),
     every: bool = typer.Option(False, "--all", help="Every environment, whatever changed."),
     needs: Optional[str] = typer.Option(None, "--needs", help="Only environments whose spec names this role: "
-                                                               "plan-role or apply-role."),
+                                                               "plan-role, record-role or apply-role."),
     repo: Path = _DIR,
     json_out: bool = json_opt("the matrix (include, count, skipped)"),
 ) -> None:
@@ -194,8 +194,8 @@ def targets(
 
     if (changed_files is None) == (not every):
         raise BadInput("Give either --changed-files FILE (the paths a change touches) or --all, not both or neither.")
-    if needs not in (None, "plan-role", "apply-role"):
-        raise BadInput(f"--needs {needs!r} is not a role; use plan-role or apply-role.")
+    if needs not in (None, "plan-role", "record-role", "apply-role"):
+        raise BadInput(f"--needs {needs!r} is not a role; use plan-role, record-role or apply-role.")
     environments = _environments(repo)
     if every:
         names, why = [e.environment for e in environments], "every environment"
@@ -210,9 +210,10 @@ def targets(
         console.emit_json({**selection.matrix(), "why": why})
         return
     console.info(why)
-    shown = table("Environments for CI", "environment", "region", "plan role", "apply role")
+    shown = table("Environments for CI", "environment", "region", "plan role", "record role", "apply role")
     for env in selection.include:
-        shown.add_row(*(Text(v) for v in (env.environment, env.region, env.plan_role or "-", env.apply_role or "-")))
+        shown.add_row(*(Text(v) for v in (env.environment, env.region, env.plan_role or "-", env.record_role or "-",
+                                          env.apply_role or "-")))
     console.data(shown)
 
 
@@ -272,6 +273,7 @@ def _environments(repo: Path) -> list:
         found.append(CiEnvironment(
             spec.name, region=spec.aws.region, account_id=spec.aws.account_id,
             plan_role=spec.aws.plan_role_arn or "", apply_role=spec.aws.apply_role_arn or "",
+            record_role=spec.aws.record_role_arn or "",
             production=spec.production,
             extra_files=(manifest,) if manifest and not manifest.startswith(("/", "http://", "https://")) else (),
         ))

@@ -69,9 +69,9 @@ def test_init_writes_the_workflow_set_into_a_fresh_repository(fresh_repo, init):
     assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW])
     assert set(report["files"].values()) == {"written"}
     rows = {r["environment"]: r for r in report["environments"]}
-    # local names no roles: it is planned offline only; dev and prod name both roles.
-    assert rows["local"]["live_plan_and_drift"] is False and rows["local"]["apply_on_merge"] is False
-    assert rows["dev"]["live_plan_and_drift"] and rows["prod"]["apply_on_merge"]
+    # local names no roles: it is planned offline only; dev and prod name every role.
+    assert not any(rows["local"][k] for k in ("live_plan", "scheduled_drift", "apply_on_merge"))
+    assert all(rows[e][k] for e in ("dev", "prod") for k in ("live_plan", "scheduled_drift", "apply_on_merge"))
     code, out, _ = init(fresh_repo, "--json")
     assert code == 0 and set(json.loads(out)["files"].values()) == {"unchanged"}
 
@@ -274,7 +274,10 @@ def test_drift_opens_or_updates_one_issue_and_closes_it_when_clean():
     assert "gh issue edit" in opened["run"] and "gh issue create" in opened["run"]
     closed = step(job, "Close the drift issue once the environment is clean again")
     assert closed["if"] == "steps.drift.outputs.exit_code == '0'" and "gh issue close" in closed["run"]
-    assert step(job, "Credentials (OIDC, the spec's plan role)")["with"]["role-to-assume"] == "${{ matrix.plan_role }}"
+    # It writes a record a reviewer trusts: the record role, never the plan role a pull request's code runs with.
+    assert step(job, "Credentials (OIDC, the spec's record role)")["with"]["role-to-assume"] == \
+        "${{ matrix.record_role }}"
+    assert "--needs record-role" in step(drift["jobs"]["detect"], "Every environment with a record role")["run"]
 
 
 def test_triggers_follow_the_default_branch():

@@ -140,13 +140,16 @@ def test_cronjobs_never_overlap_and_are_bounded(rendered):
             assert jspec["backoffLimit"] == 0, "a failed drill is looked at, never re-run by itself"
 
 
-def test_drift_runs_with_the_plan_role_and_drills_with_the_apply_role(rendered):
+def test_drift_runs_with_the_record_role_and_drills_with_the_apply_role(rendered):
     sas = by_name(rendered, "ServiceAccount")
     jobs = by_name(rendered, "CronJob")
     staging = load_spec("staging", base=FLEET)
-    assert sas["staging-plan"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.plan_role_arn
+    assert sas["staging-record"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.record_role_arn
     assert sas["staging-apply"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.apply_role_arn
-    assert pod_of(jobs["drift-staging"])["serviceAccountName"] == "staging-plan"
+    # The plan role, which a pull request's code runs with, is no pod's: it writes nothing, and drift records.
+    assert not [n for n in sas if n.endswith("-plan")]
+    assert staging.aws.plan_role_arn not in [a["metadata"]["annotations"][fm.IRSA_ANNOTATION] for a in sas.values()]
+    assert pod_of(jobs["drift-staging"])["serviceAccountName"] == "staging-record"
     assert pod_of(jobs["drill-rebuild-staging"])["serviceAccountName"] == "staging-apply"
     assert pod_of(jobs["drill-state-loss-staging"])["serviceAccountName"] == "staging-apply"
     assert pod_of(jobs["drift-staging"])["containers"][0]["args"] == ["drift", "staging", "--record", "--json"]

@@ -1,7 +1,8 @@
 """Kubernetes manifests that run groundctl on a schedule for every environment of a fleet. Pure.
 
-Per environment: a drift CronJob (plan role) and, where drills may run, one CronJob per drill (apply
-role). Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
+Per environment: a drift CronJob (record role: it writes the drift record) and, where drills may run, one
+CronJob per drill (apply role); bootstrap/roles.py says what each role may do. Jobs never overlap
+(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
 the `restricted` Pod Security Standard, and read their spec from one ConfigMap that holds every
 environment's file unchanged (each pod mounts only its own). Credentials come from IRSA: each role is
 a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux
@@ -17,6 +18,7 @@ import hashlib
 from dataclasses import dataclass
 
 from bootstrap.errors import BadInput
+from bootstrap.roles import BY_NAME as ROLES
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 CONFIGMAP = "groundctl-specs"
@@ -167,8 +169,8 @@ def _missing_roles(files: list[SpecFile]) -> list[str]:
     out = []
     for f in files:
         s = f.spec
-        if not s.aws.plan_role_arn:
-            out.append(f"{f.filename}: aws.plan_role_arn (drift runs with it)")
+        if not s.aws.record_role_arn:
+            out.append(f"{f.filename}: aws.record_role_arn (drift runs with it, and records its result)")
         if drills_allowed(s) and not s.aws.apply_role_arn:
             out.append(f"{f.filename}: aws.apply_role_arn (the drills run with it)")
     return out
@@ -208,27 +210,29 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
     jobs: list[dict] = []
     for f in runnable:
         s, when = f.spec, schedules(f.spec)
-        out.append(service_account(f"{s.name}-plan", ns, s.name, s.aws.plan_role_arn))
+        record = ROLES["record"].fleet_service_account.format(env=s.name)
+        out.append(service_account(record, ns, s.name, s.aws.record_role_arn))
         jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
-                            args=["drift", s.name, "--record", "--json"], service_account_name=f"{s.name}-plan",
+                            args=["drift", s.name, "--record", "--json"], service_account_name=record,
                             kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE))
         if not drills_allowed(s):
             notes.append(f"{s.name}: no scheduled drills: it is a production environment (set "
                          "fleet.scheduled_drills_in_production: true in its spec to opt in)")
             continue
-        out.append(service_account(f"{s.name}-apply", ns, s.name, s.aws.apply_role_arn))
+        apply = ROLES["apply"].fleet_service_account.format(env=s.name)
+        out.append(service_account(apply, ns, s.name, s.aws.apply_role_arn))
         deadline = drill_deadline(s.recovery.rto_minutes)
         reports = ["--yes", "--json", "--out", f"{SCRATCH}/drill-reports"]
         rebuild = ["drill", "rebuild-cluster", s.name, *reports] + (["--i-mean-production"] if s.production else [])
         jobs.append(cronjob(f"drill-rebuild-{s.name}", ns, f, image=image, schedule=when["rebuild-cluster"],
-                            args=rebuild, service_account_name=f"{s.name}-apply", kind="drill",
+                            args=rebuild, service_account_name=apply, kind="drill",
                             backoff_limit=DRILL_BACKOFF, deadline=deadline))
         if s.production:  # the state-loss drill itself refuses production, whatever the spec says
             notes.append(f"{s.name}: no scheduled state-loss drill: it never runs against production")
             continue
         jobs.append(cronjob(f"drill-state-loss-{s.name}", ns, f, image=image, schedule=when["state-loss"],
                             args=["drill", "state-loss", s.name, "--layer", s.fleet.state_loss_layer, *reports],
-                            service_account_name=f"{s.name}-apply", kind="drill", backoff_limit=DRILL_BACKOFF,
+                            service_account_name=apply, kind="drill", backoff_limit=DRILL_BACKOFF,
                             deadline=deadline))
     return Rendered(tuple(out + jobs), tuple(notes))
 
