@@ -25,7 +25,10 @@ IMAGE = "registry.example/groundctl@sha256:" + "0" * 64
 
 
 def spec_files(folder: Path = FLEET) -> list[fm.SpecFile]:
-    return [fm.SpecFile(load_spec(p.stem, base=folder), p.name, p.read_text()) for p in sorted(folder.glob("*.yaml"))]
+    """The folder's specs as `groundctl fleet manifests` reads them (with the Flux manifests they name)."""
+    from groundctl.fleet import _spec_files
+
+    return _spec_files(folder)
 
 
 @pytest.fixture(scope="module")
@@ -207,12 +210,22 @@ def test_a_bad_schedule_is_refused_by_the_spec():
     assert "five-field cron" in err.value.message
 
 
+def repository(root: Path, **specs: dict) -> Path:
+    """A repository at `root` holding these specs in environments/ and the Flux manifest they name; its
+    environments/ folder."""
+    (root / "flux").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tests" / "data" / "flux" / "install.yaml", root / "flux" / "install.yaml")
+    (root / "environments").mkdir(exist_ok=True)
+    for name, data in specs.items():
+        (root / "environments" / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return root / "environments"
+
+
 def test_a_spec_without_the_role_its_jobs_need_is_refused(tmp_path):
     data = _data("staging")
     del data["aws"]["apply_role_arn"]
-    (tmp_path / "staging.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(BadInput) as err:
-        fm.render(spec_files(tmp_path), image=IMAGE)
+        fm.render(spec_files(repository(tmp_path, staging=data)), image=IMAGE)
     assert "staging.yaml: aws.apply_role_arn" in err.value.message
 
 
