@@ -79,7 +79,8 @@ def policy(role: str, spec) -> Optional[dict]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>", namespace: str = "groundctl") -> list[dict]:
+def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
+             namespace: str = "groundctl") -> list[dict]:
     """Per role: its ARN in the spec, who assumes it (GitHub's subject, the fleet's ServiceAccount), the managed
     policy for reading what the layers create, and the inline policy."""
     out = []

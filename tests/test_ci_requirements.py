@@ -24,7 +24,7 @@ import yaml
 
 from bootstrap.ci.requirements import parse
 from bootstrap.ci.workflows import DEFAULT_REQUIREMENTS, WORKFLOWS
-from tests.ci_workflow import WHEEL, WHEEL_BYTES, WHEEL_SHA256, pin_groundctl
+from tests.ci_workflow import WHEEL, WHEEL_SHA256, pin_groundctl
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.ci.workflows import (ACTIONS, APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW,
-                                    render)
+from bootstrap.ci.workflows import ACTIONS, APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, render
 from tests.ci_workflow import OPTIONS, groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl

@@ -106,4 +106,5 @@ def test_a_manifest_too_large_for_a_configmap_is_refused_with_the_image_as_the_w
     big = replace(staging, manifest_text="#" * (flux_manifest.LIMIT + 1))
     with pytest.raises(BadInput) as err:
         fm.render([big], image=IMAGE)
-    assert "over the 1,048,576 bytes a ConfigMap may hold" in err.value.message and "into the image" in err.value.message
+    message = err.value.message
+    assert "over the 1,048,576 bytes a ConfigMap may hold" in message and "into the image" in message

@@ -31,8 +31,8 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
             # The first plan of a new environment (its first pull request): an answer with the next step, not
             # a failure.
             reason = not_deployed_yet(target.name, missing.bucket)
-            return [Plan(step.layer, target.name, (), skipped_reason=step.skip_reason) if step.skip_reason else
-                    Plan(step.layer, target.name, (), skipped_reason=reason, not_deployed=True) for step in steps.layers]
+            return [Plan(step.layer, target.name, (), skipped_reason=step.skip_reason or reason,
+                         not_deployed=not step.skip_reason) for step in steps.layers]
     plans = []
     for step in steps.layers:
         reason = layer_skip_reason(target, step, services)

@@ -2,8 +2,8 @@
 it, and what the install step must do with it. Pure: the caller reads the file and looks the wheel up in the
 repository; this module decides.
 
-What the documented tools write is accepted as they write it. `pip-compile --generate-hashes` names a local wheel by
-its absolute `file://` URL on the machine that compiled (`groundctl @ file:///home/alice/infra/vendor/groundctl-….whl`),
+What the documented tools write is accepted as they write it. `pip-compile --generate-hashes` names a local wheel
+by its absolute `file://` URL on the machine that compiled (`groundctl @ file:///home/alice/infra/vendor/…`),
 which no runner has: when that wheel is in the repository, the install step points the line at the repository's
 copy before pip reads the file (the line's sha256 still decides what is installed). Option lines pip-compile or a
 company mirror adds (`--index-url`, `--extra-index-url`, `--find-links`, …) are kept: pip on the runner reads them
@@ -16,7 +16,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Mapping, Optional
+from typing import Optional
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 CHECKOUT = "."  # groundctl's own repository: the workflows install the checkout they run on
@@ -176,15 +176,16 @@ def parse(text: str, path: str) -> Requirements:
         requirement = re.split(r"\s+--?[a-z]", line, maxsplit=1)[0].strip()
         hashes = tuple(_HASH.findall(line))
         if not hashes:
-            problems.append(f"{path}: {_inert(requirement)!r} has no --hash=sha256:… (pip install --require-hashes refuses it)")
+            problems.append(f"{path}: {_inert(requirement)!r} has no --hash=sha256:… (pip install --require-hashes "
+                            "refuses it)")
         pin = _pin_of(number, requirement, hashes)
         if pin is not None:
             pins.append(pin)
     usable = [p for p in pins if p.kind != "unusable"]
     for pin in pins:
         if pin.kind == "unusable":
-            problems.append(f"{path} line {pin.line}: {_inert(pin.where)} cannot be installed on a runner with its hash "
-                            "checked: name a built wheel committed to the repository (its relative path, or the "
+            problems.append(f"{path} line {pin.line}: {_inert(pin.where)} cannot be installed on a runner with its "
+                            "hash checked: name a built wheel committed to the repository (its relative path, or the "
                             "file: URL pip-compile writes) or an https: URL ending in groundctl-….whl")
     if not pins:
         problems.append(f"{path} does not pin groundctl (groundctl==VERSION, or the path of a groundctl wheel "
@@ -207,8 +208,8 @@ def wheel_problems(pin: Pin, found: Optional[Wheel], path: str) -> list[str]:
         return []
     if found is None:
         tail = PurePosixPath(unquote(urlsplit(pin.where).path) if pin.kind == "file-url" else pin.where).name
-        return [f"{path} line {pin.line} names the groundctl wheel {_inert(pin.where, 120)}, which is not in the repository: "
-                f"commit it (e.g. vendor/{tail}) and name it by that path, or compile the file again from the "
+        return [f"{path} line {pin.line} names the groundctl wheel {_inert(pin.where, 120)}, which is not in the "
+                f"repository: commit it (e.g. vendor/{tail}) and name it by that path, or compile the file again from the "
                 "committed copy; the runner has only the repository"]
     if not _SAFE_PATH.fullmatch(found.path):
         return [f"{path} line {pin.line}: the wheel's path in the repository, {found.path[:120]!r}, has characters "

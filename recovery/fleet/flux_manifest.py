@@ -57,7 +57,8 @@ def mount(written: str, text: Optional[str]) -> Optional[tuple[dict, dict]]:
     if written.startswith("/") or text is None:
         return None
     path = written.strip().removeprefix("./")
-    volume = {"name": "flux-manifest", "configMap": {"name": configmap_name(text), "items": [{"key": KEY, "path": KEY}]}}
+    items = [{"key": KEY, "path": KEY}]
+    volume = {"name": "flux-manifest", "configMap": {"name": configmap_name(text), "items": items}}
     return volume, {"name": "flux-manifest", "mountPath": f"{WORKDIR}/{path}", "subPath": KEY, "readOnly": True}
 
 

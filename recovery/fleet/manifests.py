@@ -2,12 +2,12 @@
 
 Per environment: a drift CronJob (record role: it writes the drift record) and, where drills may run, one
 CronJob per drill (apply role); bootstrap/roles.py says what each role may do. Jobs never overlap
-(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
-the `restricted` Pod Security Standard, and read their spec from one ConfigMap that holds every
-environment's file unchanged (each pod mounts only its own), and their Flux manifest from the image or a
-ConfigMap, never the network (recovery/fleet/flux_manifest.py). Credentials come from IRSA: each role is
-a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux
-repository's deploy key and known hosts are read from a Secret the operator creates).
+(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted` Pod Security
+Standard, and read their spec from one ConfigMap that holds every environment's file unchanged (each pod
+mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
+(recovery/fleet/flux_manifest.py). Credentials come from IRSA: each role is a ServiceAccount annotated with
+the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux repository's deploy key and known
+hosts are read from a Secret the operator creates).
 
 Unset schedules are spread over the hour (and the small hours) by a hash of the environment's name,
 so two hundred environments do not hit their state buckets and AWS in the same minute.
