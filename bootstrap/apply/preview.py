@@ -10,8 +10,9 @@ from bootstrap import console
 from bootstrap.apply.layer_stack import layer_skip_reason, stack_action_for
 from bootstrap.apply.preflight import engine_layers, preflight_phase
 from bootstrap.apply.services import Services, default_services
-from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason
+from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason, not_deployed_yet
 from bootstrap.apply.summary import show_plan
+from bootstrap.errors import StateBucketMissing
 from bootstrap.planning import render as plan_render
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import start_run
@@ -22,8 +23,17 @@ def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
     for name in steps.preflight:
-        preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps),
-                        operation=steps.command)
+        try:
+            preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps),
+                            operation=steps.command)
+        except StateBucketMissing as missing:
+            if steps.command != "plan":
+                raise
+            # The first plan of a new environment (its first pull request): an answer with the next step, not
+            # a failure.
+            reason = not_deployed_yet(target.name, missing.bucket)
+            return [Plan(step.layer, target.name, (), skipped_reason=step.skip_reason or reason,
+                         not_deployed=not step.skip_reason) for step in steps.layers]
     plans = []
     for step in steps.layers:
         reason = layer_skip_reason(target, step, services)
@@ -52,8 +62,11 @@ def plan_live(environment: str, *, out_dir: Optional[Path] = None, json_out: boo
     from bootstrap.destinations import write_files
 
     written = write_files(out_dir, plan_render.plan_files(plans))
+    not_yet = plan_render.not_deployed_yet(plans)
     if json_out:
         console.emit_json({**plan_render.combined_json(plans), "files": [str(f) for f in written]})
+    elif not_yet:
+        console.info(f"{plans[0].environment}: {not_yet}")
     else:
         for plan in plans:
             show_plan(plan)

@@ -118,14 +118,25 @@ def _totals(plans: Sequence[Plan]) -> dict[str, int]:
     return total
 
 
+def not_deployed_yet(plans: Sequence[Plan]) -> str | None:
+    """The one reason the layers give when none is deployed for the same reason (the environment has no state
+    bucket yet), with its next step; None otherwise. Layers skipped for a reason of their own (no Kubernetes API
+    here) were not previewed either."""
+    reasons = {p.skipped_reason for p in plans if p.not_deployed}
+    if len(reasons) == 1 and all(p.skipped_reason for p in plans):
+        return reasons.pop()
+    return None
+
+
 def render_markdown_combined(plans: Sequence[Plan]) -> str:
     """Every layer of one environment's plan in one comment, in layer order."""
     if not plans:
         return "### groundctl plan\n\nNo layers were planned.\n"
     env = plans[0].environment
     risky = [(p.layer, c, r) for p in plans for c, r in p.risky]
+    not_yet = not_deployed_yet(plans)
     lines = [f"### groundctl plan: `{env}` ({len(plans)} layer{'s' if len(plans) != 1 else ''})", "",
-             summary_line(_totals(plans), len(risky)), "",
+             f"**{_cell(not_yet)}**" if not_yet else summary_line(_totals(plans), len(risky)), "",
              "| layer | create | update | replace | delete | unchanged | risky | fingerprint |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for p in plans:
@@ -154,9 +165,11 @@ def plan_json(plan: Plan) -> dict:
 
 def combined_json(plans: Sequence[Plan]) -> dict:
     risky = sum(len(p.risky) for p in plans)
+    not_yet = not_deployed_yet(plans)
     return {
         "environment": plans[0].environment if plans else None,
-        "summary": summary_line(_totals(plans), risky).replace("**", ""),
+        "summary": not_yet or summary_line(_totals(plans), risky).replace("**", ""),
+        "not_deployed": not_yet is not None,
         "counts": dict(sorted(_totals(plans).items())),
         "has_changes": any(p.has_changes for p in plans),
         "risky_count": risky,
