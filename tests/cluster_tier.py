@@ -28,6 +28,9 @@ DEPLOY_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\n"
               "-----END OPENSSH PRIVATE KEY-----\n")
 KNOWN_HOSTS = "git.example.invalid ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 MANIFEST = REPO / "tests" / "data" / "flux" / "install.yaml"
+# Pinned as an operator records a release's digest (tests/data/flux/PROVENANCE.md): every `up` of the tier
+# verifies it, groundctl before the run and the real program before it applies.
+MANIFEST_SHA256 = "370ddf47e4d98e60c13daa585e595bbf0f4527df5294cebc83b4d2c0498e8967"
 LAYERS = "network,cluster,flux"
 
 
@@ -49,7 +52,8 @@ requires_cluster_tier = pytest.mark.skipif(
 
 def _flux_spec(data: dict) -> None:
     data["flux"] = {"version": "v2.7.0", "repository_url": "ssh://git@git.example.invalid/acme/fleet.git",
-                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": str(MANIFEST), "interval": "1m"}
+                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": str(MANIFEST),
+                    "manifest_sha256": MANIFEST_SHA256, "interval": "1m"}
     data["recovery"]["rto_minutes"] = 10
 
 
