@@ -12,7 +12,7 @@ import tempfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bootstrap.engine.errors import UnexpectedChanges, Where, expected_no_changes, map_error
-from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
+from bootstrap.engine.events import changed_fields, counts_from_summary, plan_from_events, progress_message
 from bootstrap.engine.layer_stacks import LayerStacks
 from bootstrap.engine.plan_deviation import PlanDeviation, applied_steps, diagnostics, find_deviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
@@ -79,7 +79,7 @@ class PulumiEngine(LayerStacks):
         super().__init__(spec, **options)
         self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
         self._reviewed: set[str] = set()  # layers whose saved plan came from a review (use_reviewed_plan)
-        self._diff_keys: dict[str, dict[str, tuple[str, ...]]] = {}  # layer → URN → fields its last preview changed
+        self._diff_keys: dict[str, dict[str, set[str]]] = {}  # layer → URN → fields its last preview changed
 
     def _events(self, sink: list | None, on_progress: Optional[ProgressFn]):
         def on_event(event) -> None:
@@ -121,7 +121,7 @@ class PulumiEngine(LayerStacks):
                 raise UnexpectedChanges(plan_from_events(layer, self.environment, events)) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)
-        self._diff_keys[layer] = {c.urn: c.diff_keys for c in plan.changes}
+        self._diff_keys[layer] = changed_fields(events)
         if expect_no_changes and plan.has_changes:
             raise UnexpectedChanges(plan)
         return plan

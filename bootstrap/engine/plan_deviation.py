@@ -24,7 +24,7 @@ from bootstrap.planning.plan import NO_CHANGE_OPS
 _DEVIATES = re.compile(r"violates plan|is not allowed by the plan")
 _URN = re.compile(r"resource (urn:pulumi:[^\s\]\[]+) violates plan")
 # A field entry of "properties changed: ": the expected and the actual operation, then the key.
-_FIELD = re.compile(r"(?:properties changed: |, )[-+~=]{2}([A-Za-z_$][\w$.-]{0,100})(?=\[|,|$)")
+_FIELD = re.compile(r"(?:properties changed: |, )[-+~=]{2}([A-Za-z_$][\w$.:-]{0,100})(?=\[|,|$)")
 
 
 @dataclass(frozen=True)
