@@ -12,7 +12,8 @@ import tempfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bootstrap.engine.errors import UnexpectedChanges, Where, expected_no_changes, map_error
-from bootstrap.engine.events import changed_fields, counts_from_summary, plan_from_events, progress_message
+from bootstrap.engine.events import (changed_fields, coerce_event, counts_from_summary, plan_from_events,
+                                     progress_message)
 from bootstrap.engine.layer_stacks import LayerStacks
 from bootstrap.engine.plan_deviation import PlanDeviation, applied_steps, diagnostics, find_deviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
@@ -59,8 +60,6 @@ def _read_event_log(path: str) -> list[dict]:
 
 
 def _parsed(items: list[dict]) -> list:
-    from bootstrap.engine.events import coerce_event
-
     parsed = []
     for item in items:
         try:
@@ -177,8 +176,6 @@ class PulumiEngine(LayerStacks):
         """`pulumi up --plan FILE` with the update's own preview first: the SDK's up always skips it
         (--skip-preview), and then a deviating step is found only once the steps before it have run; the
         preview finds it before any step runs (pkg/backend/apply.go, PreviewThenPromptThenExecute)."""
-        from bootstrap.engine.events import progress_message
-
         folder = tempfile.mkdtemp(prefix="groundctl-events-")  # events carry resource inputs: private
         log = os.path.join(folder, "events.jsonl")
         try:

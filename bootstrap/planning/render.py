@@ -2,7 +2,8 @@
 
 Pure functions from `Plan` values to text; the caller writes the files. A plan carries only
 URNs, types, operations and property keys, never values, so nothing rendered here can hold a
-secret (a Pulumi saved plan beside it holds values, its secrets encrypted by the stack's provider). Layout: a summary line, counts per operation, risky changes first with their reasons,
+secret (the Pulumi saved plan written beside it holds values, its secrets encrypted by the stack's
+provider). Layout: a summary line, counts per operation, risky changes first with their reasons,
 then the full resource list in a collapsed <details> block.
 """
 
