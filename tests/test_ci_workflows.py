@@ -218,7 +218,8 @@ def test_every_groundctl_command_in_the_workflows_exists_with_its_flags():
 def test_the_merge_applies_exactly_the_plan_files_the_pull_request_kept():
     docs = rendered()
     plan = docs[PR_WORKFLOW]["jobs"]["plan"]
-    upload = step(plan, "Keep the plan files (the merge applies plans/<env>/live)")
+    # The folder holds each layer's Pulumi saved plan beside the plan files: the merge is held to it.
+    upload = step(plan, "Keep the plan files and Pulumi's saved plans (the merge applies plans/<env>/live)")
     assert plan["env"]["PLAN_DIR"] == upload["with"]["path"] == "plans/${{ matrix.environment }}"
     assert upload["with"]["name"] == "groundctl-plan-${{ matrix.environment }}"
     assert '--out "$PLAN_DIR/live"' in step(plan, "Live plan")["run"]
