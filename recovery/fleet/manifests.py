@@ -83,7 +83,9 @@ def schedules(spec) -> dict[str, str]:
     return {"drift": fleet.drift_schedule or f"{minute} * * * *",
             # Different days, so the two drills of one environment never wait on each other's lock.
             "rebuild-cluster": fleet.rebuild_drill_schedule or f"{minute} {hour} * * 6",
-            "state-loss": fleet.state_loss_drill_schedule or f"{minute} {hour} * * 0"}
+            "state-loss": fleet.state_loss_drill_schedule or f"{minute} {hour} * * 0",
+            # Daily, half an hour off the drills' minute: a rehearsal waits on no lock, but shares the bucket.
+            "rehearsal": spec.recovery.rehearsal_schedule or f"{(minute + 30) % 60} {hour} * * *"}
 
 
 def drill_deadline(rto_minutes: int) -> int:

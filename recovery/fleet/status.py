@@ -49,8 +49,11 @@ def freshness(spec) -> dict:
             continue  # the state-loss drill refuses production: nothing is expected of it
         kgap = longest_gap_minutes(when[kind]) if drills_allowed(spec) else None
         drills[kind] = (kgap * 60 * MISSED_RUNS) if kgap else MANUAL_DRILL_DAYS * 86400
+    rgap = longest_gap_minutes(when["rehearsal"])
     return {"drift_schedule": when["drift"], "drift_max_age_seconds": gap * 60 * MISSED_RUNS if gap else None,
-            "drill_max_age_seconds": drills, "state_loss_layer": spec.fleet.state_loss_layer}
+            "drill_max_age_seconds": drills, "state_loss_layer": spec.fleet.state_loss_layer,
+            "rehearsal_schedule": when["rehearsal"],
+            "rehearsal_max_age_seconds": rgap * 60 * MISSED_RUNS if rgap else None}
 
 
 def _drift(d: Optional[dict], streak: dict, now: float) -> Optional[dict]:
