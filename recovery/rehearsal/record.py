@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import rehearsal_key
 from bootstrap.records.runs import iso, new_run_id, redact
-from bootstrap.untrusted import Unreadable, items, load_record, number, obj, prose, text, when, whole
+from bootstrap.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
 from recovery.rehearsal.judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1
@@ -79,11 +79,8 @@ def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()
     return key
 
 
-def _outcome(d: dict, name: str = "outcome") -> str:
-    value = text(d, name)
-    if value not in OUTCOMES:
-        raise ValueError(f"field '{name}' is '{value[:40]}', not one of {', '.join(OUTCOMES)}")
-    return value
+def _outcome(d: dict, *, explained: tuple[str, ...]) -> str:
+    return outcome(d, "outcome", known=OUTCOMES, explained=explained, optional=False)
 
 
 def _version(v: dict) -> None:
@@ -128,12 +125,14 @@ def load_rehearsal_record(body: Optional[bytes], key: str) -> dict:
             raise ValueError("field 'kind' is not 'rehearsal'")
         whole(d, "schema", low=1, high=SCHEMA)
         text(d, "rehearsal_id"), text(d, "environment"), when(d, "at"), when(d, "finished_at")
-        _outcome(d), prose(d, "reason"), number(d, "seconds", low=0, high=1e7)
+        # A run that stopped before any layer's verdict says why; one with a failed layer lets the layer say it.
+        _outcome(d, explained=() if d.get("layers") else ("failed",))
+        number(d, "seconds", low=0, high=1e7)
         text(d, "groundctl_version", optional=True), text(d, "pulumi_version", optional=True)
         for layer in items(d, "layers", optional=False, max_items=64):
             if not isinstance(layer, dict):
                 raise ValueError("an entry of 'layers' is not an object")
-            text(layer, "layer"), _outcome(layer), prose(layer, "skipped_reason")
+            text(layer, "layer"), _outcome(layer, explained=("failed",)), prose(layer, "skipped_reason")
             _attempt_parts(layer)
             for other in items(layer, "others", max_items=100):
                 if not isinstance(other, dict):
