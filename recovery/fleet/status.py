@@ -14,6 +14,7 @@ from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
 from recovery.fleet.manifests import drills_allowed, schedules
 from recovery.fleet.protection import judge
+from recovery.fleet.rehearsals import summarize_rehearsals
 from recovery.fleet.reading import (DRILL_KINDS, MAX_DRILLS_PER_KIND, Source, drill_kind,  # noqa: F401
                                     read_environment, read_fleet)
 
@@ -133,7 +134,8 @@ def _streak(history: list[dict]) -> Optional[dict]:
 
 
 def summarize(raw: dict, spec, now: float) -> dict:
-    """One environment's row: drift, drills per kind, lock, ledger head, protection against the RPO, findings."""
+    """One environment's row: drift, drills per kind, lock, ledger head, last proven restore per layer,
+    protection against the RPO, findings."""
     row: dict = {"environment": raw["environment"], "production": bool(spec.production), "bucket": raw["bucket"],
                  "rto_minutes": spec.recovery.rto_minutes, "rpo_minutes": spec.recovery.rpo_minutes,
                  "problems": list(raw.get("problems", []))}
@@ -172,6 +174,11 @@ def summarize(raw: dict, spec, now: float) -> dict:
     if heads is not None:
         newest = max((h["at"] for h in heads.values()), default=None)
         row["ledger"] = {"layers": heads, "head_at": newest, "head_age_seconds": _age(newest, now)}
+    fresh = row["freshness"]
+    row["rehearsals"] = summarize_rehearsals(raw.get("rehearsals"), heads or {}, now=now,
+                                             rpo_seconds=spec.recovery.rpo_minutes * 60.0,
+                                             schedule=fresh["rehearsal_schedule"],
+                                             max_age_seconds=fresh["rehearsal_max_age_seconds"])
     return _judged(row, now)
 
 

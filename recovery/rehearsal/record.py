@@ -56,20 +56,25 @@ def record_name(record: dict) -> str:
 
 
 def parse_name(name: str) -> Optional[dict]:
-    """What `record_name` put in a name: {at, rehearsal_id, layers: {layer: {outcome, age_seconds}}}; None for
-    another shape. A name holds no reason: the record does. Pure."""
+    """What `record_name` put in a name: {at, rehearsal_id, outcome (the run's, as `run_outcome` judges it),
+    layers: {layer: {outcome, age_seconds}}}; None for another shape. A name holds no reason: the record does.
+    Pure."""
     head, sep, tail = name.removesuffix(".json").partition("--")
     inverted, _, rehearsal_id = head.partition("-")
     if not sep or not inverted.isdigit() or len(inverted) != 13 or not rehearsal_id:
         return None
     layers: dict = {}
+    outcome = tail
     if tail not in OUTCOMES:  # a run that stopped before any layer names only its outcome
         for part in tail.split("+"):
             m = _VERDICT.match(part)
             if not m or m["outcome"] not in OUTCOMES:
                 return None
             layers[m["layer"]] = {"outcome": m["outcome"], "age_seconds": int(m["age"]) if m["age"] else None}
-    return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "layers": layers}
+        seen = {v["outcome"] for v in layers.values()}
+        outcome = next((o for o in ("failed", "drift", "proven") if o in seen), "skipped")
+    return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "outcome": outcome,
+            "layers": layers}
 
 
 def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
