@@ -202,19 +202,22 @@ def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:
     never = [layer for layer, x in reh["layers"].items() if x["last"] is None]
     if never:
         out.append(finding("rehearsal-overdue", prod, f"no restore rehearsal recorded of {', '.join(never)}"))
+    overdue: dict[str, tuple[dict, list[str]]] = {}  # one finding per rehearsal the layers were last seen in
     for layer, x in reh["layers"].items():
         last, proven = x["last"], x["last_proven"]
         if last and last["outcome"] == "failed":
             out.append(finding("rehearsal-failed", prod, f"{layer}: the last rehearsal failed ({last['reason']})"
                                + _in_a_row(x["failed_run"], "rehearsals"), x["failed_run"], layer=layer))
         if last and limit and last["age_seconds"] is not None and last["age_seconds"] > limit:
-            out.append(finding("rehearsal-overdue", prod, f"{layer}: last rehearsal {_days(last['age_seconds'])} ago; "
-                               f"its schedule ({reh['schedule']}) expects one within {_days(limit)}",
-                               _at(last["at"], limit), layer=layer))
+            overdue.setdefault(last["at"], (last, []))[1].append(layer)
         if proven and x["over_rpo_run"]:
             out.append(finding("rpo-exceeded", prod, f"{layer}: the last proven restore was of a version "
                                f"{_days(proven['rpo_seconds'])} old, over the RPO of {rpo / 60:.0f} min"
                                + _in_a_row(x["over_rpo_run"], "rehearsals"), x["over_rpo_run"], layer=layer))
+    for last, layers in overdue.values():
+        out.append(finding("rehearsal-overdue", prod, f"{', '.join(layers)}: last rehearsal {_days(last['age_seconds'])} "
+                           f"ago; its schedule ({reh['schedule']}) expects one within {_days(limit)}",
+                           _at(last["at"], limit), **({"layer": layers[0]} if len(layers) == 1 else {})))
     return out
 
 

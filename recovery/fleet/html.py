@@ -215,11 +215,8 @@ def _restores(row: dict) -> str:
     parts = []
     for layer, x in ((row.get("rehearsals") or {}).get("layers") or {}).items():
         proven, last = x.get("last_proven"), x.get("last")
-        text = (f"{_age(proven['age_seconds'])}, RPO {(proven['rpo_seconds'] or 0) / 60:.0f} min" if proven
-                else "never")
-        if last and last["outcome"] == "failed":
-            text += f"; then failed {_age(last['age_seconds'])}"
-        parts.append(f"{layer} {text}")
+        text = f"{_age(proven['age_seconds'])} (RPO {(proven['rpo_seconds'] or 0) / 60:.0f} min)" if proven else "never"
+        parts.append(f"{layer} {text}" + (", then failed" if last and last["outcome"] == "failed" else ""))
     return "; ".join(parts)
 
 
@@ -232,7 +229,7 @@ def _details(row: dict) -> str:
         facts += [_drill_detail(kind, k, timelines.get(kind)) for kind, k in row["drills"]["per_kind"].items()]
     restores = _restores(row)
     if restores:
-        facts.append(f"<li>last proven restore: {escape(restores)}</li>")
+        facts.append(f"<li>proven restores: {escape(restores)}</li>")
     led = row.get("ledger") or {}
     if led.get("head_at"):
         serials = ", ".join(f"{k} #{v['serial']}" for k, v in led["layers"].items())
