@@ -266,7 +266,7 @@ def test_cli_prints_the_manifests_and_refuses_an_unpinned_image():
     done = _cli("--image", IMAGE, "--environments", str(FLEET))
     assert done.returncode == 0, done.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout)]
-    assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # the drift and drill jobs, and a rehearsal per environment
+    assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # and a rehearsal each
     refused = _cli("--image", "registry.example/groundctl:latest", "--environments", str(FLEET))
     assert refused.returncode == 2 and "is not pinned" in refused.stderr and "Traceback" not in refused.stderr
 

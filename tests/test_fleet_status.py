@@ -402,8 +402,9 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
     layers = row["rehearsals"]["layers"]
     assert list(layers) == ["backend", "network", "cluster"]
     assert layers["network"]["last"]["reason"] == "the passphrase does not decrypt the state"
-    assert layers["network"]["last_proven"]["rpo_seconds"] == 600 and layers["network"]["last_proven"]["age_seconds"] == 86400
-    assert layers["cluster"]["last_proven"]["outcome"] == "drift" and layers["cluster"]["last_proven"]["rpo_seconds"] == 7200
+    net, cluster = layers["network"]["last_proven"], layers["cluster"]["last_proven"]
+    assert net["rpo_seconds"] == 600 and net["age_seconds"] == 86400
+    assert cluster["outcome"] == "drift" and cluster["rpo_seconds"] == 7200
     rules = {(f["rule"], f.get("layer")): f["level"] for f in row["findings"]}
     assert rules[("rehearsal-failed", "network")] == "warning" and rules[("rpo-exceeded", "cluster")] == "warning"
     assert ("rehearsal-overdue", None) not in rules

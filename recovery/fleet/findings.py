@@ -215,8 +215,9 @@ def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:
                                f"{_days(proven['rpo_seconds'])} old, over the RPO of {rpo / 60:.0f} min"
                                + _in_a_row(x["over_rpo_run"], "rehearsals"), x["over_rpo_run"], layer=layer))
     for last, layers in overdue.values():
-        out.append(finding("rehearsal-overdue", prod, f"{', '.join(layers)}: last rehearsal {_days(last['age_seconds'])} "
-                           f"ago; its schedule ({reh['schedule']}) expects one within {_days(limit)}",
+        out.append(finding("rehearsal-overdue", prod, f"{', '.join(layers)}: last rehearsal "
+                           f"{_days(last['age_seconds'])} ago; its schedule ({reh['schedule']}) expects one within "
+                           f"{_days(limit)}",
                            _at(last["at"], limit), **({"layer": layers[0]} if len(layers) == 1 else {})))
     return out
 

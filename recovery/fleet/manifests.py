@@ -1,10 +1,10 @@
 """Kubernetes manifests that run groundctl on a schedule for every environment of a fleet. Pure.
 
 Per environment: a drift CronJob and a restore rehearsal CronJob (record role: each writes its record only)
-and, where drills may run, one CronJob per drill (apply role); bootstrap/roles.py says what each role may do. Jobs never overlap
-(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted` Pod Security
-Standard, and read their spec from one ConfigMap that holds every environment's file unchanged (each pod
-mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
+and, where drills may run, one CronJob per drill (apply role); bootstrap/roles.py says what each role may do.
+Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted`
+Pod Security Standard, and read their spec from one ConfigMap that holds every environment's file unchanged
+(each pod mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
 (recovery/fleet/flux_manifest.py). Credentials come from IRSA: each role is a ServiceAccount annotated with
 the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux repository's deploy key and known
 hosts are read from a Secret the operator creates).

@@ -198,9 +198,10 @@ def rehearsals(store, env: str, problems: list[dict]) -> dict:
         doc, why = _json(store, key, load_rehearsal_record)
         if doc is None:
             problems.append({"key": key, "why": f"is not a readable rehearsal record ({why})"})
-        told = {"": (doc or {}).get("reason")} | {str(x.get("layer")): x.get("reason") for x in (doc or {}).get("layers", [])}
-        reasons[key] = {layer: told.get(layer) or (f"its record cannot be read ({why})" if why else "no reason recorded")
-                        for layer in layers}
+        told = {"": (doc or {}).get("reason")}
+        told |= {str(x.get("layer")): x.get("reason") for x in (doc or {}).get("layers", [])}
+        unknown = f"its record cannot be read ({why})" if why else "no reason recorded"
+        reasons[key] = {layer: told.get(layer) or unknown for layer in layers}
     return {"records": records, "complete": len(keys) < REHEARSAL_PAGE, "reasons": reasons}
 
 

@@ -44,7 +44,8 @@ def summarize_rehearsals(raw: Optional[dict], deployed, *, rpo_seconds: float, s
     """The environment's rehearsals as `fleet status` shows and judges them."""
     raw = raw or {"records": [], "complete": True, "reasons": {}}
     records, complete, reasons = raw["records"], raw["complete"], raw["reasons"]
-    named = {layer for rec in records for layer in rec["layers"]}
+    # A name in the bucket may claim any layer; only groundctl's layers are shown.
+    named = {layer for rec in records for layer in rec["layers"] if layer in LAYER_NAMES}
     order = {name: i for i, name in enumerate(LAYER_NAMES)}
     layers = {}
     for layer in sorted(set(deployed) | named, key=lambda x: (order.get(x, len(order)), x)):
