@@ -15,7 +15,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.drift import drift_record, parse_name, record_name, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.fleet.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
-from recovery.fleet.status import Source, drill_kind, fleet_report, read_environment, read_fleet
+from recovery.fleet.status import Source, drill_kind, failing, fleet_report, read_environment, read_fleet
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 pytestmark = pytest.mark.emulator
@@ -411,6 +411,10 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
     assert any(f["rule"] == "record-unreadable" and f["key"].endswith("planted.json") for f in row["findings"])
     # The same environment in production: each of them is critical, and `--fail-on critical` would fail.
     prod = parse_spec(spec_data("reh", bucket, emulator_endpoint, production=True, rpo=30, replica="us-west-2"), "reh")
-    (prow,) = fleet_report([raw], {"reh": prod}, now=T0)["environments"]
+    prod_report = fleet_report([raw], {"reh": prod}, now=T0)
+    (prow,) = prod_report["environments"]
     levels = {(f["rule"], f.get("layer")): f["level"] for f in prow["findings"]}
     assert levels[("rehearsal-failed", "network")] == levels[("rpo-exceeded", "cluster")] == "critical"
+    assert failing(prod_report, "critical")
+    without = {**raw, "rehearsals": {"records": [], "complete": True, "reasons": {}}, "problems": []}
+    assert not failing(fleet_report([without], {"reh": spec}, now=T0), "critical")
