@@ -79,6 +79,16 @@ def policy(role: str, spec) -> Optional[dict]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def policy_template(role: str) -> Optional[dict]:
+    """`policy(role, …)` with the environment's facts as blanks (`<bucket>`, `<region>`, `<account>`,
+    `<env>`, `<kms alias>`): the statements the README and runbooks/run-on-a-schedule.md show verbatim."""
+    from types import SimpleNamespace as Facts
+
+    spec = Facts(name="<env>", aws=Facts(region="<region>", account_id="<account>"),
+                 backend=Facts(bucket="<bucket>", kms_alias="<kms alias>"))
+    return policy(role, spec)
+
+
 def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
              namespace: str = "groundctl") -> list[dict]:
     """Per role: its ARN in the spec, who assumes it (GitHub's subject, the fleet's ServiceAccount), the managed

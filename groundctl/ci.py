@@ -53,10 +53,12 @@ def init(
         None, "--pulumi-version", help="Pulumi CLI release the workflows install (default: the one groundctl pins)."),
     default_branch: str = typer.Option("main", "--default-branch", help="Branch that merges apply to."),
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
+    rehearsal_schedule: str = typer.Option("43 4 * * *", "--rehearsal-schedule",
+                                           help="Cron schedule (UTC) of the restore rehearsal run."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
     json_out: bool = json_opt("what was written and what CI will do per environment"),
 ) -> None:
-    """Write .github/workflows/groundctl-{pr,apply,drift}.yml into a repository that holds environments/."""
+    """Write .github/workflows/groundctl-{pr,apply,drift,rehearse}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
     from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
 
@@ -69,6 +71,7 @@ def init(
         pulumi_version=pulumi_version or PULUMI_CLI_PINNED,
         default_branch=default_branch,
         drift_cron=drift_schedule,
+        rehearsal_cron=rehearsal_schedule,
         groundctl_version=_version("groundctl", "unknown"),
     )
     wrong = workflows.problems(options)

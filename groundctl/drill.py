@@ -195,12 +195,17 @@ def history(
     json_out: bool = json_opt("the report"),
     endpoint_url: Optional[str] = ENDPOINT_OPT,
 ) -> None:
-    """Past drills of an environment with their times and verdicts, and whether recovery gets faster."""
+    """Past drills of an environment with their times and verdicts, and whether recovery gets faster; beside
+    them, per layer, the last proven restore of its state (restore rehearsals) and its measured RPO."""
     from recovery.drills.report import load_history, summarize_history
+    from recovery.rehearsal.history import rehearsal_history
 
     with state_reader(environment, endpoint_url) as target:
         records, unreadable = load_history(target.store, target.name)
-    summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable}
+        restores = rehearsal_history(target.store, target.name, rpo_seconds=target.spec.recovery.rpo_minutes * 60.0)
+    unreadable += restores["unreadable"]
+    summary = summarize_history(records, last_n=last) | {"environment": environment, "unreadable": unreadable,
+                                                         "rehearsals": restores}
     if json_out:
         console.emit_json(summary)
         if unreadable:
@@ -220,9 +225,37 @@ def history(
         times = ", ".join(f"{s:.0f}" for s in t["recovery_seconds"]) or "none"
         console.info(f"{kind}: last {t['last_n']} measured recovery times (s): {times} — {t['trend']}; "
                      f"{t['passed']} passed")
+    _show_rehearsals(environment, restores)
     for key in unreadable:
-        console.warn(f"{key} is not a readable drill record")
+        console.warn(f"{key} is not a readable drill or rehearsal record")
     if not summary["drills"]:
         console.info(f"No drill has been recorded for {environment} yet.")
     if unreadable:
         raise typer.Exit(1)
+
+
+def _show_rehearsals(environment: str, restores: dict) -> None:
+    """Per layer: the last restore rehearsal, the last proven restore and its measured RPO, the seconds."""
+    from rich.text import Text
+
+    from groundctl.state import printable
+    from groundctl.state_rehearse import age_text
+
+    if not restores["layers"]:
+        console.info(f"No restore rehearsal has been recorded for {environment} yet "
+                     f"(`groundctl state rehearse {environment} --record`).")
+        return
+    rows = table(f"restore rehearsals of {environment} (RPO {restores['rpo_seconds'] / 60:.0f} min)", "layer",
+                 "last rehearsal", "last proven restore", "measured RPO", "seconds")
+    for layer, x in restores["layers"].items():
+        last, proven = x["last"], x["last_proven"]
+        said = f"{last['outcome']} {age_text(last['age_seconds'])} ago" if last else "never"
+        if last and last.get("reason"):
+            said += f" ({last['reason']})"
+        rows.add_row(Text(printable(layer)), Text(printable(said)),
+                     Text(f"{age_text(proven['age_seconds'])} ago" if proven else "never"),
+                     Text(age_text(proven["rpo_seconds"]) if proven else "-"),
+                     Text("-" if x.get("seconds") is None else f"{x['seconds']:.1f}"))
+    console.data(rows)
+    if restores["stopped"]:
+        console.warn(f"the last rehearsal stopped before any verdict: {printable(str(restores['stopped']['reason']))}")

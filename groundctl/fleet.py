@@ -174,6 +174,16 @@ def _drills(r: dict) -> str:
     return "; ".join(parts) or "none"
 
 
+def _restores(r: dict) -> str:
+    """Per layer: how long ago its restore was last proven, and the measured RPO (the proven version's age)."""
+    parts = []
+    for layer, x in ((r.get("rehearsals") or {}).get("layers") or {}).items():
+        proven, last = x.get("last_proven"), x.get("last")
+        text = f"{_age(proven['age_seconds'])} ago (RPO {_age(proven['rpo_seconds'])})" if proven else "never"
+        parts.append(f"{layer} {text}" + (" then failed" if last and last["outcome"] == "failed" else ""))
+    return "; ".join(parts) or "none"
+
+
 def _since(f: dict) -> str:
     if f.get("since_age_seconds") is None:
         return ""
@@ -183,7 +193,7 @@ def _since(f: dict) -> str:
 
 def _show(report: dict) -> None:
     rows = table(f"fleet status — {_summary(report)}", "level", "environment", "next step", "drift",
-                 "last drills (RTO trend)", "lock", "ledger head", "bucket vs RPO")
+                 "last drills (RTO trend)", "last proven restore", "lock", "ledger head", "bucket vs RPO")
     for r in report["environments"]:
         name = Text(r["environment"] + (" (production)" if r.get("production") else ""))
         level = Text(r["level"], style=_STYLE[r["level"]])
@@ -193,13 +203,14 @@ def _show(report: dict) -> None:
         if r.get("skipped") or r.get("error") or r.get("note"):
             why = (f"skipped: {r['skipped']}" if r.get("skipped") else f"unreadable: {r['error']}" if r.get("error")
                    else r["note"])
-            rows.add_row(level, name, step, Text(why), *(Text("") for _ in range(4)))
+            rows.add_row(level, name, step, Text(why), *(Text("") for _ in range(5)))
             continue
         d, lock, led, prot = r.get("drift"), r.get("lock") or {}, r.get("ledger") or {}, r.get("protection") or {}
         rows.add_row(
             level, name, step,
             Text(f"{d['result']} {_age(d['age_seconds'])} ago" if d else "never checked"),
             Text(_drills(r)),
+            Text(_restores(r)),
             Text(("stale: " if lock.get("stale") else "") + (lock.get("holder") or "held") if lock.get("held") else "free"),
             Text(f"{_age(led.get('head_age_seconds'))} ago" if led.get("head_at") else "no ledger"),
             Text(f"{prot.get('verdict', '—')} (RPO {r['rpo_minutes']} min)"))

@@ -45,6 +45,8 @@ class Seed:
     replication_rtc: Optional[bool] = None   # None: no replication; False: replication without RTC
     noncurrent_days: Optional[int] = None    # None: no lifecycle rule
     layers_with_ledger: tuple[str, ...] = ("backend", "network", "cluster")
+    rehearsals: int = 3                      # daily restore rehearsals of the ledger's layers, every one proven
+    rehearsal_rpo_seconds: int = 600         # ... of a version this old (the measured RPO)
 
 
 def _gone_pid() -> int:
@@ -135,6 +137,10 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
             rec = LedgerRecord(str(uuid.UUID(int=7)), serial, "0" * 64, None, None, "up", f"run-{serial}",
                                "2025-11-24T00:00:00.000Z", None, 3, layout.stack_key(serial_layer, environment))
             store.put(layout.ledger_key(serial_layer, environment, serial), rec.to_json())
+    reh_t0 = T0 if now is None else now - 3600 - (seed.rehearsals - 1) * 86400
+    for i in range(seed.rehearsals):
+        save_rehearsal(store, environment, reh_t0 + i * 86400, {
+            layer: ("proven", seed.rehearsal_rpo_seconds, None) for layer in seed.layers_with_ledger}, index=i)
     if seed.lock_holder:
         # A stale lock is one whose holder exited this host: recorded in this boot and pid namespace, its pid gone.
         here = proc_probe.here()
@@ -143,6 +149,33 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
         info = LockInfo(environment, seed.lock_holder, holder.host, pid, "run-x", "2025-11-24T00:00:00.000Z",
                         "2025-11-24T00:00:00.000Z", 300, holder.boot_id, holder.pid_ns)
         store.put(layout.lock_key(environment), info.body())
+
+
+def save_rehearsal(store, environment: str, at: float, layers: dict, *, index: int = 0,
+                   reason: Optional[str] = None) -> str:
+    """A restore rehearsal's record as `state rehearse --record` writes it (its own record code), started at
+    `at`: layers {layer: (outcome, age of the version in seconds or None, reason)}; no layers and a `reason`:
+    a run that stopped before any verdict."""
+    from recovery.rehearsal.judge import Attempt, Decrypt, LayerResult, Preview
+    from recovery.rehearsal.record import rehearsal_record, save_rehearsal_record
+    from recovery.rehearsal.scope import version_of
+
+    results = []
+    for layer, (outcome, age, why) in layers.items():
+        version = version_of(layout.stack_key(layer, environment), f"v{index}", "current",
+                             datetime.fromtimestamp(at - (age or 0), timezone.utc), serial=index + 1)
+        if outcome == "failed":
+            results.append(LayerResult(layer, Attempt(version, age, Decrypt("failed", "passphrase", "wrong-passphrase",
+                                                                            why), seconds={"restore": 0.2},
+                                                      failed_phase="decrypt", reason=why)))
+        else:
+            results.append(LayerResult(layer, Attempt(version, age, Decrypt("ok", "passphrase", secrets=1),
+                                                      Preview("drift" if outcome == "drift" else "no-change"),
+                                                      {"restore": 0.2, "decrypt": 0.5, "preview": 4.0})))
+    stamp = datetime.fromtimestamp(at, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return save_rehearsal_record(store, rehearsal_record(environment, results, started=at, finished=at + 30,
+                                                         groundctl_version="0.1.0", pulumi_version="v3.259.0",
+                                                         rehearsal_id=f"{stamp}-{index:06x}", reason=reason))
 
 
 def spec_data(environment: str, bucket: str, endpoint: str, *, production: bool = False, rto: int = 30,

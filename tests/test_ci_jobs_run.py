@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
+from bootstrap.ci.workflows import (APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW,
+                                    REHEARSE_WORKFLOW, RESULT_CHECK)
 from bootstrap.engine.versions import PULUMI_CLI_PINNED
 from recovery.fleet import manifests as fm
 from tests.ci_workflow import groundctl_lines, pin_groundctl, rendered, step
@@ -89,11 +90,11 @@ def test_one_pulumi_version_everywhere(monkeypatch, capsys, repo):
 # -- the provider plugins ---------------------------------------------------------------------------------
 
 PLUGIN_STEP = "Install the provider plugins (groundctl's pinned versions, each download checked by its sha256)"
-ENGINE_COMMAND = re.compile(r"groundctl (plan (?!.*--offline)|up |drift )")
+ENGINE_COMMAND = re.compile(r"groundctl (plan (?!.*--offline)|up |drift |state rehearse )")
 
 
 def runs_the_engine(s: dict) -> bool:
-    """Whether a step runs a groundctl command that needs the engine (a live plan, up or drift)."""
+    """Whether a step runs a groundctl command that needs the engine (a live plan, up, drift or a rehearsal)."""
     return any(ENGINE_COMMAND.match(line) for line in groundctl_lines(s.get("run", "")))
 
 
@@ -117,7 +118,7 @@ def test_every_job_that_runs_the_engine_installs_the_tables_plugins_first():
             assert cli < plugins < engine[0], (name, job_id)
             assert steps[plugins]["run"].splitlines() == wanted
             assert steps[plugins].get("if") == steps[engine[0]].get("if")  # it runs whenever the engine step does
-    assert jobs == 3  # the live plan, the apply and the drift check
+    assert jobs == 4  # the live plan, the apply, the drift check and the restore rehearsal
 
 
 def _run_plugin_step(folder: Path, downloads: Path) -> tuple[subprocess.CompletedProcess, dict]:
@@ -164,7 +165,7 @@ def test_the_plugin_step_installs_what_the_engine_check_looks_for(tmp_path, loca
 def test_every_step_that_reaches_the_flux_layer_gets_its_secrets():
     docs = rendered()
     for workflow, job, name in ((PR_WORKFLOW, "plan", "Live plan"), (APPLY_WORKFLOW, "apply", "Apply the approved plan"),
-                                (DRIFT_WORKFLOW, "drift", "Drift")):
+                                (DRIFT_WORKFLOW, "drift", "Drift"), (REHEARSE_WORKFLOW, "rehearse", "Rehearse")):
         env = step(docs[workflow]["jobs"][job], name).get("env") or {}
         assert {k: env.get(k) for k in FLUX_SECRETS} == FLUX_SECRETS, (workflow, name)
 
@@ -189,7 +190,7 @@ def test_every_cronjob_of_an_ssh_repository_requires_both_secrets():
                                                            "key": "known_hosts"}}, job["metadata"]["name"]
         else:
             assert refs == {}
-    assert kinds == {"drift", "drill"}  # drift checks need them as much as drills
+    assert kinds == {"drift", "drill", "rehearse"}  # drift checks and rehearsals need them as much as drills
     assert any("flux-deploy-key" in n for n in out.notes)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.ci.workflows import ACTIONS, APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, render
+from bootstrap.ci.workflows import ACTIONS, APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, REHEARSE_WORKFLOW, render
 from tests.ci_workflow import OPTIONS, groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
@@ -68,7 +68,7 @@ def test_init_writes_the_workflow_set_into_a_fresh_repository(fresh_repo, init):
     assert code == 0, err
     report = json.loads(out)
     written = sorted(p.name for p in (fresh_repo / ".github" / "workflows").iterdir())
-    assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW])
+    assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW, REHEARSE_WORKFLOW])
     assert set(report["files"].values()) == {"written"}
     rows = {r["environment"]: r for r in report["environments"]}
     # local names no roles: it is planned offline only; dev and prod name every role.
@@ -160,6 +160,8 @@ EXPECTED_PERMISSIONS = {
     (APPLY_WORKFLOW, "apply"): {"contents": "read", "id-token": "write", "actions": "read", "pull-requests": "read"},
     (DRIFT_WORKFLOW, "detect"): {"contents": "read"},
     (DRIFT_WORKFLOW, "drift"): {"contents": "read", "id-token": "write", "issues": "write"},
+    (REHEARSE_WORKFLOW, "detect"): {"contents": "read"},
+    (REHEARSE_WORKFLOW, "rehearse"): {"contents": "read", "id-token": "write"},
 }
 
 

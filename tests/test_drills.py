@@ -321,3 +321,40 @@ def test_cli_history_lists_stored_drills_with_the_trend(local_spec, aws, emulato
     assert doc["trends"]["rebuild-cluster"]["last_n"] >= 2
     for key in keys:
         store.delete(key)
+
+
+def test_cli_history_shows_the_restore_rehearsals_beside_the_drills(local_spec, aws, emulator_endpoint, monkeypatch):
+    """Can we recover, and how fast, in one place: the drills, and per layer the last proven restore, the measured
+    RPO and the seconds the last rehearsal took (the state half of the RTO)."""
+    import time
+
+    from bootstrap.aws.objectstore import ObjectStore
+    from tests.fleetseed import save_rehearsal
+
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "unused-here")
+    s3 = aws.client("s3")
+    try:
+        s3.create_bucket(Bucket="groundctl-local-state")
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    store = ObjectStore(s3, "groundctl-local-state")
+    now = time.time()
+    keys = [save_rehearsal(store, "local", now - 2 * 86400, {"network": ("proven", 600, None),
+                                                            "cluster": ("proven", 60, None)}, index=1),
+            save_rehearsal(store, "local", now - 3600, {"network": ("failed", 900, "wrong passphrase"),
+                                                        "cluster": ("drift", 120, None)}, index=2)]
+    try:
+        result = CliRunner().invoke(app, ["drill", "history", "local", "--json", "--endpoint-url", emulator_endpoint])
+        assert result.exit_code == 0, result.output
+        reh = json.loads(result.stdout)["rehearsals"]
+        net, cluster = reh["layers"]["network"], reh["layers"]["cluster"]
+        assert net["last"]["outcome"] == "failed" and net["last"]["reason"] == "wrong passphrase"
+        assert net["last_proven"]["rpo_seconds"] == 600 and abs(net["last_proven"]["age_seconds"] - 2 * 86400) < 600
+        assert net["seconds"] == 0.2 and cluster["seconds"] == 4.7  # the newest rehearsal's phases
+        assert cluster["last_proven"]["outcome"] == "drift" and reh["records"] == 2
+        text = CliRunner().invoke(app, ["drill", "history", "local", "--endpoint-url", emulator_endpoint])
+        assert text.exit_code == 0, text.output
+        assert "restore rehearsals of local" in text.stdout and "wrong passphrase" in text.stdout
+    finally:
+        for key in keys:
+            store.delete(key)

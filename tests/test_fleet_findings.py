@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 
@@ -63,7 +64,8 @@ def test_every_next_step_is_a_real_command_and_a_real_runbook_section(rule):
     from tests.test_runbooks import ROOT, check_command
 
     facts = {"drill-overdue": {"kind": "state-loss", "layer": "cluster"}, "drill-never": {"kind": "rebuild-cluster"},
-             "record-unreadable": {"key": ".groundctl/drift/prod-ledger/x.json"}}.get(rule, {})
+             "record-unreadable": {"key": ".groundctl/drift/prod-ledger/x.json"},
+             "rpo-exceeded": {"layer": "cluster"}, "rehearsal-failed": {"layer": "network"}}.get(rule, {})
     for production in (False, True):
         step = next_step(_sample(rule, **facts), environment="prod-ledger", production=production, bucket="acme-state")
         words = shlex.split(step["command"])
@@ -131,6 +133,74 @@ def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
     row["drift"] |= {"result": "clean", "age_seconds": 4 * 3600.0, "streak": None}
     stale = next(f for f in find(row) if f["rule"] == "drift-stale")
     assert stale["since"] == "2026-01-05T12:00:00Z"  # the last check plus the two hours its schedule allows
+
+
+def _rehearsals(*records: tuple[float, dict], complete: bool = True) -> dict:
+    """What `reading.rehearsals` hands on, from records named as `state rehearse --record` names them:
+    (start, {layer: (outcome, age)}), newest first."""
+    from recovery.rehearsal.record import parse_name, record_name
+
+    out = []
+    for i, (at, layers) in enumerate(records):
+        rec = {"at": datetime.fromtimestamp(at, timezone.utc).isoformat().replace("+00:00", "Z"),
+               "rehearsal_id": f"r{i}", "outcome": "failed" if not layers else "x",
+               "layers": [{"layer": k, "outcome": o, "age_seconds": a} for k, (o, a) in layers.items()]}
+        out.append(parse_name(record_name(rec) + ".json") | {"key": f"k{i}"})
+    return {"records": out, "complete": complete,
+            "reasons": {"k0": {"network": "wrong passphrase", "": "the CLI is missing"}, "k1": {"network": "same"}}}
+
+
+@pytest.mark.parametrize("production, level", [(True, "critical"), (False, "warning")])
+def test_the_last_proven_restore_per_layer_and_its_findings(production, level):
+    from recovery.fleet.rehearsals import summarize_rehearsals
+
+    now, hour, day = 1_800_000_000.0, 3600.0, 86400.0
+    raw = _rehearsals(
+        (now - hour, {"network": ("failed", None), "cluster": ("proven", 7200)}),
+        (now - day, {"network": ("failed", 300), "cluster": ("drift", 3600)}),
+        (now - 2 * day, {"network": ("proven", 600), "cluster": ("proven", 60)}),
+        (now - 3 * day, {"flux": ("proven", 60)}))
+    reh = summarize_rehearsals(raw, ["backend", "network", "cluster"], rpo_seconds=1800.0, schedule="5 3 * * *",
+                               max_age_seconds=2 * day, now=now)
+    assert list(reh["layers"]) == ["backend", "network", "cluster", "flux"]
+    net, cluster = reh["layers"]["network"], reh["layers"]["cluster"]
+    assert net["last"]["outcome"] == "failed" and net["last"]["reason"] == "wrong passphrase"
+    assert net["last_proven"]["rpo_seconds"] == 600 and net["last_proven"]["age_seconds"] == 2 * day
+    assert net["failed_run"] == {"records": 2, "at": raw["records"][1]["at"], "exact": True}
+    assert cluster["last_proven"]["outcome"] == "proven" and cluster["last_proven"]["rpo_seconds"] == 7200
+    assert cluster["over_rpo_run"]["records"] == 2  # 7200 s and 3600 s (drift is restorable too) > 30 min
+
+    row = {"environment": "prod-ledger", "production": production, "bucket": "b", "problems": [],
+           "freshness": {"drill_max_age_seconds": {}}, "drift": {"result": "clean", "at": None, "age_seconds": 1.0,
+                                                                  "drifted_layers": []},
+           "rehearsals": reh}
+    found = [f for f in find(row) if f["rule"].startswith(("rehearsal", "rpo"))]
+    by = {(f["rule"], f.get("layer")): f for f in found}
+    assert set(by) == {("rehearsal-overdue", None), ("rehearsal-failed", "network"), ("rpo-exceeded", "cluster"),
+                       ("rehearsal-overdue", "flux")}, sorted(by)
+    assert {f["level"] for f in found} == {level}
+    assert "of backend" in by["rehearsal-overdue", None]["what"] and by["rehearsal-overdue", None]["since"] is None
+    failed = by["rehearsal-failed", "network"]
+    assert "wrong passphrase" in failed["what"] and "2 rehearsals in a row" in failed["what"]
+    assert failed["since"] == raw["records"][1]["at"] and failed["next"] == {
+        "command": "groundctl state rehearse prod-ledger", "runbook": "runbooks/rehearsal-failed.md"}
+    rpo = by["rpo-exceeded", "cluster"]
+    assert "2.0 h old, over the RPO of 30 min" in rpo["what"] and rpo["since"] == raw["records"][1]["at"]
+    assert rpo["next"]["command"] == "groundctl state versions prod-ledger cluster"
+    assert by["rehearsal-overdue", "flux"]["since"] == "2027-01-14T08:00:00Z"  # 3 days ago, plus the 2 allowed
+    assert by["rehearsal-overdue", "flux"]["next"]["command"] == "groundctl state rehearse prod-ledger --record"
+
+    # A run that stopped before any verdict is the environment's finding, with its reason; rehearsed and fresh
+    # within the RPO, nothing.
+    stopped = summarize_rehearsals(_rehearsals((now - hour, {}), (now - day, {"network": ("proven", 60)})),
+                                   ["network"], rpo_seconds=1800.0, schedule="5 3 * * *", max_age_seconds=2 * day,
+                                   now=now)
+    found = [f for f in find(row | {"rehearsals": stopped}) if f["rule"].startswith(("rehearsal", "rpo"))]
+    assert [(f["rule"], f.get("layer")) for f in found] == [("rehearsal-failed", None)]
+    assert "stopped before any verdict: the CLI is missing" in found[0]["what"]
+    fine = summarize_rehearsals(_rehearsals((now - day, {"network": ("proven", 60)})), ["network"],
+                                rpo_seconds=1800.0, schedule="5 3 * * *", max_age_seconds=2 * day, now=now)
+    assert not [f for f in find(row | {"rehearsals": fine}) if f["rule"].startswith(("rehearsal", "rpo"))]
 
 
 @pytest.mark.parametrize("schedule,gap", [("17 * * * *", 60), ("*/15 * * * *", 15), ("5 3 * * 6", 7 * 1440),

@@ -160,6 +160,27 @@ def test_drift_runs_with_the_record_role_and_drills_with_the_apply_role(rendered
     assert state_loss[:5] == ["drill", "state-loss", "staging", "--layer", "cluster"] and "--yes" in state_loss
 
 
+def test_every_environment_rehearses_its_restore_with_the_record_role_as_drift_runs(rendered):
+    """Production included: a rehearsal writes nothing but its record, so it runs wherever drift does, in a pod
+    like drift's (security context, volumes, the Flux manifest's ConfigMap), on the spec's schedule."""
+    jobs = by_name(rendered, "CronJob")
+    for env in ("staging", "prod", "prod-us"):
+        rehearse, drift = jobs[f"rehearse-{env}"], jobs[f"drift-{env}"]
+        pod, drift_pod = pod_of(rehearse), pod_of(drift)
+        assert pod["serviceAccountName"] == f"{env}-record" == drift_pod["serviceAccountName"]
+        assert pod["containers"][0]["args"] == ["state", "rehearse", env, "--record", "--json"]
+        same = {k: v for k, v in pod["containers"][0].items() if k not in ("args", "resources")}
+        assert same == {k: v for k, v in drift_pod["containers"][0].items() if k not in ("args", "resources")}
+        assert {k: v for k, v in pod.items() if k != "containers"} == {k: v for k, v in drift_pod.items()
+                                                                      if k != "containers"}
+        assert rehearse["spec"]["schedule"] == fm.schedules(load_spec(env, base=FLEET))["rehearsal"]
+        assert rehearse["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]["groundctl/job"] == "rehearsal"
+    assert jobs["rehearse-staging"]["spec"]["schedule"] == "15 2 * * *"  # the spec's recovery.rehearsal_schedule
+    # staging names its Flux manifest in the repository: the rehearsal's pod mounts its ConfigMap, as drift's does
+    assert any(v.get("configMap", {}).get("name", "").startswith("groundctl-flux-")
+               for v in pod_of(jobs["rehearse-staging"])["volumes"])
+
+
 def test_production_gets_drift_only_unless_its_spec_opts_in(rendered):
     jobs = by_name(rendered, "CronJob")
     assert "drift-prod" in jobs
@@ -245,7 +266,7 @@ def test_cli_prints_the_manifests_and_refuses_an_unpinned_image():
     done = _cli("--image", IMAGE, "--environments", str(FLEET))
     assert done.returncode == 0, done.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout)]
-    assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6
+    assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # and a rehearsal each
     refused = _cli("--image", "registry.example/groundctl:latest", "--environments", str(FLEET))
     assert refused.returncode == 2 and "is not pinned" in refused.stderr and "Traceback" not in refused.stderr
 

@@ -15,7 +15,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.drift import drift_record, parse_name, record_name, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.fleet.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
-from recovery.fleet.status import Source, drill_kind, fleet_report, read_environment, read_fleet
+from recovery.fleet.status import Source, drill_kind, failing, fleet_report, read_environment, read_fleet
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 pytestmark = pytest.mark.emulator
@@ -146,8 +146,10 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
     # versioning + lifecycle (no replica asked for: replication is not read) + the drift listing + one
-    # listing of drills/ledger/locks; every drill passed, so its name says all
-    assert large == 2 + 1 + 1
+    # listing of drills/ledger/locks + one of the newest rehearsals; every drill and rehearsal passed, so its
+    # name says all
+    assert large == 2 + 1 + 1 + 1
+    assert calls_for(Seed(drift_records=3, drill_records=10, rehearsals=60)) == large
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
     assert calls_for(Seed(drift_records=3, drill_records=40, failed_kinds=("state-loss",))) == large + 1  # its reason
 
@@ -185,7 +187,7 @@ def test_a_run_of_drifted_checks_is_dated_by_its_first(aws, emulator_endpoint, m
     first = T0 + (30 - records) * 3600  # checks are hourly from T0; the run's oldest one
     assert (streak["records"], streak["exact"]) == (records, exact)
     assert datetime.fromisoformat(streak["at"].replace("Z", "+00:00")).timestamp() == first
-    assert calls.count("ListObjectsV2") == listings, calls
+    assert calls.count("ListObjectsV2") == listings + 1, calls  # and the one of the newest rehearsals
     row = fleet_report([raw], {"runs": spec}, now=T0 + 40 * 86400)["environments"][0]
     drift = next(f for f in row["findings"] if f["rule"] == "drift")
     assert drift["since"] == streak["at"] and drift["since_exact"] is exact
@@ -367,3 +369,52 @@ def test_a_drill_is_listed_once_after_its_progress_checkpoints(aws, bucket):
     # A checkpoint left beside its finished record (its delete failed) is still one drill.
     store.put(f".groundctl/drills/dev/{final.drill_id}.json", b"{}")
     assert [d["outcome"] for d in scan(store, "dev")["drills"]["rebuild-cluster"]] == ["passed"]
+
+
+def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, emulator_endpoint):
+    """Rehearsal records as `state rehearse --record` writes them: the last proven restore per layer and the
+    measured RPO come from the listing; only the record a layer last failed in is read, for its reason."""
+    from tests.fleetseed import T0, save_rehearsal
+
+    s3 = aws.client("s3")
+    bucket = _bucket()
+    seed_environment(s3, "reh", bucket, Seed(drift_records=2, drill_records=2, rehearsals=0, noncurrent_days=30))
+    store = ObjectStore(s3, bucket)
+    save_rehearsal(store, "reh", T0 - 86400, {"backend": ("proven", 60, None), "network": ("proven", 600, None),
+                                              "cluster": ("proven", 120, None)}, index=1)
+    save_rehearsal(store, "reh", T0 - 3600, {"backend": ("proven", 60, None), "network": ("failed", 900,
+                   "the passphrase does not decrypt the state"), "cluster": ("drift", 7200, None)}, index=2)
+    store.put(".groundctl/rehearsals/reh/planted.json", b"{}")
+    spec = parse_spec(spec_data("reh", bucket, emulator_endpoint, production=False, rpo=30), "reh")
+    calls = []
+
+    def count(**kwargs):
+        calls.append(kwargs["model"].name)
+
+    s3.meta.events.register("before-call.s3", count)
+    try:
+        raw = read_environment(Source(spec, store, s3))
+    finally:
+        s3.meta.events.unregister("before-call.s3", count)
+    assert calls.count("GetObject") == 1 and calls.count("ListObjectsV2") == 3, calls  # the failed record, once
+    report = fleet_report([raw], {"reh": spec}, now=T0)
+    (row,) = report["environments"]
+    layers = row["rehearsals"]["layers"]
+    assert list(layers) == ["backend", "network", "cluster"]
+    assert layers["network"]["last"]["reason"] == "the passphrase does not decrypt the state"
+    net, cluster = layers["network"]["last_proven"], layers["cluster"]["last_proven"]
+    assert net["rpo_seconds"] == 600 and net["age_seconds"] == 86400
+    assert cluster["outcome"] == "drift" and cluster["rpo_seconds"] == 7200
+    rules = {(f["rule"], f.get("layer")): f["level"] for f in row["findings"]}
+    assert rules[("rehearsal-failed", "network")] == "warning" and rules[("rpo-exceeded", "cluster")] == "warning"
+    assert ("rehearsal-overdue", None) not in rules
+    assert any(f["rule"] == "record-unreadable" and f["key"].endswith("planted.json") for f in row["findings"])
+    # The same environment in production: each of them is critical, and `--fail-on critical` would fail.
+    prod = parse_spec(spec_data("reh", bucket, emulator_endpoint, production=True, rpo=30, replica="us-west-2"), "reh")
+    prod_report = fleet_report([raw], {"reh": prod}, now=T0)
+    (prow,) = prod_report["environments"]
+    levels = {(f["rule"], f.get("layer")): f["level"] for f in prow["findings"]}
+    assert levels[("rehearsal-failed", "network")] == levels[("rpo-exceeded", "cluster")] == "critical"
+    assert failing(prod_report, "critical")
+    without = {**raw, "rehearsals": {"records": [], "complete": True, "reasons": {}}, "problems": []}
+    assert not failing(fleet_report([without], {"reh": spec}, now=T0), "critical")

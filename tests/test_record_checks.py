@@ -18,6 +18,7 @@ from bootstrap.spec import parse_spec
 from bootstrap.untrusted import Unreadable
 from recovery.drills.stored import load_drill_record
 from recovery.fleet.status import Source, fleet_report, read_fleet
+from recovery.rehearsal.record import load_rehearsal_record, rehearsal_record
 from tests.conftest import REPO
 from tests.fleetseed import T0, Seed, seed_environment, spec_data
 from tests.test_hostile_records import _valid
@@ -26,6 +27,10 @@ KEY = ".groundctl/x/planted.json"
 
 
 def _failed(kind: str, reason) -> dict:
+    if kind == "rehearsal":  # a scheduled rehearsal that stopped before any layer's verdict
+        d = rehearsal_record("local", [], started=1.8e9, finished=1.8e9 + 3, groundctl_version="0.1.0",
+                             pulumi_version=None, reason="stand-in", rehearsal_id="20270115T080000Z-abc123")
+        return d | {"reason": reason}
     if kind == "drift":
         d = _valid("drift") | {"outcome": "failed", "drift": None, "reason": reason}
     else:
@@ -34,7 +39,7 @@ def _failed(kind: str, reason) -> dict:
     return {k: v for k, v in d.items() if v is not None or k == "drift"} if reason is None else d
 
 
-LOADERS = {"drift": load_drift_record, "drill": load_drill_record}
+LOADERS = {"drift": load_drift_record, "drill": load_drill_record, "rehearsal": load_rehearsal_record}
 
 
 @pytest.mark.parametrize("kind", sorted(LOADERS))
@@ -49,9 +54,20 @@ def test_a_record_that_failed_without_saying_why_is_unreadable_naming_its_key(ki
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 def test_an_outcome_no_writer_uses_is_unreadable(kind):
     d = _failed(kind, "why")
-    (d if kind == "drift" else d["verdict"])["outcome"] = "succeeded-ish"
+    (d if kind in ("drift", "rehearsal") else d["verdict"])["outcome"] = "succeeded-ish"
     with pytest.raises(Unreadable, match="not one of"):
         LOADERS[kind](json.dumps(d).encode(), KEY)
+
+
+@pytest.mark.parametrize("reason", [None, " "])
+def test_a_rehearsed_layer_that_failed_without_saying_why_is_unreadable(reason):
+    d = _failed("rehearsal", "why")
+    d["layers"] = [{"layer": "network", "outcome": "failed", "reason": reason, "skipped_reason": None,
+                    "failed_phase": "choose", "age_seconds": None, "seconds": {}}]
+    with pytest.raises(Unreadable, match="'reason' says nothing"):
+        load_rehearsal_record(json.dumps(d).encode(), KEY)
+    d["layers"][0]["reason"] = "every copy is damaged"
+    assert load_rehearsal_record(json.dumps(d).encode(), KEY)["layers"][0]["outcome"] == "failed"
 
 
 def test_a_drill_in_progress_and_a_passing_one_need_no_reason():

@@ -12,12 +12,12 @@ import json
 import pytest
 
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.ci.workflows import APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW
+from bootstrap.ci.workflows import APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, REHEARSE_WORKFLOW
 from bootstrap.records.layout import drift_prefix
-from bootstrap.roles import BY_NAME, ROLES, describe, policy, table
+from bootstrap.roles import BY_NAME, ROLES, describe, policy, policy_template, table
 from bootstrap.spec import load_spec
 from recovery.fleet import manifests as fm
-from tests.ci_workflow import rendered
+from tests.ci_workflow import rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import groundctl as groundctl_in_process
 from tests.test_cli_state_inspect import groundctl
@@ -36,6 +36,14 @@ def test_the_readme_and_the_runbook_carry_the_roles_table(doc):
     lines, want = _lines((REPO / doc).read_text()), _lines(table())
     starts = [i for i, line in enumerate(lines) if line == want[0]]
     assert any(lines[i:i + len(want)] == want for i in starts), f"{doc} does not hold bootstrap.roles.table()"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "runbooks/run-on-a-schedule.md"])
+def test_the_readme_and_the_runbook_give_the_record_roles_exact_statements(doc):
+    lines, want = _lines((REPO / doc).read_text()), _lines(json.dumps(policy_template("record"), indent=2))
+    starts = [i for i, line in enumerate(lines) if line == want[0]]
+    assert any(lines[i:i + len(want)] == want for i in starts), f"{doc} does not hold the record role's policy"
+    assert '"arn:aws:s3:::<bucket>/.groundctl/rehearsals/<env>/*"' in want and '"kms:Decrypt",' in want
 
 
 def _actions(doc: dict) -> list[tuple[str, object]]:
@@ -89,6 +97,16 @@ def test_each_workflow_job_assumes_the_role_the_table_names_by_its_subject(recor
     assert set(drift[True]) == {"schedule", "workflow_dispatch"}
     assert _credentials(drift["jobs"]["drift"]) == "${{ matrix.record_role }}"
     assert "environment" not in drift["jobs"]["drift"]
+    # So does the scheduled restore rehearsal, on its own schedule; never a pull request's plan role.
+    rehearse = docs[REHEARSE_WORKFLOW]
+    assert set(rehearse[True]) == {"schedule", "workflow_dispatch"}
+    assert rehearse[True]["schedule"] == [{"cron": "43 4 * * *"}]
+    assert _credentials(rehearse["jobs"]["rehearse"]) == "${{ matrix.record_role }}"
+    assert "environment" not in rehearse["jobs"]["rehearse"]
+    run = step(rehearse["jobs"]["rehearse"], "Rehearse")["run"]
+    assert 'groundctl state rehearse "$ENVIRONMENT" --record --json' in run
+    detect = step(rehearse["jobs"]["detect"], "Every environment with a record role")["run"]
+    assert "--needs record-role" in detect
     # The merge's apply runs in the GitHub environment named after the groundctl one: the apply role.
     assert apply["jobs"]["apply"]["environment"] == "${{ matrix.environment }}"
     assert _credentials(apply["jobs"]["apply"]) == "${{ matrix.apply_role }}"
@@ -102,7 +120,7 @@ def test_each_cronjob_runs_with_the_role_the_table_names():
     for job in (m for m in out.manifests if m["kind"] == "CronJob"):
         env = job["metadata"]["labels"]["groundctl/environment"]
         spec = load_spec(env, base=FLEET)
-        role = "record" if job["metadata"]["name"].startswith("drift-") else "apply"
+        role = "record" if job["metadata"]["name"].startswith(("drift-", "rehearse-")) else "apply"
         account = pod_of(job)["serviceAccountName"]
         assert account == BY_NAME[role].fleet_service_account.format(env=env)
         assert accounts[account] == getattr(spec.aws, f"{role}_role_arn")
@@ -125,3 +143,17 @@ def test_what_drift_record_writes_is_inside_the_record_role_and_a_plan_writes_no
     written = {k for k, _s, _m in store.keys("")} - before
     allowed = [w.format(env="local") for w in BY_NAME["record"].writes]
     assert written and all(any(fnmatch.fnmatchcase(k, p) for p in allowed) for k in written), written
+
+
+def test_what_a_recorded_rehearsal_writes_is_inside_the_record_role(store, spec_file, emulator_endpoint):
+    """A scheduled rehearsal that cannot run (no Pulumi CLI here) still records that it failed: that record, and
+    nothing else, is written, inside the record role's rights (the engine tier proves the same of a rehearsal
+    that ran: tests/test_engine_tier_rehearsal.py)."""
+    env = {"PATH": "/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "roles"}
+    before = {k for k, _s, _m in store.keys("")}
+    r = groundctl("state", "rehearse", str(spec_file), "--record", "--endpoint-url", emulator_endpoint, env=env)
+    assert r.returncode == 4, r.stdout + r.stderr
+    written = {k for k, _s, _m in store.keys("")} - before
+    allowed = [w.format(env="local") for w in BY_NAME["record"].writes]
+    assert written and all(fnmatch.fnmatchcase(k, allowed[1]) for k in written), written
+    assert allowed[1].startswith(".groundctl/rehearsals/local/")

@@ -126,3 +126,44 @@ def test_spec_check_exits_2_naming_the_field(tmp_path, monkeypatch, capsys):
     code, out, err = groundctl(monkeypatch, capsys, "spec", "check", str(path))
     assert code == 2
     assert "fleet.drift_schedule" in err and "Sunday is 0 or SUN" in " ".join(err.split())
+
+
+# -- the restore rehearsal's schedule (issue 28): a field of `recovery`, read as the fleet's schedules are ----
+
+def _rehearsing(schedule: str) -> dict:
+    data = raw("dev")
+    data["recovery"]["rehearsal_schedule"] = schedule
+    return data
+
+
+@pytest.mark.parametrize("schedule", ACCEPTED)
+def test_a_rehearsal_schedule_both_readers_accept_passes(schedule):
+    spec = parse_spec(_rehearsing(schedule), "environments/dev.yaml")
+    assert spec.recovery.rehearsal_schedule == schedule
+    assert freshness(spec)["rehearsal_max_age_seconds"] == 2 * longest_gap_minutes(schedule) * 60
+
+
+@pytest.mark.parametrize("schedule, why", REFUSED.items())
+def test_a_rehearsal_schedule_either_refuses_names_its_field(schedule, why):
+    with pytest.raises(SpecError) as info:
+        parse_spec(_rehearsing(schedule), "environments/dev.yaml")
+    (where, what), = info.value.problems
+    assert where == "recovery.rehearsal_schedule"
+    assert why in what, what
+
+
+def test_rehearsals_run_daily_by_default_at_a_time_spread_by_the_name():
+    from recovery.fleet.manifests import schedules
+
+    times = set()
+    for name in ("dev", "stage", "prod-payments", "prod-ledger"):
+        data = raw("dev")
+        data["name"] = name
+        spec = parse_spec(data, "x.yaml")
+        assert spec.recovery.rehearsal_schedule is None
+        schedule = schedules(spec)["rehearsal"]
+        assert longest_gap_minutes(schedule) == DAY, schedule
+        assert freshness(spec)["rehearsal_schedule"] == schedule
+        assert freshness(spec)["rehearsal_max_age_seconds"] == 2 * DAY * 60
+        times.add(schedule)
+    assert len(times) > 1

@@ -20,7 +20,8 @@ WORKFLOW_DIR = ".github/workflows"
 PR_WORKFLOW = "groundctl-pr.yml"
 APPLY_WORKFLOW = "groundctl-apply.yml"
 DRIFT_WORKFLOW = "groundctl-drift.yml"
-WORKFLOWS = (PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW)
+REHEARSE_WORKFLOW = "groundctl-rehearse.yml"
+WORKFLOWS = (PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW, REHEARSE_WORKFLOW)
 DRIFT_TITLE = "groundctl: drift in {environment}"
 # The PR workflow's aggregate job: the one check name a branch protection rule requires.
 RESULT_CHECK = "groundctl plan result"
@@ -66,6 +67,7 @@ class WorkflowOptions:
     # The repository folder of the groundctl wheel the requirements file names by a `file:` URL (None: pip reads
     # the file as it is): bootstrap.ci.requirements.
     wheel_dir: Optional[str] = None
+    rehearsal_cron: str = "43 4 * * *"   # daily: the restore rehearsal of every environment with a record role
 
 
 def problems(options: WorkflowOptions) -> list[str]:
@@ -92,9 +94,10 @@ def problems(options: WorkflowOptions) -> list[str]:
                      "CLI groundctl supports")
     if not _BRANCH.fullmatch(options.default_branch) or ".." in options.default_branch:
         found.append(f"--default-branch {options.default_branch!r} is not a branch name")
-    fields = options.drift_cron.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
-        found.append(f"--drift-schedule {options.drift_cron!r} is not a five-field cron schedule such as '17 6 * * *'")
+    for flag, cron in (("--drift-schedule", options.drift_cron), ("--rehearsal-schedule", options.rehearsal_cron)):
+        fields = cron.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
+            found.append(f"{flag} {cron!r} is not a five-field cron schedule such as '17 6 * * *'")
     return found
 
 
@@ -139,6 +142,7 @@ def render(options: WorkflowOptions) -> dict[str, str]:
         plugins_run="\n          ".join(plugins_run(versions.PROVIDER_PLUGINS)),
         default_branch=options.default_branch,
         drift_cron=options.drift_cron,
+        rehearsal_cron=options.rehearsal_cron,
         drift_title=DRIFT_TITLE.format(environment="${ENVIRONMENT}"),
         pr_workflow=PR_WORKFLOW,
         result_check=RESULT_CHECK,

@@ -289,6 +289,16 @@ class FluxSpec(_Model):
 class RecoverySpec(_Model):
     rto_minutes: Annotated[int, Field(ge=1, le=10080)]
     rpo_minutes: Annotated[int, Field(ge=0, le=10080)]
+    # When the scheduled restore rehearsal runs (cron, UTC); unset: daily, at a time spread by the name.
+    rehearsal_schedule: Optional[str] = None
+
+    @field_validator("rehearsal_schedule")
+    @classmethod
+    def _cron(cls, v: Optional[str]) -> Optional[str]:
+        problem = cron.schedule_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 class FleetSpec(_Model):

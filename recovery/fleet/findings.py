@@ -33,6 +33,12 @@ RULES: dict[str, tuple[str, str, str]] = {
     "lock-stale": (CRITICAL, CRITICAL, "a groundctl lock whose holder is gone or silent past its TTL blocks every run"),
     "protection-fails": (CRITICAL, WARNING, "the state bucket's protection fails the RPO (versioning off, a replica "
                          "the spec asks for is missing)"),
+    "rehearsal-failed": (CRITICAL, WARNING, "the last restore rehearsal of a layer failed (or stopped before any "
+                         "verdict): its state is not proven restorable"),
+    "rehearsal-overdue": (CRITICAL, WARNING, "no restore rehearsal of a deployed layer within twice the longest gap "
+                          "of its schedule (or none recorded)"),
+    "rpo-exceeded": (CRITICAL, WARNING, "the last proven restore of a layer was of a version older than the spec's "
+                     "RPO (the measured RPO: the version's age when rehearsed)"),
     "drift-stale": (WARNING, WARNING, "the last drift check is older than twice the longest gap of its schedule"),
     "drift-never": (WARNING, WARNING, "no drift check was ever recorded"),
     "drill-overdue": (WARNING, WARNING, "the last drill of a kind is older than twice the longest gap of its schedule "
@@ -40,7 +46,8 @@ RULES: dict[str, tuple[str, str, str]] = {
     "drill-never": (WARNING, INFO, "no drill of a kind was ever recorded"),
     "drill-unverified": (WARNING, WARNING, "the last drill of a kind was refused or could not be fully verified"),
     "rto-slower": (WARNING, WARNING, "passing drills' recovery time rose beyond its noise (see the trend rule)"),
-    "record-unreadable": (WARNING, WARNING, "a drift, drill or lock record in the bucket could not be read"),
+    "record-unreadable": (WARNING, WARNING, "a drift, drill, rehearsal or lock record in the bucket could not be "
+                          "read"),
     "protection-unknown": (WARNING, WARNING, "a bucket setting could not be read with these credentials"),
     "protection-at-risk": (WARNING, INFO, "the state bucket's protection is at risk against the RPO (no replica, "
                            "replication without a time bound, retention shorter than the spec's)"),
@@ -173,6 +180,7 @@ def _find(row: dict) -> list[dict]:
             out.append(finding("rto-slower", prod, f"{kind} recovery slower: {t['recovery_seconds'][-1]:.0f} s against "
                                f"a median of {t['baseline']:.0f} s (threshold {t['threshold_seconds']:.0f} s)",
                                _at(last.get("started_at")), **facts))
+    out += _rehearsal_findings(row.get("rehearsals"), prod)
     lock = row.get("lock") or {}
     if lock.get("stale"):
         out.append(finding("lock-stale", prod, f"stale lock held by {lock.get('holder')}: {lock.get('reason')}",
@@ -180,6 +188,38 @@ def _find(row: dict) -> list[dict]:
     elif lock.get("held"):
         out.append(finding("lock-held", prod, f"held by {lock.get('holder')}", _at(lock.get("started_at"))))
     return sorted(out, key=lambda f: RANK[f["level"]])
+
+
+def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:
+    """The restore rehearsals' findings (`recovery.fleet.rehearsals`): failed, overdue, over the RPO."""
+    if reh is None:
+        return []
+    out = []
+    stopped, limit, rpo = reh.get("stopped"), reh.get("max_age_seconds"), reh["rpo_seconds"]
+    if stopped:
+        out.append(finding("rehearsal-failed", prod, f"the last rehearsal stopped before any verdict: "
+                           f"{stopped.get('reason')}" + _in_a_row(stopped["run"], "rehearsals"), stopped["run"]))
+    never = [layer for layer, x in reh["layers"].items() if x["last"] is None]
+    if never:
+        out.append(finding("rehearsal-overdue", prod, f"no restore rehearsal recorded of {', '.join(never)}"))
+    overdue: dict[str, tuple[dict, list[str]]] = {}  # one finding per rehearsal the layers were last seen in
+    for layer, x in reh["layers"].items():
+        last, proven = x["last"], x["last_proven"]
+        if last and last["outcome"] == "failed":
+            out.append(finding("rehearsal-failed", prod, f"{layer}: the last rehearsal failed ({last['reason']})"
+                               + _in_a_row(x["failed_run"], "rehearsals"), x["failed_run"], layer=layer))
+        if last and limit and last["age_seconds"] is not None and last["age_seconds"] > limit:
+            overdue.setdefault(last["at"], (last, []))[1].append(layer)
+        if proven and x["over_rpo_run"]:
+            out.append(finding("rpo-exceeded", prod, f"{layer}: the last proven restore was of a version "
+                               f"{_days(proven['rpo_seconds'])} old, over the RPO of {rpo / 60:.0f} min"
+                               + _in_a_row(x["over_rpo_run"], "rehearsals"), x["over_rpo_run"], layer=layer))
+    for last, layers in overdue.values():
+        out.append(finding("rehearsal-overdue", prod, f"{', '.join(layers)}: last rehearsal "
+                           f"{_days(last['age_seconds'])} ago; its schedule ({reh['schedule']}) expects one within "
+                           f"{_days(limit)}",
+                           _at(last["at"], limit), **({"layer": layers[0]} if len(layers) == 1 else {})))
+    return out
 
 
 def _in_a_row(streak: Optional[dict], noun: str) -> str:

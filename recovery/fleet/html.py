@@ -210,6 +210,16 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
     return f"<li>{escape(text + why)}{_bar(timeline) if timeline else ''}</li>"
 
 
+def _restores(row: dict) -> str:
+    """Per layer: when its restore was last proven, of a version how old (the measured RPO), or its last verdict."""
+    parts = []
+    for layer, x in ((row.get("rehearsals") or {}).get("layers") or {}).items():
+        proven, last = x.get("last_proven"), x.get("last")
+        text = f"{_age(proven['age_seconds'])} (RPO {(proven['rpo_seconds'] or 0) / 60:.0f} min)" if proven else "never"
+        parts.append(f"{layer} {text}" + (", then failed" if last and last["outcome"] == "failed" else ""))
+    return "; ".join(parts)
+
+
 def _details(row: dict) -> str:
     name = row["environment"]
     items = "".join(_finding(f) for f in row["findings"])
@@ -217,6 +227,9 @@ def _details(row: dict) -> str:
     if row.get("drills"):
         timelines = {str(t.get("kind")): t for t in row["drills"].get("timelines") or []}
         facts += [_drill_detail(kind, k, timelines.get(kind)) for kind, k in row["drills"]["per_kind"].items()]
+    restores = _restores(row)
+    if restores:
+        facts.append(f"<li>proven restores: {escape(restores)}</li>")
     led = row.get("ledger") or {}
     if led.get("head_at"):
         serials = ", ".join(f"{k} #{v['serial']}" for k, v in led["layers"].items())

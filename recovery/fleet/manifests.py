@@ -1,10 +1,10 @@
 """Kubernetes manifests that run groundctl on a schedule for every environment of a fleet. Pure.
 
-Per environment: a drift CronJob (record role: it writes the drift record) and, where drills may run, one
-CronJob per drill (apply role); bootstrap/roles.py says what each role may do. Jobs never overlap
-(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted` Pod Security
-Standard, and read their spec from one ConfigMap that holds every environment's file unchanged (each pod
-mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
+Per environment: a drift CronJob and a restore rehearsal CronJob (record role: each writes its record only)
+and, where drills may run, one CronJob per drill (apply role); bootstrap/roles.py says what each role may do.
+Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted`
+Pod Security Standard, and read their spec from one ConfigMap that holds every environment's file unchanged
+(each pod mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
 (recovery/fleet/flux_manifest.py). Credentials come from IRSA: each role is a ServiceAccount annotated with
 the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux repository's deploy key and known
 hosts are read from a Secret the operator creates).
@@ -31,10 +31,12 @@ UID = 10001                         # the image's non-root user (Dockerfile)
 CONFIGMAP_LIMIT = 1024 * 1024       # Kubernetes refuses a ConfigMap over 1 MiB
 DRIFT_DEADLINE = 30 * 60            # a refresh-preview of four layers; a hung one is killed, not waited on
 DRIFT_BACKOFF = 2                   # drift only reads: a retry after a transient failure is harmless
+REHEARSAL_DEADLINE = 45 * 60        # every layer restored into scratch, decrypted and refresh-previewed
 DRILL_BACKOFF = 0                   # a drill destroys and recreates: a failed one is looked at, never re-run
 LABELS = {"app.kubernetes.io/name": "groundctl", "app.kubernetes.io/managed-by": "groundctl-fleet"}
 RESOURCES = {
     "drift": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    "rehearsal": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     "drill": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
 }
 
@@ -83,7 +85,9 @@ def schedules(spec) -> dict[str, str]:
     return {"drift": fleet.drift_schedule or f"{minute} * * * *",
             # Different days, so the two drills of one environment never wait on each other's lock.
             "rebuild-cluster": fleet.rebuild_drill_schedule or f"{minute} {hour} * * 6",
-            "state-loss": fleet.state_loss_drill_schedule or f"{minute} {hour} * * 0"}
+            "state-loss": fleet.state_loss_drill_schedule or f"{minute} {hour} * * 0",
+            # Daily, half an hour off the drills' minute: a rehearsal waits on no lock, but shares the bucket.
+            "rehearsal": spec.recovery.rehearsal_schedule or f"{(minute + 30) % 60} {hour} * * *"}
 
 
 def drill_deadline(rto_minutes: int) -> int:
@@ -185,7 +189,8 @@ def _missing_roles(files: list[SpecFile]) -> list[str]:
     for f in files:
         s = f.spec
         if not s.aws.record_role_arn:
-            out.append(f"{f.filename}: aws.record_role_arn (drift runs with it, and records its result)")
+            out.append(f"{f.filename}: aws.record_role_arn (drift and the restore rehearsal run with it, and record "
+                       "their results)")
         if drills_allowed(s) and not s.aws.apply_role_arn:
             out.append(f"{f.filename}: aws.apply_role_arn (the drills run with it)")
     return out
@@ -239,6 +244,10 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
         jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
                             args=["drift", s.name, "--record", "--json"], service_account_name=record,
                             kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE))
+        # A rehearsal writes nothing but its record (scratch backend, read-only preview): production too.
+        jobs.append(cronjob(f"rehearse-{s.name}", ns, f, image=image, schedule=when["rehearsal"],
+                            args=["state", "rehearse", s.name, "--record", "--json"], service_account_name=record,
+                            kind="rehearsal", backoff_limit=DRIFT_BACKOFF, deadline=REHEARSAL_DEADLINE))
         if not drills_allowed(s):
             notes.append(f"{s.name}: no scheduled drills: it is a production environment (set "
                          "fleet.scheduled_drills_in_production: true in its spec to opt in)")

@@ -2,7 +2,8 @@
 
 One entry per rule of `recovery.fleet.findings.RULES`; the README's rules table shows both, and a test
 holds it to this one. A template's blanks: `<env>` the environment, `<bucket>` its state bucket, `<drill>`
-the drill of the finding's kind as this environment runs it, `<object>` the unreadable record's S3 URL.
+the drill of the finding's kind as this environment runs it, `<object>` the unreadable record's S3 URL,
+`<layer>` the finding's layer.
 Each is filled shell-quoted: a record's key comes from the bucket, and a command an operator pastes must
 run what it shows and nothing else.
 """
@@ -23,6 +24,9 @@ NEXT_STEPS: dict[str, tuple[str, str]] = {
     "drill-failed": ("groundctl drill history <env>", f"{FINDINGS_RUNBOOK}#drill-failed"),
     "lock-stale": ("groundctl lock break <env>", "runbooks/break-stale-lock.md"),
     "protection-fails": ("groundctl drift <env> --layers backend", f"{FINDINGS_RUNBOOK}#protection-fails"),
+    "rehearsal-failed": ("groundctl state rehearse <env>", "runbooks/rehearsal-failed.md"),
+    "rehearsal-overdue": ("groundctl state rehearse <env> --record", f"{FINDINGS_RUNBOOK}#rehearsal-overdue"),
+    "rpo-exceeded": ("groundctl state versions <env> <layer>", f"{FINDINGS_RUNBOOK}#rpo-exceeded"),
     "drift-stale": ("groundctl drift <env> --record", f"{FINDINGS_RUNBOOK}#drift-stale"),
     "drift-never": ("groundctl drift <env> --record", f"{FINDINGS_RUNBOOK}#drift-never"),
     "drill-overdue": ("groundctl drill <drill> --dry-run", f"{FINDINGS_RUNBOOK}#drill-overdue"),
@@ -49,7 +53,7 @@ def next_step(finding: dict, *, environment: str, production: bool, bucket: str)
     template, runbook = NEXT_STEPS[finding["rule"]]
     q = shlex.quote
     blanks = {"<env>": q(environment), "<bucket>": q(bucket),
-              "<object>": q(f"s3://{bucket}/{finding.get('key') or ''}")}
+              "<object>": q(f"s3://{bucket}/{finding.get('key') or ''}"), "<layer>": q(finding.get("layer") or "")}
     if "<drill>" in template:
         blanks["<drill>"] = " ".join(q(w) for w in _drill(finding, environment, production).split())
     command = " ".join(blanks.get(word, word) for word in template.split())

@@ -8,8 +8,11 @@ Per environment, a number of calls that does not grow with its drift or drill hi
   more, bounded, only while a run of drifted or failed checks goes on past it, to date its start), and one listing of
   `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
   names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
-- the latest drill of a kind only when it did not pass (its reason, its failed phase), and the lock object
-  only when one is listed. A passing drill's name says all the status shows of it.
+- a listing of its REHEARSAL_PAGE newest restore rehearsal records (named newest first with every layer's
+  verdict and the age of the version it proved: `recovery.rehearsal.record`);
+- the latest drill of a kind only when it did not pass (its reason, its failed phase), the newest rehearsal
+  record of a layer only when that layer failed in it (its reason), and the lock object only when one is
+  listed. A passing drill's or rehearsal's name says all the status shows of it.
 Names are trusted as far as drift record names already are: what they claim is what a record of that name
 was written for; a body that disagrees would be a planted or hand-edited record.
 """
@@ -33,12 +36,15 @@ from bootstrap.records.lock_status import lock_status
 from bootstrap.untrusted import Unreadable
 from recovery.drills.stored import load_drill_record
 from recovery.fleet.protection import read_protection
+from recovery.rehearsal.record import load_rehearsal_record
+from recovery.rehearsal.record import parse_name as parse_rehearsal_name
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")
 MAX_DRILLS_PER_KIND = 50   # the trend needs the last few; a planted flood of keys is not carried further
 DRIFT_PAGE = 8             # the newest drift records, one small listing: a run of one result usually ends in it
 MAX_DRIFT_STREAK = 200     # a run of drifted (or failed) checks is dated this far back; past it, "at least"
+REHEARSAL_PAGE = 32        # the newest rehearsals: at a daily schedule a month, far past any layer's freshness
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
 
 
@@ -165,6 +171,40 @@ def _sorted(found: dict) -> dict:
     return found
 
 
+def rehearsals(store, env: str, problems: list[dict]) -> dict:
+    """The newest REHEARSAL_PAGE rehearsal records by name (newest first), in one listing; the records a layer
+    (or a run that stopped before any layer) last failed in are read in full for their reason, at most one per
+    layer. {records: [{key, rehearsal_id, at, outcome, layers}], complete (nothing older exists), reasons:
+    {key: {layer or "": reason}}}. Names of another shape and unreadable records are `problems`."""
+    prefix = layout.rehearsals_prefix(env)
+    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=REHEARSAL_PAGE), REHEARSAL_PAGE)]
+    records, odd = [], []
+    for key in keys:
+        name = key[len(prefix):]
+        parsed = parse_rehearsal_name(name) if "/" not in name and name.endswith(".json") and len(name) <= 600 else None
+        (records.append(parsed | {"key": key}) if parsed else odd.append(key))
+    problems += [{"key": k, "why": "is not a rehearsal record name"} for k in odd[:5]]
+    failed: dict[str, list[str]] = {}  # key -> the layers whose latest verdict it holds and is `failed`
+    seen: set[str] = set()
+    for rec in records:
+        if not rec["layers"] and rec is records[0] and rec["outcome"] == "failed":
+            failed.setdefault(rec["key"], []).append("")
+        for layer, verdict in rec["layers"].items():
+            if layer not in seen and verdict["outcome"] == "failed":
+                failed.setdefault(rec["key"], []).append(layer)
+            seen.add(layer)
+    reasons: dict[str, dict] = {}
+    for key, layers in islice(failed.items(), len(LAYER_NAMES) + 1):
+        doc, why = _json(store, key, load_rehearsal_record)
+        if doc is None:
+            problems.append({"key": key, "why": f"is not a readable rehearsal record ({why})"})
+        told = {"": (doc or {}).get("reason")}
+        told |= {str(x.get("layer")): x.get("reason") for x in (doc or {}).get("layers", [])}
+        unknown = f"its record cannot be read ({why})" if why else "no reason recorded"
+        reasons[key] = {layer: told.get(layer) or unknown for layer in layers}
+    return {"records": records, "complete": len(keys) < REHEARSAL_PAGE, "reasons": reasons}
+
+
 def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> dict:
     """The raw records of one environment (plain data), or the reason it could not be read."""
     spec = src.spec
@@ -216,6 +256,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if raw["lock"].get("unreadable"):
             raw["problems"].append({"key": raw["lock"]["unreadable"], "why": "is not a readable lock object"})
         raw["ledger"] = found["heads"]
+        raw["rehearsals"] = rehearsals(store, env, raw["problems"])
     except GroundctlError as exc:
         raw["error"] = exc.message
     return raw

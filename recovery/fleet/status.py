@@ -14,6 +14,7 @@ from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
 from recovery.fleet.manifests import drills_allowed, schedules
 from recovery.fleet.protection import judge
+from recovery.fleet.rehearsals import summarize_rehearsals
 from recovery.fleet.reading import (DRILL_KINDS, MAX_DRILLS_PER_KIND, Source, drill_kind,  # noqa: F401
                                     read_environment, read_fleet)
 
@@ -49,8 +50,11 @@ def freshness(spec) -> dict:
             continue  # the state-loss drill refuses production: nothing is expected of it
         kgap = longest_gap_minutes(when[kind]) if drills_allowed(spec) else None
         drills[kind] = (kgap * 60 * MISSED_RUNS) if kgap else MANUAL_DRILL_DAYS * 86400
+    rgap = longest_gap_minutes(when["rehearsal"])
     return {"drift_schedule": when["drift"], "drift_max_age_seconds": gap * 60 * MISSED_RUNS if gap else None,
-            "drill_max_age_seconds": drills, "state_loss_layer": spec.fleet.state_loss_layer}
+            "drill_max_age_seconds": drills, "state_loss_layer": spec.fleet.state_loss_layer,
+            "rehearsal_schedule": when["rehearsal"],
+            "rehearsal_max_age_seconds": rgap * 60 * MISSED_RUNS if rgap else None}
 
 
 def _drift(d: Optional[dict], streak: dict, now: float) -> Optional[dict]:
@@ -130,7 +134,8 @@ def _streak(history: list[dict]) -> Optional[dict]:
 
 
 def summarize(raw: dict, spec, now: float) -> dict:
-    """One environment's row: drift, drills per kind, lock, ledger head, protection against the RPO, findings."""
+    """One environment's row: drift, drills per kind, lock, ledger head, last proven restore per layer,
+    protection against the RPO, findings."""
     row: dict = {"environment": raw["environment"], "production": bool(spec.production), "bucket": raw["bucket"],
                  "rto_minutes": spec.recovery.rto_minutes, "rpo_minutes": spec.recovery.rpo_minutes,
                  "problems": list(raw.get("problems", []))}
@@ -169,6 +174,11 @@ def summarize(raw: dict, spec, now: float) -> dict:
     if heads is not None:
         newest = max((h["at"] for h in heads.values()), default=None)
         row["ledger"] = {"layers": heads, "head_at": newest, "head_age_seconds": _age(newest, now)}
+    fresh = row["freshness"]
+    row["rehearsals"] = summarize_rehearsals(raw.get("rehearsals"), heads or {}, now=now,
+                                             rpo_seconds=spec.recovery.rpo_minutes * 60.0,
+                                             schedule=fresh["rehearsal_schedule"],
+                                             max_age_seconds=fresh["rehearsal_max_age_seconds"])
     return _judged(row, now)
 
 

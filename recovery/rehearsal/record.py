@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import rehearsal_key
 from bootstrap.records.runs import iso, new_run_id, redact
-from bootstrap.untrusted import Unreadable, items, load_record, number, obj, prose, text, when, whole
+from bootstrap.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
 from recovery.rehearsal.judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1
@@ -56,20 +56,25 @@ def record_name(record: dict) -> str:
 
 
 def parse_name(name: str) -> Optional[dict]:
-    """What `record_name` put in a name: {at, rehearsal_id, layers: {layer: {outcome, age_seconds}}}; None for
-    another shape. A name holds no reason: the record does. Pure."""
+    """What `record_name` put in a name: {at, rehearsal_id, outcome (the run's, as `run_outcome` judges it),
+    layers: {layer: {outcome, age_seconds}}}; None for another shape. A name holds no reason: the record does.
+    Pure."""
     head, sep, tail = name.removesuffix(".json").partition("--")
     inverted, _, rehearsal_id = head.partition("-")
     if not sep or not inverted.isdigit() or len(inverted) != 13 or not rehearsal_id:
         return None
     layers: dict = {}
+    outcome = tail
     if tail not in OUTCOMES:  # a run that stopped before any layer names only its outcome
         for part in tail.split("+"):
             m = _VERDICT.match(part)
             if not m or m["outcome"] not in OUTCOMES:
                 return None
             layers[m["layer"]] = {"outcome": m["outcome"], "age_seconds": int(m["age"]) if m["age"] else None}
-    return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "layers": layers}
+        seen = {v["outcome"] for v in layers.values()}
+        outcome = next((o for o in ("failed", "drift", "proven") if o in seen), "skipped")
+    return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "outcome": outcome,
+            "layers": layers}
 
 
 def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()) -> str:
@@ -79,11 +84,8 @@ def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()
     return key
 
 
-def _outcome(d: dict, name: str = "outcome") -> str:
-    value = text(d, name)
-    if value not in OUTCOMES:
-        raise ValueError(f"field '{name}' is '{value[:40]}', not one of {', '.join(OUTCOMES)}")
-    return value
+def _outcome(d: dict, *, explained: tuple[str, ...]) -> str:
+    return outcome(d, "outcome", known=OUTCOMES, explained=explained, optional=False)
 
 
 def _version(v: dict) -> None:
@@ -128,12 +130,14 @@ def load_rehearsal_record(body: Optional[bytes], key: str) -> dict:
             raise ValueError("field 'kind' is not 'rehearsal'")
         whole(d, "schema", low=1, high=SCHEMA)
         text(d, "rehearsal_id"), text(d, "environment"), when(d, "at"), when(d, "finished_at")
-        _outcome(d), prose(d, "reason"), number(d, "seconds", low=0, high=1e7)
+        # A run that stopped before any layer's verdict says why; one with a failed layer lets the layer say it.
+        _outcome(d, explained=() if d.get("layers") else ("failed",))
+        number(d, "seconds", low=0, high=1e7)
         text(d, "groundctl_version", optional=True), text(d, "pulumi_version", optional=True)
         for layer in items(d, "layers", optional=False, max_items=64):
             if not isinstance(layer, dict):
                 raise ValueError("an entry of 'layers' is not an object")
-            text(layer, "layer"), _outcome(layer), prose(layer, "skipped_reason")
+            text(layer, "layer"), _outcome(layer, explained=("failed",)), prose(layer, "skipped_reason")
             _attempt_parts(layer)
             for other in items(layer, "others", max_items=100):
                 if not isinstance(other, dict):
