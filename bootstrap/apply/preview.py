@@ -8,7 +8,7 @@ from typing import Optional
 
 from bootstrap import console
 from bootstrap.apply.layer_stack import layer_skip_reason, stack_action_for
-from bootstrap.apply.preflight import engine_layers, preflight_phase
+from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states
 from bootstrap.apply.services import Services, default_services
 from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason
 from bootstrap.apply.summary import show_plan
@@ -21,9 +21,10 @@ from bootstrap.target import Target, open_target
 def preview_all(target: Target, steps: Steps, services: Services) -> list[Plan]:
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
+    states = run_states(target)
     for name in steps.preflight:
         preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps),
-                        operation=steps.command)
+                        operation=steps.command, states=states)
     plans = []
     for step in steps.layers:
         reason = layer_skip_reason(target, step, services)

@@ -55,9 +55,10 @@ def _layer_step(name: str, operation: Operation, emulated: bool) -> LayerStep:
 def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool) -> Steps:
     # Nothing is written before the steps after it are known to be able to run: the account and the
     # engine (CLI, its version, the layers' provider plugins) are checked first. The lock lives in the
-    # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken.
+    # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken. Under
+    # the lock, before the first layer, every layer's state is read for pending operations.
     return Steps(
-        "up", spec.name, ("account", "engine", "backend", "lock"),
+        "up", spec.name, ("account", "engine", "backend", "lock", "pending"),
         tuple(_layer_step(lay.name, "up", emulated) for lay in select(layers)),
     )
 
@@ -67,7 +68,7 @@ def build_destroy(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     check_destroy_allowed(spec.name, spec.production, i_mean_production=i_mean_production)
     names = destroy_layers([lay.name for lay in select(layers)], include_backend=include_backend,
                            explicit=bool(layers))
-    return Steps("destroy", spec.name, ("account", "engine", "state-bucket", "lock"),
+    return Steps("destroy", spec.name, ("account", "engine", "state-bucket", "lock", "pending"),
                  tuple(_layer_step(name, "destroy", emulated) for name in names))
 
 
@@ -77,7 +78,7 @@ def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     # AWS a plan never creates anything, so the state bucket must already exist.
     bucket_step = "backend" if emulated else "state-bucket"
     operation: Operation = "drift" if refresh else "preview"
-    return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step),
+    return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step, "pending"),
                  tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
 
 
