@@ -230,7 +230,7 @@ class LayerStacks:
             require_manifest(self.spec)  # before Pulumi reads it: a missing, odd or unpinned file is exit 2
         lineage = self.lineage_for(layer) if self.lineage_for else None
         return layer_config(self.spec, layer, lineage=lineage,
-                            endpoint_url=self.settings.emulator_endpoint)
+                            endpoint_url=self.settings.emulator_endpoint, program_dir=self.stacks_dir / layer)
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue
