@@ -51,11 +51,14 @@ def program_manifest_path(path: str, program_dir: Path) -> str:
     """How the flux program is told a local manifest: relative to the program's own folder when the file is in
     the program's repository, as given otherwise (a URL; a file elsewhere, such as the image's copy). Pure.
 
-    The program hands the path to the Kubernetes provider as the controllers' `file` input, which the state
-    records: an absolute path inside a clone made a plan from any other clone (a CI runner, a colleague's)
-    show a change. The provider runs in the program's folder (Pulumi's pwd: pkg/engine/project.go getPwdMain;
-    sdk/go/common/resource/plugin/plugin.go ExecPlugin sets it as the process's folder) and reads a relative
-    path from there, as the program does when it checks the digest; so does a `pulumi up` run by hand there."""
+    The program hands the path to the Kubernetes provider as the controllers' `file` input. The offline plan's
+    files show that input and every update's history records the config, so an absolute path inside a clone
+    made them differ from any other clone's (a CI runner's, a colleague's). (The live state does not hold it:
+    the provider registers the ConfigFile component without its inputs, provider/pkg/provider/yaml/v2/
+    configfile.go Construct.) The provider runs in the program's folder (Pulumi's pwd: pkg/engine/project.go
+    getPwdMain; sdk/go/common/resource/plugin/plugin.go ExecPlugin sets it as the process's folder) and reads a
+    relative path from there, as the program does when it checks the digest; so does a `pulumi up` run by hand
+    there."""
     if is_url(path):
         return path
     real, folder = os.path.realpath(path), os.path.realpath(program_dir)

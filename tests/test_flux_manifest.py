@@ -108,8 +108,8 @@ def _checkout(root, spec_fields: dict):
 
 
 def test_two_clones_at_different_paths_give_the_program_the_same_config(tmp_path):
-    """The program's manifest path is what the state records as the controllers' `file` input: a clone's own path
-    in it made a plan from any other clone show a change."""
+    """The program's manifest path is the controllers' `file` input the offline plan shows, and config each update
+    records: a clone's own path in it made every other clone's differ."""
     fields = {"manifest_path": "manifests/flux.yaml", "manifest_sha256": DIGEST}
     clones = [tmp_path / "home" / "alice" / "src" / "fleet", tmp_path / "runner" / "_work" / "fleet" / "fleet"]
     configs = [{k: v.value for k, v in layer_config(_checkout(root, fields), "flux", environ=FLUX_ENV,
@@ -126,9 +126,9 @@ def test_two_clones_at_different_paths_give_the_program_the_same_config(tmp_path
 
 
 def test_the_program_records_the_clones_manifest_without_the_clones_path(monkeypatch, tmp_path):
-    """The shipped flux program under the mock runtime, given this clone's test manifest as a spec names it: the
-    controllers' recorded `file` is relative to stacks/flux, and the program's check before an update reads it
-    from there whatever the working folder."""
+    """The shipped flux program under the mock runtime (the offline plan's), given this clone's test manifest as a
+    spec names it: the controllers' `file` input is relative to stacks/flux, and the program's check before an
+    update reads it from there whatever the working folder (the real provider reading it: the cluster tier)."""
     monkeypatch.chdir(tmp_path)
     config = _config(manifest_path=str(MANIFEST), manifest_sha256=DIGEST)
     assert config["flux:manifestPath"].value == "../../tests/data/flux/install.yaml"

@@ -60,8 +60,9 @@ manifest_sha256 = (cfg.get("manifestSha256") or "").lower() or None
 if settings.production and not manifest_sha256:
     raise ValueError("a production environment must pin the Flux install manifest by its sha256 "
                      "(config flux:manifestSha256)")
-# A relative path stays relative in the controllers' `file` input (the state records it, so every clone records
-# the same words); the provider reads it from this folder, as the check below does.
+# A relative path stays relative in the controllers' `file` input (the offline plan shows it and the update's
+# history records the config: the same words in every clone); the provider reads it from this folder, as the
+# check below does.
 manifest = manifest_path or RELEASE_URL.format(version=version)
 # Checked here, before any resource is registered, so an `up` never applies other bytes than the pinned ones,
 # whether groundctl or an operator runs it. A preview applies nothing and the offline plan must stay offline:
