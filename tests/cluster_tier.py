@@ -28,6 +28,7 @@ DEPLOY_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\n"
               "-----END OPENSSH PRIVATE KEY-----\n")
 KNOWN_HOSTS = "git.example.invalid ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 MANIFEST = REPO / "tests" / "data" / "flux" / "install.yaml"
+TIER_MANIFEST = "manifests/flux.yaml"
 LAYERS = "network,cluster,flux"
 
 
@@ -48,12 +49,16 @@ requires_cluster_tier = pytest.mark.skipif(
 
 
 def _flux_spec(data: dict) -> None:
+    # The tier's folder is its repository (it holds the spec and stacks/): the manifest is a file of it, named
+    # relative to it, as a fleet repository names its own, and the program is told it relative to stacks/flux.
     data["flux"] = {"version": "v2.7.0", "repository_url": "ssh://git@git.example.invalid/acme/fleet.git",
-                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": str(MANIFEST), "interval": "1m"}
+                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": TIER_MANIFEST, "interval": "1m"}
     data["recovery"]["rto_minutes"] = 10
 
 
 def make_flux_tier(tmp: Path, endpoint: str, kube) -> Tier:
+    (tmp / TIER_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(MANIFEST, tmp / TIER_MANIFEST)
     tier = make_tier(tmp, endpoint, _flux_spec)
     shutil.rmtree(tier.stacks / "cluster")
     shutil.copytree(PROGRAMS / "kubecluster", tier.stacks / "cluster")

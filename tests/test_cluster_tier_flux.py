@@ -17,7 +17,8 @@ import json
 import pytest
 import yaml
 
-from tests.cluster_tier import DEPLOY_KEY, LAYERS, flux_tier, requires_cluster_tier  # noqa: F401 - fixture
+from tests.cluster_tier import (DEPLOY_KEY, LAYERS, TIER_MANIFEST, flux_tier,  # noqa: F401 - fixture
+                                 requires_cluster_tier)
 from tests.engine_programs.tier import PASSPHRASE, wait_for
 from tests.kube_standin import HASH, Failure
 
@@ -93,6 +94,16 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     assert ks["prune"] is True and ks["path"] == "./clusters/local"
     assert ks["sourceRef"] == {"kind": "GitRepository", "name": "flux-system"}
 
+    # The program was told the manifest relative to stacks/flux, where the real provider read it; the update's
+    # recorded config says so, and no record of the layer names the folder this clone sits in (the provider
+    # registers the controllers' component without its inputs, so the state never held the path).
+    clone = str(flux_tier.stacks.parent)
+    history = flux_tier.s3.list_objects_v2(Bucket=flux_tier.state_bucket, Prefix=".pulumi/history/flux/")
+    (key,) = [o["Key"] for o in history.get("Contents", []) if o["Key"].endswith(".history.json")]
+    recorded = flux_tier.s3.get_object(Bucket=flux_tier.state_bucket, Key=key)["Body"].read().decode()
+    assert json.loads(recorded)["config"]["flux:manifestPath"] == f"../../{TIER_MANIFEST}", recorded
+    assert clone not in recorded and clone not in json.dumps(flux_tier.engine().export_state("flux"))
+
     outputs = flux_tier.engine().outputs("flux")
     assert outputs.values["flux_namespace"] == NS and outputs.values["flux_version"] == "v2.7.0"
     assert outputs.values["git_repository"] == f"{NS}/flux-system"
@@ -128,6 +139,9 @@ def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready
     kube, standin = flux_tier.notes["kube"], flux_tier.notes["standin"]
     data = yaml.safe_load(flux_tier.spec_path.read_text())
     data["flux"]["ready_timeout_minutes"] = 1
+    # Kept elsewhere, the spec names the tier's manifest by its absolute path: the program is told the same
+    # relative path as before, so the flux layer has nothing to apply.
+    data["flux"]["manifest_path"] = str(flux_tier.stacks.parent / TIER_MANIFEST)
     strict = tmp_path / "local.yaml"
     strict.write_text(yaml.safe_dump(data))
     standin.failures["Kustomization flux-system/flux-system"] = Failure(
