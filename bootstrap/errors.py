@@ -40,6 +40,19 @@ class SpecError(BadInput):
         )
 
 
+class StateBucketMissing(BadInput):
+    """The environment's state bucket does not exist: nothing of it has been deployed."""
+
+    def __init__(self, environment: str, bucket: str):
+        self.environment = environment
+        self.bucket = bucket
+        super().__init__(
+            f"The state bucket {bucket} of '{environment}' does not exist, so nothing of this environment has been "
+            f"deployed. Create it once, by hand, with its apply role: run `groundctl up {environment}` first (it "
+            "creates the bucket)."
+        )
+
+
 class Refused(GroundctlError):
     """A rule refused the operation (a gate, a flag that was not given). Nothing was changed."""
 

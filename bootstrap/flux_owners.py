@@ -86,9 +86,20 @@ def read_flux_system(api) -> list[dict]:
                               f"to make sure no other tool owns Flux there, and {path} could not be read ({exc}). "
                               "Check that the cluster's API answers with these credentials, and run the command "
                               "again.") from None
-        items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
-        objects += [o for o in items or [] if isinstance(o, dict)]
+        if isinstance(doc, dict) and "items" in doc:
+            objects += _listed(doc)
+        elif isinstance(doc, dict):
+            objects.append(doc)
     return objects
+
+
+def _listed(doc: dict) -> list[dict]:
+    """A list's items, each with the kind the list names: the API server leaves a typed list's items without
+    one (a DeploymentList's items have no `kind`), and the refusal names each object by it."""
+    kind = doc.get("kind")
+    kind = kind[:-len("List")] if isinstance(kind, str) and kind.endswith("List") else None
+    return [{"kind": kind, **o} if kind and not o.get("kind") else o
+            for o in doc.get("items") or [] if isinstance(o, dict)]
 
 
 def refuse_other_owner(target, kube_client: Callable[[str], Any], log) -> None:

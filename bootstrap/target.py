@@ -87,9 +87,12 @@ def pulumi_engine(ctx: EngineContext) -> Engine:
 
 
 def require_pulumi() -> None:
-    """Raise the engine's one-paragraph missing-CLI error when the `pulumi` binary is absent."""
+    """What the engine needs of this machine, each missing one as its one-paragraph error (exit 4): a writable
+    folder for temporary files, then the `pulumi` binary."""
     from bootstrap.engine.preflight import require_pulumi as engine_requires_pulumi
+    from bootstrap.scratch import require_scratch
 
+    require_scratch()
     engine_requires_pulumi()
 
 
@@ -150,16 +153,14 @@ class Target:
         import botocore.exceptions
 
         from bootstrap.aws.clients import error_code, retry_transient
+        from bootstrap.errors import StateBucketMissing
 
         s3, bucket = self.clients.client("s3"), self.spec.backend.bucket
         try:
             retry_transient(lambda: s3.head_bucket(Bucket=bucket), what=f"find the state bucket {bucket}")
         except botocore.exceptions.ClientError as exc:
             if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
-                raise BadInput(
-                    f"The state bucket {bucket} of '{self.name}' does not exist, so nothing of this environment "
-                    f"has been deployed. Run `groundctl up {self.name}` first (it creates the bucket)."
-                ) from None
+                raise StateBucketMissing(self.name, bucket) from None
             raise
 
     def secret_values(self) -> list[str]:

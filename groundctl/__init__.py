@@ -87,6 +87,12 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
+        from bootstrap.scratch import from_exception
+
+        scratch = from_exception(exc)
+        if scratch is not None:  # Python found no folder for temporary files: the machine's, not a bug
+            console.error(scratch.message)
+            sys.exit(scratch.exit_code)
         if interrupts.received:
             # Cut off mid-way (an import or a clean-up the signal interrupted), the run failed because of the
             # interrupt: it is reported as one, with what may be left to check.

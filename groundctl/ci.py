@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -70,9 +71,15 @@ def init(
         drift_cron=drift_schedule,
         groundctl_version=_version("groundctl", "unknown"),
     )
-    wrong = workflows.problems(options) or _requirements_problems(repo, options.install)
+    wrong = workflows.problems(options)
+    notes: list[str] = []
+    if not wrong and options.install != workflows.CHECKOUT:
+        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
+        options = replace(options, wheel_dir=wheel_dir)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    for note in notes:
+        console.info(note)
     rendered = workflows.render(options)
     status = {}
     for rel, text in rendered.items():
@@ -102,24 +109,24 @@ def init(
     for rel, text in pending.items():
         write_text(repo / rel, text, "--dir")
         status[rel] = "replaced" if status[rel] == "differs" else "written"
-    plan_roles = _select(environments, None, "plan")
-    apply_roles = _select(environments, None, "apply")
-    rows = [{"environment": e.environment,
-             "live_plan_and_drift": e.environment in {x.environment for x in plan_roles.include},
-             "apply_on_merge": e.environment in {x.environment for x in apply_roles.include},
+    chosen = {role: {x.environment for x in _select(environments, None, role).include}
+              for role in ("plan", "record", "apply")}
+    rows = [{"environment": e.environment, "live_plan": e.environment in chosen["plan"],
+             "scheduled_drift": e.environment in chosen["record"], "apply_on_merge": e.environment in chosen["apply"],
              "spec_error": e.spec_error} for e in environments]
     if json_out:
         console.emit_json({"files": status, "install": options.install, "pulumi_version": options.pulumi_version,
-                           "environments": rows})
+                           "install_notes": notes, "environments": rows})
         return
     for rel, s in status.items():
         console.info(f"{s:>9}  {rel}")
-    shown = table("What CI does per environment", "environment", "PR: spec check + offline plan",
-                  "PR: live plan / schedule: drift", "merge: up --plan-dir")
+    shown = table("What CI does per environment", "environment", "PR: spec check + offline plan", "PR: live plan",
+                  "schedule: drift --record", "merge: up --plan-dir")
     for row in rows:
         broken = "spec invalid: " if row["spec_error"] else ""
         shown.add_row(Text(row["environment"]), Text(f"{broken}yes"),
-                      Text("plan role" if row["live_plan_and_drift"] else "no (no aws.plan_role_arn)"),
+                      Text("plan role" if row["live_plan"] else "no (no aws.plan_role_arn)"),
+                      Text("record role" if row["scheduled_drift"] else "no (no aws.record_role_arn)"),
                       Text("apply role" if row["apply_on_merge"] else "no (no aws.apply_role_arn)"))
     console.data(shown)
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "
@@ -130,12 +137,12 @@ def init(
 REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
 
 
-def _requirements_problems(repo: Path, install: str) -> list[str]:
-    from bootstrap.ci.workflows import CHECKOUT, requirements_problems
+def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
+    """(problems, notes, the wheel's folder when the install step must point a `file:` URL at it) for the
+    repository's requirements file `install`."""
+    from bootstrap.ci import requirements as req
     from bootstrap.user_files import UnusableFile, read_user_file
 
-    if install == CHECKOUT:
-        return []
     why = ""
     try:  # a FIFO, a device or a hung mount is a problem naming the file, never a wait (bootstrap.user_files)
         text = read_user_file(str(repo / install), what="", fix="", max_bytes=REQUIREMENTS_MAX_BYTES,
@@ -148,8 +155,33 @@ def _requirements_problems(repo: Path, install: str) -> list[str]:
         return [f"{install} is not a readable file in {repo.resolve()}{why}: the workflows install groundctl from the "
                 "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
                 "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
-                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"]
-    return requirements_problems(text, install)
+                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"], [], None
+    parsed = req.parse(text, install)
+    found = _find_wheel(repo, parsed.pin.candidates()) if parsed.pin else None
+    problems = list(parsed.problems) + (req.wheel_problems(parsed.pin, found, install) if parsed.pin else [])
+    return problems, list(parsed.notes), req.wheel_dir(parsed.pin, found) if not problems else None
+
+
+def _find_wheel(repo: Path, candidates: tuple[str, ...]):
+    """The first candidate that is a file inside the repository (no link leads out of it), with its sha256."""
+    import hashlib
+
+    from bootstrap.ci.requirements import Wheel
+
+    root = repo.resolve()
+    for rel in candidates:
+        path = root / rel
+        try:
+            if not path.is_file() or not path.resolve().is_relative_to(root):
+                continue
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError:
+            continue
+        return Wheel(rel, digest.hexdigest())
+    return None
 
 
 # -- targets --------------------------------------------------------------------------------------------
@@ -161,7 +193,7 @@ def targets(
         None, "--changed-files", help="File listing the changed paths, one per line (`-` reads stdin)."),
     every: bool = typer.Option(False, "--all", help="Every environment, whatever changed."),
     needs: Optional[str] = typer.Option(None, "--needs", help="Only environments whose spec names this role: "
-                                                               "plan-role or apply-role."),
+                                                               "plan-role, record-role or apply-role."),
     repo: Path = _DIR,
     json_out: bool = json_opt("the matrix (include, count, skipped)"),
 ) -> None:
@@ -170,8 +202,8 @@ def targets(
 
     if (changed_files is None) == (not every):
         raise BadInput("Give either --changed-files FILE (the paths a change touches) or --all, not both or neither.")
-    if needs not in (None, "plan-role", "apply-role"):
-        raise BadInput(f"--needs {needs!r} is not a role; use plan-role or apply-role.")
+    if needs not in (None, "plan-role", "record-role", "apply-role"):
+        raise BadInput(f"--needs {needs!r} is not a role; use plan-role, record-role or apply-role.")
     environments = _environments(repo)
     if every:
         names, why = [e.environment for e in environments], "every environment"
@@ -186,9 +218,10 @@ def targets(
         console.emit_json({**selection.matrix(), "why": why})
         return
     console.info(why)
-    shown = table("Environments for CI", "environment", "region", "plan role", "apply role")
+    shown = table("Environments for CI", "environment", "region", "plan role", "record role", "apply role")
     for env in selection.include:
-        shown.add_row(*(Text(v) for v in (env.environment, env.region, env.plan_role or "-", env.apply_role or "-")))
+        shown.add_row(*(Text(v) for v in (env.environment, env.region, env.plan_role or "-", env.record_role or "-",
+                                          env.apply_role or "-")))
     console.data(shown)
 
 
@@ -251,6 +284,7 @@ def _environments(repo: Path) -> list:
         found.append(CiEnvironment(
             spec.name, region=spec.aws.region, account_id=spec.aws.account_id,
             plan_role=spec.aws.plan_role_arn or "", apply_role=spec.aws.apply_role_arn or "",
+            record_role=spec.aws.record_role_arn or "",
             production=spec.production,
             extra_files=(inside,) if inside and not inside.startswith("..") else (),
         ))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -40,7 +41,26 @@ def _spec_files(folder: Optional[Path]):
     paths = sorted(base.glob("*.yaml"))
     if not paths:
         raise BadInput(f"No environment spec (*.yaml) in {base}. Give the folder that holds the fleet's specs.")
-    return [SpecFile(load_spec(p.stem, base=base), p.name, p.read_text()) for p in paths]
+    files = [SpecFile(load_spec(p.stem, base=base), p.name, p.read_text()) for p in paths]
+    return [replace(f, manifest_text=_repository_manifest(base.parent, f.flux_manifest_path)) for f in files]
+
+
+def _repository_manifest(root: Path, written: Optional[str]) -> Optional[str]:
+    """The text of a Flux manifest the spec names by a repository path (relative to the folder that holds the
+    specs' folder), which the pods mount; None for none, a URL, an absolute path or a file that cannot be read
+    (the render says why each is no use to a pod)."""
+    from recovery.fleet.flux_manifest import LIMIT
+
+    if not written or written.startswith(("/", "http://", "https://")):
+        return None
+    path = root / written
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as fh:
+            return fh.read(LIMIT + 1).decode("utf-8")  # one byte over is enough to say it is too large
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 @fleet_app.command("manifests")

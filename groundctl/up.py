@@ -59,7 +59,7 @@ def up(
     from bootstrap.target import open_target
 
     with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
-        steps = build_up(target.spec, split_layers(layers), emulated=target.emulated)
+        steps = build_up(target.spec, split_layers(layers), emulated=target.emulated, reviewed=plan_dir is not None)
         outcome = run(target, steps, default_services(),
                       UpOptions(yes=yes, allow_destroy=allow_destroy, plan_dir=plan_dir))
     report(outcome, json_out)

@@ -27,7 +27,7 @@ import yaml
 from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
 from bootstrap.engine.versions import PULUMI_CLI_PINNED
 from recovery.fleet import manifests as fm
-from tests.ci_workflow import REQUIREMENTS, groundctl_lines, rendered, step
+from tests.ci_workflow import groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_fleet_manifests import spec_files
@@ -63,7 +63,7 @@ def test_without_a_hashed_requirements_file_nothing_is_written(monkeypatch, caps
 
 
 def test_the_workflows_install_the_pinned_copy_with_hashes_checked(monkeypatch, capsys, repo):
-    (repo / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
+    pin_groundctl(repo)
     code, out, err = _init(monkeypatch, capsys, repo, "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -82,7 +82,7 @@ def test_one_pulumi_version_everywhere(monkeypatch, capsys, repo):
                 for s in job["steps"] if "pulumi/actions" in s.get("uses", "")}
     assert versions == {PULUMI_CLI_PINNED}
     assert f"ARG PULUMI_VERSION={PULUMI_CLI_PINNED}\n" in (REPO / "Dockerfile").read_text()  # the fleet image's
-    (repo / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
+    pin_groundctl(repo)
     assert_refused(_init(monkeypatch, capsys, repo, "--pulumi-version", "3.100.0"), 2, "older than")
 
 

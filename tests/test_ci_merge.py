@@ -131,9 +131,38 @@ def test_the_merge_job_refuses_a_stale_plan_and_says_why_in_the_summary(repo, ru
     (root / "run-record.json").write_text(out)
     (root / "up.log").write_text(err)
     assert {r.name for r in engine.state["network"]} >= {"private-b", "private-c"}
+    assert {lay["layer"]: lay["applied_with"] for lay in json.loads(out)["layers"]}["network"] == "reviewed-plan"
     code, summary, _ = run_step(apply, "Run record and reason in the job summary",
                                  {"ENVIRONMENT": "local", "EXIT_CODE": "0"})
     assert summary.startswith("## groundctl up `local`: ✅ succeeded") and "**Why:**" not in summary
+
+
+def test_a_value_changed_between_the_pull_request_and_the_merge_is_refused_naming_resource_and_field(
+        repo, run_step, monkeypatch, capsys):
+    root, engine, endpoint = repo
+    assert groundctl(monkeypatch, capsys, "ci", "init", "--install", ".")[0] == 0
+    assert groundctl(monkeypatch, capsys, "up", "local", "--yes", env=endpoint)[0] == 0
+    subnet = next(r for r in engine.desired["network"] if r.type == "aws:ec2/subnet:Subnet")
+    subnet.inputs["cidr"] = "10.10.1.0/24"  # the pull request
+    plan, env = _job(root, PR_WORKFLOW, "plan"), {"ENVIRONMENT": "local", "PLAN_DIR": "plans/local"}
+    code, _, err = run_step(plan, "Live plan", env)
+    assert code == 0, err
+    assert (root / "plans/local/live/pulumi-plan-local-network.json").is_file()  # in the artifact's folder
+    shutil.copytree(root / "plans/local", root / "approved")
+    subnet.inputs["cidr"] = "10.10.9.0/24"  # before the merge: same resource, same field, another value
+
+    apply = _job(root, APPLY_WORKFLOW, "apply")
+    code, out, err = run_step(apply, "Apply the approved plan", {"ENVIRONMENT": "local"})
+    assert code == 3, err
+    (root / "run-record.json").write_text(out)
+    (root / "up.log").write_text(err)
+    assert json.loads(out)["stopped_at"] == "network/up"
+    assert next(r for r in engine.state["network"] if r.name == subnet.name).inputs.get("cidr") is None
+    code, summary, _ = run_step(apply, "Run record and reason in the job summary",
+                                {"ENVIRONMENT": "local", "EXIT_CODE": "3"})
+    why = summary.split("**Why:** ", 1)[1].split("\n", 1)[0]
+    assert f"refused it at {subnet.name} (urn:pulumi:local::network::aws:ec2/subnet:Subnet::{subnet.name})" in why
+    assert "a value of cidr other than the approved plan's" in why and "10.10." not in summary
 
 
 def test_no_approved_plan_is_refused_and_the_summary_says_why(repo, run_step, monkeypatch, capsys):

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.ci.workflows import (ACTIONS, APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW,
-                                    render)
-from tests.ci_workflow import OPTIONS, REQUIREMENTS, groundctl_lines, rendered, step
+from bootstrap.ci.workflows import ACTIONS, APPLY_WORKFLOW, DRIFT_WORKFLOW, PR_WORKFLOW, render
+from tests.ci_workflow import OPTIONS, groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_runbooks import ROOT, _words, check_command
@@ -31,7 +30,7 @@ SCHEMAS = ("vendor.github-workflows", "custom.github-workflows-require-timeout")
 def fresh_repo(tmp_path) -> Path:
     """A repository that holds nothing but environments/ (the shipped example specs)."""
     shutil.copytree(REPO / "environments", tmp_path / "environments")
-    (tmp_path / DEFAULT_REQUIREMENTS).write_text(REQUIREMENTS)
+    pin_groundctl(tmp_path)
     return tmp_path
 
 
@@ -72,9 +71,9 @@ def test_init_writes_the_workflow_set_into_a_fresh_repository(fresh_repo, init):
     assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, DRIFT_WORKFLOW])
     assert set(report["files"].values()) == {"written"}
     rows = {r["environment"]: r for r in report["environments"]}
-    # local names no roles: it is planned offline only; dev and prod name both roles.
-    assert rows["local"]["live_plan_and_drift"] is False and rows["local"]["apply_on_merge"] is False
-    assert rows["dev"]["live_plan_and_drift"] and rows["prod"]["apply_on_merge"]
+    # local names no roles: it is planned offline only; dev and prod name every role.
+    assert not any(rows["local"][k] for k in ("live_plan", "scheduled_drift", "apply_on_merge"))
+    assert all(rows[e][k] for e in ("dev", "prod") for k in ("live_plan", "scheduled_drift", "apply_on_merge"))
     code, out, _ = init(fresh_repo, "--json")
     assert code == 0 and set(json.loads(out)["files"].values()) == {"unchanged"}
 
@@ -219,7 +218,8 @@ def test_every_groundctl_command_in_the_workflows_exists_with_its_flags():
 def test_the_merge_applies_exactly_the_plan_files_the_pull_request_kept():
     docs = rendered()
     plan = docs[PR_WORKFLOW]["jobs"]["plan"]
-    upload = step(plan, "Keep the plan files (the merge applies plans/<env>/live)")
+    # The folder holds each layer's Pulumi saved plan beside the plan files: the merge is held to it.
+    upload = step(plan, "Keep the plan files and Pulumi's saved plans (the merge applies plans/<env>/live)")
     assert plan["env"]["PLAN_DIR"] == upload["with"]["path"] == "plans/${{ matrix.environment }}"
     assert upload["with"]["name"] == "groundctl-plan-${{ matrix.environment }}"
     assert '--out "$PLAN_DIR/live"' in step(plan, "Live plan")["run"]
@@ -277,7 +277,10 @@ def test_drift_opens_or_updates_one_issue_and_closes_it_when_clean():
     assert "gh issue edit" in opened["run"] and "gh issue create" in opened["run"]
     closed = step(job, "Close the drift issue once the environment is clean again")
     assert closed["if"] == "steps.drift.outputs.exit_code == '0'" and "gh issue close" in closed["run"]
-    assert step(job, "Credentials (OIDC, the spec's plan role)")["with"]["role-to-assume"] == "${{ matrix.plan_role }}"
+    # It writes a record a reviewer trusts: the record role, never the plan role a pull request's code runs with.
+    assert step(job, "Credentials (OIDC, the spec's record role)")["with"]["role-to-assume"] == \
+        "${{ matrix.record_role }}"
+    assert "--needs record-role" in step(drift["jobs"]["detect"], "Every environment with a record role")["run"]
 
 
 def test_triggers_follow_the_default_branch():

@@ -12,13 +12,17 @@ reason at the spec's deadline). The tests share one environment and run in file 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 
 import pytest
 import yaml
 
-from tests.cluster_tier import (DEPLOY_KEY, LAYERS, TIER_MANIFEST, flux_tier,  # noqa: F401 - fixture
-                                 requires_cluster_tier)
+from bootstrap.flux_owners import LABEL, RUNBOOK
+from bootstrap.records.ledger import read_ledger
+from recovery.rehearsal.record import load_rehearsal_record
+from tests.cluster_tier import (DEPLOY_KEY, LAYERS, MANIFEST, MANIFEST_SHA256, TIER_MANIFEST,  # noqa: F401
+                                flux_tier, requires_cluster_tier)
 from tests.engine_programs.tier import PASSPHRASE, wait_for
 from tests.kube_standin import HASH, Failure
 
@@ -28,10 +32,13 @@ pytestmark = [pytest.mark.cluster, requires_cluster_tier, pytest.mark.timeout(90
 NS = "flux-system"
 GITREPO = f"/apis/source.toolkit.fluxcd.io/v1/namespaces/{NS}/gitrepositories/flux-system"
 KUSTOMIZATION = f"/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/{NS}/kustomizations/flux-system"
+DEPLOYMENT = f"/apis/apps/v1/namespaces/{NS}/deployments/source-controller"
 SECRET = f"/api/v1/namespaces/{NS}/secrets/flux-system"
 CRDS = ("gitrepositories.source.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io")
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # sdk/go/common/resource/sig: how a state file marks a secret
 KEY_LINES = [ln for ln in DEPLOY_KEY.splitlines() if len(ln) >= 16]
+REHEARSALS = ".groundctl/rehearsals/"
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
 def _layers(record: dict) -> dict:
@@ -56,6 +63,41 @@ def _assert_no_key(*texts: str) -> None:
         for needle in (DEPLOY_KEY, b64, *KEY_LINES):
             assert needle not in text, f"the deploy key (or a line of it) leaked: {needle[:24]}…"
         assert PASSPHRASE not in text
+
+
+def _pulumi_writes(kube, since: int) -> list[tuple]:
+    """What the Kubernetes provider (Pulumi's user agent) changed on the API server after audit event `since`. A
+    preview's server-side apply is a dry run (`dryRun=All`, how the provider diffs in that mode): it changes nothing."""
+    return [(e["verb"], e["objectRef"].get("resource"), e["objectRef"].get("name")) for e in kube.audit()[since:]
+            if e["stage"] == "ResponseComplete" and e["verb"] in WRITES and "pulumi" in e.get("userAgent", "").lower()
+            and "dryRun=All" not in e.get("requestURI", "")]
+
+
+def _apply(kube, path: str, manager: str, obj: dict) -> None:
+    """A server-side apply by `manager` (JSON is YAML), as the `flux` CLI or a self-managed Flux applies."""
+    status, doc = kube.request("PATCH", f"{path}?fieldManager={manager}&force=true", obj,
+                               content_type="application/apply-patch+yaml")
+    assert status == 200, doc
+
+
+def _managers(kube, path: str) -> set[str]:
+    return {e["manager"] for e in kube.get(path)["metadata"].get("managedFields") or []}
+
+
+def _stored(tier) -> dict:
+    """Every version of every object in the state and records buckets (delete markers too) with its bytes'
+    sha256, but the rehearsal records."""
+    out = {}
+    for bucket in (tier.state_bucket, tier.records_bucket):
+        for page in tier.s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for v in page.get("Versions", []):
+                if not v["Key"].startswith(REHEARSALS):
+                    body = tier.s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+                    out[(bucket, v["Key"], v["VersionId"])] = (hashlib.sha256(body).hexdigest(), v["IsLatest"])
+            for m in page.get("DeleteMarkers", []):
+                if not m["Key"].startswith(REHEARSALS):
+                    out[(bucket, m["Key"], m["VersionId"])] = ("delete-marker", m["IsLatest"])
+    return out
 
 
 def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_contract(flux_tier):
@@ -133,15 +175,62 @@ def test_a_second_up_changes_nothing(flux_tier):
     assert flux_tier.ledger_serials("flux") == [1]
 
 
+def test_up_refuses_a_flux_another_tool_also_owns_and_names_each_object_as_the_api_lists_it(flux_tier):
+    """The check before the flux layer reads the objects the real API server returns: what the layer's own `up`
+    left (Pulumi's managers, the stand-in's status updates) passed above; a server-side apply by the `flux` CLI on
+    a controller and by a self-managed Flux's kustomize-controller (with Flux's label) on the root Kustomization
+    is another owner, named object by object, and nothing is applied (exit 3)."""
+    kube = flux_tier.notes["kube"]
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "source-controller",
+                                                                                "namespace": NS}}
+    ks = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+          "metadata": {"name": "flux-system", "namespace": NS}}
+    audit_from = len(kube.audit())
+    try:
+        _apply(kube, DEPLOYMENT, "flux", {**deployment, "metadata": {
+            **deployment["metadata"], "annotations": {"example.invalid/installed-by": "flux install"}}})
+        _apply(kube, KUSTOMIZATION, "kustomize-controller", {**ks, "metadata": {
+            **ks["metadata"], "labels": {LABEL: "flux-system"}}})
+        code, out, err = flux_tier.cli("up", "SPEC", "--layers", "flux", "--yes", "--json")
+    finally:  # an apply of nothing gives up every field the manager owned, and the manager goes
+        _apply(kube, DEPLOYMENT, "flux", deployment)
+        _apply(kube, KUSTOMIZATION, "kustomize-controller", ks)
+    assert code == 3, err + out
+    said = " ".join(err.split())
+    assert "Deployment flux-system/source-controller has field manager flux" in said, said
+    assert (f"Kustomization flux-system/flux-system has the label {LABEL}=flux-system (Flux's own root Kustomization "
+            "applies it) and field manager kustomize-controller") in said, said
+    assert RUNBOOK in said and "nothing was applied" in said
+    assert _layers(json.loads(out))["flux"]["achieved"] != "applied", out
+    assert _pulumi_writes(kube, audit_from) == []
+    assert flux_tier.ledger_serials("flux") == [1]
+    assert "flux" not in _managers(kube, DEPLOYMENT) and "kustomize-controller" not in _managers(kube, KUSTOMIZATION)
+    assert LABEL not in (kube.get(KUSTOMIZATION)["metadata"].get("labels") or {})
+
+
+def test_a_manifest_whose_sha256_is_not_the_pinned_one_is_refused_before_anything_is_applied(flux_tier, tmp_path):
+    kube = flux_tier.notes["kube"]
+    assert hashlib.sha256(MANIFEST.read_bytes()).hexdigest() == MANIFEST_SHA256  # what every `up` here verified
+    wrong = "0" * 64
+    data = yaml.safe_load(flux_tier.spec_path.read_text())
+    data["flux"]["manifest_sha256"] = wrong
+    spec = tmp_path / "local.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    audit_from = len(kube.audit())
+    code, out, err = flux_tier.cli("up", str(spec), "--layers", "flux", "--yes", "--json")
+    assert code == 2, err + out
+    said = " ".join(err.split())
+    assert f"has sha256 {MANIFEST_SHA256}, but flux.manifest_sha256 pins {wrong}; nothing was applied" in said, said
+    assert _pulumi_writes(kube, audit_from) == []
+    assert flux_tier.ledger_serials("flux") == [1]
+
+
 def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready(flux_tier, tmp_path):
     """The stand-in keeps the root Kustomization Ready=False: `up` waits out the spec's deadline (one minute
     here) and fails (exit 4) with Flux's reason and message; nothing is applied again."""
     kube, standin = flux_tier.notes["kube"], flux_tier.notes["standin"]
     data = yaml.safe_load(flux_tier.spec_path.read_text())
     data["flux"]["ready_timeout_minutes"] = 1
-    # Kept elsewhere, the spec names the tier's manifest by its absolute path: the program is told the same
-    # relative path as before, so the flux layer has nothing to apply.
-    data["flux"]["manifest_path"] = str(flux_tier.stacks.parent / TIER_MANIFEST)
     strict = tmp_path / "local.yaml"
     strict.write_text(yaml.safe_dump(data))
     standin.failures["Kustomization flux-system/flux-system"] = Failure(
@@ -149,7 +238,7 @@ def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready
     try:
         wait_for("the stand-in to mark the root Kustomization Ready=False", lambda: _ready(kube, KUSTOMIZATION) == "False",
                  120)
-        code, out, err = flux_tier.cli("up", str(strict), "--layers", LAYERS, "--yes", "--json")
+        code, out, err = flux_tier.cli("up", str(strict), "--layers", "flux", "--yes", "--json")
     finally:
         standin.failures.clear()
     assert code == 4, err + out
@@ -198,6 +287,52 @@ def test_drift_sees_changes_made_with_the_api_outside_pulumi(flux_tier):
     status, doc = kube.request("POST", f"/api/v1/namespaces/{NS}/secrets", {**secret, "metadata": meta})
     assert status == 201, doc
     assert flux_tier.cli_json("drift", "SPEC", "--layers", "flux")["drift"] is False
+
+
+def test_a_rehearsal_of_the_flux_layer_proves_it_then_names_drift_made_with_the_api(flux_tier):
+    """Issue 28: `state rehearse` restores the flux layer's chosen version (and the layers it reads) into a
+    scratch backend and previews it with a refresh against the real API server: no change; then, after a
+    field the layer manages is changed through the API, drift naming that resource. The real stacks' objects
+    are byte-identical before and after (but the rehearsal records), and the API server saw no write."""
+    kube = flux_tier.notes["kube"]
+    before, audit_from = _stored(flux_tier), len(kube.audit())
+    head = read_ledger(flux_tier.store, "flux", flux_tier.env_name).head
+    code, out, err = flux_tier.cli("state", "rehearse", "SPEC", "--layers", "flux", "--record", "--json")
+    assert code == 0, err + out
+    clean = json.loads(out)
+    flux_tier.notes["texts"] += [out, err]
+    flux = _layers(clean)["flux"]
+    assert clean["outcome"] == "proven" and flux["outcome"] == "proven", flux
+    assert (flux["version"]["serial"], flux["version"]["version_id"]) == (head.serial, head.version_id)
+    assert flux["decrypt"]["result"] == "ok" and flux["decrypt"]["secrets"] >= 1  # the deploy key
+    assert flux["preview"]["result"] == "no-change", flux["preview"]
+    # What the program reads through StackReferences was restored first; this tier has no backend layer.
+    assert [(r["layer"], r["deployed"], r["restored"]) for r in flux["references"]] == [
+        ("backend", False, False), ("network", True, True), ("cluster", True, True)], flux["references"]
+
+    status, doc = kube.request("PATCH", GITREPO + "?fieldManager=kubectl-edit", {"spec": {"interval": "7m"}},
+                               content_type="application/merge-patch+json")
+    assert status == 200, doc
+    try:
+        code, out, err = flux_tier.cli("state", "rehearse", "SPEC", "--layers", "flux", "--record", "--json")
+    finally:
+        status, doc = kube.request("PATCH", GITREPO + "?fieldManager=kubectl-edit", {"spec": {"interval": "1m"}},
+                                   content_type="application/merge-patch+json")
+    assert status == 200, doc
+    assert code == 1, err + out
+    drifted = json.loads(out)
+    flux_tier.notes["texts"] += [out, err]
+    flux = _layers(drifted)["flux"]
+    assert drifted["outcome"] == "drift" and flux["outcome"] == "drift" and flux["failed_phase"] is None, flux
+    assert flux["version"]["version_id"] == head.version_id
+    changed = {c["urn"].rsplit("::", 1)[1]: c for c in flux["preview"]["changes"]}
+    assert set(changed) == {"git-repository"} and changed["git-repository"]["operation"] == "update", changed
+    assert any(k == "spec" or k.startswith("spec.") for k in changed["git-repository"]["diff_keys"]), changed
+
+    assert _stored(flux_tier) == before
+    assert _pulumi_writes(kube, audit_from) == []
+    kept = {load_rehearsal_record(flux_tier.store.get(k).body, k)["rehearsal_id"]: k for k in flux_tier.keys(REHEARSALS)}
+    assert set(kept) == {clean["rehearsal_id"], drifted["rehearsal_id"]}, kept
 
 
 def test_the_deploy_key_is_never_stored_or_printed_in_plaintext(flux_tier):

@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from bootstrap.errors import EngineError, Refused
+from bootstrap.engine.plan_deviation import PlanDeviation
+from bootstrap.errors import Refused
 from tests.boundary_helpers import file_engine, write_program
 from tests.conftest import requires_pulumi
 from tests.fakes.engine import FakeResource
@@ -36,7 +37,9 @@ def test_a_change_after_the_gate_makes_the_constrained_apply_fail(world):  # noq
             engine.desired["network"].append(FakeResource("aws:ec2/subnet:Subnet", "sneaked-in", {"name": "x"}))
     engine.on_call = change_after_the_gate
     outcome, stored, _ = up(open_, clock, yes=True)
-    assert isinstance(outcome.error, EngineError) and "saved plan" in outcome.error.message
+    assert isinstance(outcome.error, PlanDeviation) and outcome.exit_code == 3
+    assert "refused it at sneaked-in (urn:pulumi:local::network::aws:ec2/subnet:Subnet::sneaked-in)" in \
+        outcome.error.message and "Run `groundctl up local` again" in outcome.error.message
     assert stored["stopped_at"] == "network/up"
     assert not any(r.name == "sneaked-in" for r in engine.state.get("network", []))
 
@@ -103,8 +106,9 @@ def test_pulumi_applies_only_what_the_saved_plan_allows(tmp_path, monkeypatch):
 
     engine.preview("network", save_plan=True)
     engine.set_config("network", "test:count", "2")  # changed after the approval
-    with pytest.raises(EngineError) as raised:
+    with pytest.raises(PlanDeviation) as raised:
         engine.up("network", use_saved_plan=True)
-    assert "not allowed by the plan" in raised.value.message  # Pulumi's own constraint check refused it
+    # Pulumi's own constraint check refused it ("create is not allowed by the plan"), naming the resource
+    assert raised.value.deviation.operation and raised.value.deviation.urn.endswith("::thing-1")
     assert "network" not in engine._saved_plans
     assert [c.name for c in engine.preview("network").changes if c.operation == "create"] == ["thing-1"]

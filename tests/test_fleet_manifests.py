@@ -25,7 +25,10 @@ IMAGE = "registry.example/groundctl@sha256:" + "0" * 64
 
 
 def spec_files(folder: Path = FLEET) -> list[fm.SpecFile]:
-    return [fm.SpecFile(load_spec(p.stem, base=folder), p.name, p.read_text()) for p in sorted(folder.glob("*.yaml"))]
+    """The folder's specs as `groundctl fleet manifests` reads them (with the Flux manifests they name)."""
+    from groundctl.fleet import _spec_files
+
+    return _spec_files(folder)
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +143,16 @@ def test_cronjobs_never_overlap_and_are_bounded(rendered):
             assert jspec["backoffLimit"] == 0, "a failed drill is looked at, never re-run by itself"
 
 
-def test_drift_runs_with_the_plan_role_and_drills_with_the_apply_role(rendered):
+def test_drift_runs_with_the_record_role_and_drills_with_the_apply_role(rendered):
     sas = by_name(rendered, "ServiceAccount")
     jobs = by_name(rendered, "CronJob")
     staging = load_spec("staging", base=FLEET)
-    assert sas["staging-plan"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.plan_role_arn
+    assert sas["staging-record"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.record_role_arn
     assert sas["staging-apply"]["metadata"]["annotations"][fm.IRSA_ANNOTATION] == staging.aws.apply_role_arn
-    assert pod_of(jobs["drift-staging"])["serviceAccountName"] == "staging-plan"
+    # The plan role, which a pull request's code runs with, is no pod's: it writes nothing, and drift records.
+    assert not [n for n in sas if n.endswith("-plan")]
+    assert staging.aws.plan_role_arn not in [a["metadata"]["annotations"][fm.IRSA_ANNOTATION] for a in sas.values()]
+    assert pod_of(jobs["drift-staging"])["serviceAccountName"] == "staging-record"
     assert pod_of(jobs["drill-rebuild-staging"])["serviceAccountName"] == "staging-apply"
     assert pod_of(jobs["drill-state-loss-staging"])["serviceAccountName"] == "staging-apply"
     assert pod_of(jobs["drift-staging"])["containers"][0]["args"] == ["drift", "staging", "--record", "--json"]
@@ -204,12 +210,22 @@ def test_a_bad_schedule_is_refused_by_the_spec():
     assert "five-field cron" in err.value.message
 
 
+def repository(root: Path, **specs: dict) -> Path:
+    """A repository at `root` holding these specs in environments/ and the Flux manifest they name; its
+    environments/ folder."""
+    (root / "flux").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tests" / "data" / "flux" / "install.yaml", root / "flux" / "install.yaml")
+    (root / "environments").mkdir(exist_ok=True)
+    for name, data in specs.items():
+        (root / "environments" / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return root / "environments"
+
+
 def test_a_spec_without_the_role_its_jobs_need_is_refused(tmp_path):
     data = _data("staging")
     del data["aws"]["apply_role_arn"]
-    (tmp_path / "staging.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(BadInput) as err:
-        fm.render(spec_files(tmp_path), image=IMAGE)
+        fm.render(spec_files(repository(tmp_path, staging=data)), image=IMAGE)
     assert "staging.yaml: aws.apply_role_arn" in err.value.message
 
 

@@ -84,13 +84,36 @@ def test_destroy_rules():
     assert gate.after_destroy_confirm(gate.decide_destroy("dev", ["flux"], yes=False), False).outcome == "refused"
 
 
+def _reviewed(plan: Plan) -> dict:
+    """The plan file `groundctl plan` writes, naming the layer's Pulumi saved plan."""
+    from bootstrap.planning.render import plan_json
+
+    return plan_json(plan, {plan.layer: '{"resourcePlans": {}}'})
+
+
 def test_stale_plan_is_refused_and_fresh_one_passes():
-    approved = gate.approved_from_documents({"network.json": CREATE.to_dict()}, "dev")
+    approved = gate.approved_from_documents({"network.json": _reviewed(CREATE)}, "dev")
+    assert approved["network"].saved_plan[0] == "pulumi-plan-dev-network.json"
     assert gate.check_fresh(approved, CREATE, "plans") is None
     changed = _plan(("a", "create", False), ("c", "create", False))
     refusal = gate.check_fresh(approved, changed, "plans")
     assert refusal.outcome == "refused" and "stale" in refusal.reason
     assert CREATE.fingerprint[:12] in refusal.reason and changed.fingerprint[:12] in refusal.reason
+
+
+def test_a_plan_without_a_saved_plan_approves_no_change_and_a_mangled_reference_is_refused():
+    older = gate.approved_from_documents({"network.json": CREATE.to_dict()}, "dev")
+    refusal = gate.check_fresh(older, CREATE, "plans")
+    assert refusal.outcome == "refused" and "carries no Pulumi saved plan of the network layer" in refusal.reason
+    unchanged = _plan(("a", "same", False))
+    assert gate.check_fresh(gate.approved_from_documents({"n.json": unchanged.to_dict()}, "dev"), unchanged,
+                            "plans") is None  # nothing to apply, nothing to hold to a saved plan
+    for ref in ({"file": "../../etc/passwd", "sha256": "0" * 64}, {"file": "pulumi-plan-dev-network.json"}, "x"):
+        with pytest.raises(BadInput, match="saved_plan"):
+            gate.approved_from_documents({"network.json": {**_reviewed(CREATE), "saved_plan": ref}}, "dev")
+    other = {**_reviewed(CREATE), "saved_plan": {"file": "pulumi-plan-dev-network.json", "sha256": "f" * 64}}
+    with pytest.raises(BadInput, match="different plans"):
+        gate.approved_from_documents({"a.json": _reviewed(CREATE), "b.json": other}, "dev")
 
 
 def test_layer_without_approved_plan_is_refused_only_when_it_has_changes():

@@ -35,8 +35,9 @@ def _problem_fields(data: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("field", [
-    "name", "aws.region", "aws.account_id", "aws.plan_role_arn", "aws.apply_role_arn", "backend.kms_alias",
-    "backend.bucket", "cluster.kubernetes_version", "flux.version", "flux.repository_url", "flux.interval",
+    "name", "aws.region", "aws.account_id", "aws.plan_role_arn", "aws.record_role_arn", "aws.apply_role_arn",
+    "backend.kms_alias", "backend.bucket", "cluster.kubernetes_version", "flux.version", "flux.repository_url",
+    "flux.interval",
 ])
 def test_a_trailing_newline_makes_a_field_invalid(field):
     data = _dev()

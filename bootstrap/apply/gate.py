@@ -11,16 +11,20 @@ first in the question and in the plan files, but do not need `--allow-destroy`: 
 environment adopts the backend by import, and that must be approvable with `--yes`.
 
 When an approved plan is given (`--plan-dir`), the fresh preview must have the approved fingerprint: a
-stale plan is never applied. That check adds to the gate, it does not replace the approval.
+stale plan is never applied. That check adds to the gate, it does not replace the approval. The apply is then
+held by Pulumi to the saved plan the reviewed preview wrote (its values, not only which fields change), so a
+layer with changes needs one.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Optional
 
 from bootstrap.errors import BadInput, Refused
 from bootstrap.planning.plan import DESTRUCTIVE_OPS, NO_CHANGE_OPS, Plan
+from bootstrap.planning.render import saved_plan_name
 
 Outcome = Literal["approved", "ask", "refused", "skip"]
 
@@ -163,6 +167,8 @@ class ApprovedPlan:
     fingerprint: str
     source: str
     not_deployed: bool = False  # the layer had no stack when it was planned: nothing was previewed
+    saved_plan: Optional[tuple[str, str]] = None  # (file name, sha256) of the Pulumi plan the preview saved
+    saved_plan_text: Optional[str] = None  # that file's text, once read and checked against its digest
 
 
 def approved_from_documents(documents: Mapping[str, object], environment: str) -> dict[str, ApprovedPlan]:
@@ -189,15 +195,28 @@ def approved_from_documents(documents: Mapping[str, object], environment: str) -
                 )
             if plan.environment != environment:
                 continue
+            saved = _saved_plan_ref(item.get("saved_plan"), source, plan)
             previous = found.get(plan.layer)
-            if previous and previous.fingerprint != plan.fingerprint:
+            if previous and (previous.fingerprint, previous.saved_plan) != (plan.fingerprint, saved):
                 raise BadInput(
                     f"{previous.source} and {source} hold different plans for {plan.layer}; keep only the "
                     "plan that was reviewed."
                 )
             found[plan.layer] = ApprovedPlan(plan.layer, plan.environment, plan.fingerprint, source,
-                                             plan.not_deployed)
+                                             plan.not_deployed, saved)
     return found
+
+
+def _saved_plan_ref(ref: object, source: str, plan: Plan) -> Optional[tuple[str, str]]:
+    if ref is None:
+        return None
+    name = saved_plan_name(plan.environment, plan.layer)
+    if not (isinstance(ref, dict) and ref.get("file") == name and isinstance(ref.get("sha256"), str)
+            and re.fullmatch(r"[0-9a-f]{64}", ref["sha256"])):
+        raise BadInput(f"{source}: the {plan.layer} plan's 'saved_plan' is not {{\"file\": \"{name}\", \"sha256\": "
+                       f"<64 hex digits>}}, so the file was edited after `groundctl plan` wrote it. Re-create it with "
+                       f"`groundctl plan {plan.environment} --out DIR`.")
+    return name, ref["sha256"]
 
 
 def _plan_dicts(doc: object) -> list[dict]:
@@ -242,6 +261,13 @@ def check_fresh(approved: Mapping[str, ApprovedPlan], fresh: Plan, plan_dir: str
             f"{entry.fingerprint[:12]}, a fresh preview has {fresh.fingerprint[:12]} ({_summary(fresh)}); "
             f"something changed since it was reviewed. Run `groundctl plan {fresh.environment}` again and "
             "review the new plan",
+        )
+    if fresh.has_changes and entry.saved_plan is None:
+        return GateDecision(
+            "refused",
+            f"the plan in {entry.source} carries no Pulumi saved plan of the {fresh.layer} layer (it was written by an "
+            "older groundctl), and without one the apply cannot be held to the values that were reviewed; run "
+            f"`groundctl plan {fresh.environment}` again and review the new plan",
         )
     return None
 

@@ -68,7 +68,10 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
     # (and converges the imported resources) even when the preview shows no resource change.
     adopted = needs.adoption is not None and _adopt_backend(target, services, log, needs.adoption)
     console.step(f"{layer}: preview")
-    saved = engine.supports_saved_plans()
+    # With a reviewed plan (--plan-dir) the apply is held to the saved plan the reviewed preview wrote; this
+    # preview, under the lock, is for the stale-plan check and the gate.
+    reviewed = approved is not None
+    saved = engine.supports_saved_plans() and not reviewed
     with log.phase("preview", layer) as note, console.progress(f"{layer}: preview") as tick:
         plan = engine.preview(layer, save_plan=saved, on_progress=tick)
         note["detail"] = plan_summary(plan)
@@ -86,12 +89,15 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
     serial = None
     apply = plan.has_changes or adopted
     if apply:
-        if not saved:
+        if reviewed:  # the gate refused a layer with changes whose reviewed plan has no saved plan
+            engine.use_reviewed_plan(layer, approved[layer].saved_plan_text)
+        elif not saved:
             _same_as_approved(target, log, layer, plan)
         with log.phase("up", layer) as note, console.progress(f"{layer}: up") as tick:
-            result = engine.up(layer, use_saved_plan=saved, on_progress=tick)
-            note["detail"] = counts_text(result.counts) + (" (within the saved plan)" if saved else "")
-        log.set_layer(layer, applied_with="saved-plan" if saved else "re-preview")
+            result = engine.up(layer, use_saved_plan=saved or reviewed, on_progress=tick)
+            note["detail"] = counts_text(result.counts) + (" (held to the reviewed plan)" if reviewed else
+                                                           " (within the saved plan)" if saved else "")
+        log.set_layer(layer, applied_with="reviewed-plan" if reviewed else "saved-plan" if saved else "re-preview")
         serial = record_ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
         outputs = engine.outputs(layer)

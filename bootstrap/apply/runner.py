@@ -31,6 +31,10 @@ from bootstrap.records.runs import RunLog, RunRecord, error_outcome, redact, sta
 from bootstrap.target import Target
 
 
+# Pulumi's saved plan of one layer: its resources' inputs, a few MiB for the largest layer.
+MAX_SAVED_PLAN_BYTES = 64 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     record: RunRecord
@@ -142,4 +146,27 @@ def _approved_plans(plan_dir: Path, environment: str) -> dict:
     if not approved:
         raise BadInput(f"{plan_dir} holds no plan for '{environment}'. Write one with "
                        f"`groundctl plan {environment} --out {plan_dir}` and review it first.")
-    return approved
+    return {layer: _with_saved_plan(plan_dir, entry) for layer, entry in approved.items()}
+
+
+def _with_saved_plan(plan_dir: Path, entry: gate.ApprovedPlan) -> gate.ApprovedPlan:
+    """The entry with its Pulumi saved plan read, refused unless it is the very file the plan file names."""
+    import hashlib
+    from dataclasses import replace
+
+    from bootstrap.user_files import read_user_file
+
+    if entry.saved_plan is None:
+        return entry
+    name, digest = entry.saved_plan
+    again = f"Re-create the plan folder with `groundctl plan {entry.environment} --out DIR` and review it."
+    data = read_user_file(str(plan_dir / name), what="The saved plan", max_bytes=MAX_SAVED_PLAN_BYTES,
+                          follow_symlinks=False, fix=f"{entry.source} names it. {again}")
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise BadInput(f"{plan_dir / name} is not the saved plan {entry.source} was written with (its sha256 "
+                       f"differs), so it changed after `groundctl plan` wrote it. {again}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{plan_dir / name} is not UTF-8 text. {again}") from None
+    return replace(entry, saved_plan_text=text)

@@ -52,13 +52,17 @@ def _layer_step(name: str, operation: Operation, emulated: bool) -> LayerStep:
     return LayerStep(name, operation, EMULATOR_HAS_NO_KUBERNETES if (k8s and emulated) else None, k8s)
 
 
-def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool) -> Steps:
+def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool,
+             reviewed: bool = False) -> Steps:
     # Nothing is written before the steps after it are known to be able to run: the account and the
     # engine (CLI, its version, the layers' provider plugins) are checked first. The lock lives in the
-    # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken. Under
-    # the lock, before the first layer, every layer's state is read for pending operations.
+    # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken. A run
+    # that applies a reviewed plan (`--plan-dir`) never creates the environment: no plan can have
+    # previewed a bucket that did not exist, so it must exist first. Under the lock, before the first
+    # layer, every layer's state is read for pending operations.
     return Steps(
-        "up", spec.name, ("account", "engine", "backend", "lock", "pending"),
+        "up", spec.name, ("account", "engine", *(("state-bucket",) if reviewed else ()), "backend", "lock",
+                          "pending"),
         tuple(_layer_step(lay.name, "up", emulated) for lay in select(layers)),
     )
 
@@ -74,9 +78,10 @@ def build_destroy(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
 
 def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bool,
                   refresh: bool) -> Steps:
-    # A live plan on an emulator may create the backend there (nothing real is touched); against
-    # AWS a plan never creates anything, so the state bucket must already exist.
-    bucket_step = "backend" if emulated else "state-bucket"
+    # A plan never creates anything: without the state bucket it says the environment is not deployed
+    # yet (bootstrap.apply.preview). A drift check on an emulator may create the backend there (nothing real
+    # is touched); against AWS the bucket must already exist.
+    bucket_step = "backend" if emulated and refresh else "state-bucket"
     operation: Operation = "drift" if refresh else "preview"
     return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step, "pending"),
                  tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
@@ -103,6 +108,13 @@ def not_deployed_reason(environment: str, layer: str) -> str:
     return (f"not deployed: the stack organization/{layer}/{environment} does not exist yet, so there is "
             f"nothing to preview against (`groundctl plan {environment} --offline` shows what it declares; "
             f"`groundctl up {environment}` creates it)")
+
+
+def not_deployed_yet(environment: str, bucket: str) -> str:
+    """What a plan of an environment without its state bucket says, with the next step."""
+    return (f"not deployed yet: the state bucket {bucket} does not exist. Next: create {environment} once, by "
+            f"hand, with its apply role: `groundctl up {environment}` (runbooks/create-environment.md, "
+            "'Under CI'); plans preview against it from then on")
 
 
 def kubernetes_endpoint(cluster_outputs: dict) -> Optional[tuple[str, int]]:

@@ -142,7 +142,8 @@ def _verdicts(inputs: PlanInputs) -> str:
         offline = "⚠️ did not run: the spec check or the offline plan failed; see the job log"
     if inputs.live_doc is not None:
         risky = inputs.live_doc.get("risky_count", 0)
-        live = f"{'⚠️' if risky else '✅'} {inputs.live_doc.get('summary', '')}"
+        mark = "ℹ️" if inputs.live_doc.get("not_deployed") is True else "⚠️" if risky else "✅"
+        live = f"{mark} {inputs.live_doc.get('summary', '')}"
     else:
         live = f"— not run: {inputs.live_note or 'see the job log'}"
     return "\n".join(["| check | result |", "|---|---|", f"| spec check, offline plan and posture | {_cell(offline)} |",

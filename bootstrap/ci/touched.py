@@ -20,7 +20,7 @@ EVERY_ENVIRONMENT = ("stacks/", "bootstrap/", "recovery/", "groundctl/", "pyproj
 # and only such names are put into shell variables and concurrency groups by the workflows.
 ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 
-Role = Literal["plan", "apply"]
+Role = Literal["plan", "record", "apply"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class CiEnvironment:
     account_id: str = ""
     plan_role: str = ""
     apply_role: str = ""
+    record_role: str = ""
     production: bool = False
     spec_error: str = ""  # the spec did not load: its spec check fails in the job, with the message
     extra_files: tuple[str, ...] = ()  # repository paths the spec reads (a local Flux manifest)
@@ -106,6 +107,9 @@ def select(environments: Iterable[CiEnvironment], names: Iterable[str], needs: O
             include.append(env)
         elif needs == "plan" and not env.plan_role:
             skipped.append((name, "its spec names no aws.plan_role_arn, so CI has no role to plan it with"))
+        elif needs == "record" and not env.record_role:
+            skipped.append((name, "its spec names no aws.record_role_arn, so the scheduled drift check has no role "
+                                  "to record its result with (the plan role writes nothing)"))
         elif needs == "apply" and not env.apply_role:
             skipped.append((name, "its spec names no aws.apply_role_arn, so CI has no role to apply it with; "
                                   "apply it by hand with `groundctl up`"))

@@ -10,8 +10,9 @@ import json
 import re
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
+from bootstrap.ci.requirements import CHECKOUT, install_run
 from bootstrap.engine import versions
 from bootstrap.engine.versions import LINUX_AMD64, Release, plugin_install_argv, require_recorded
 
@@ -51,9 +52,7 @@ _BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
 
 
 DEFAULT_REQUIREMENTS = "groundctl-requirements.txt"
-CHECKOUT = "."  # groundctl's own repository: the workflows install the checkout they run on
 _REQUIREMENTS_PATH = re.compile(r"[A-Za-z0-9._/-]+\.txt")
-_HASH = re.compile(r"--hash[= ]sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,9 @@ class WorkflowOptions:
     default_branch: str
     drift_cron: str
     groundctl_version: str
+    # The repository folder of the groundctl wheel the requirements file names by a `file:` URL (None: pip reads
+    # the file as it is): bootstrap.ci.requirements.
+    wheel_dir: Optional[str] = None
 
 
 def problems(options: WorkflowOptions) -> list[str]:
@@ -77,6 +79,9 @@ def problems(options: WorkflowOptions) -> list[str]:
         found.append(f"--install {install!r} is neither . (install this checkout: groundctl's own repository) nor "
                      f"a requirements file inside the repository such as {DEFAULT_REQUIREMENTS}, whose every line "
                      "pins a version with --hash=sha256:… (the workflows install with --require-hashes)")
+    if options.wheel_dir is not None and (not re.fullmatch(r"[A-Za-z0-9._/-]*", options.wheel_dir)
+                                          or ".." in options.wheel_dir.split("/")):
+        found.append(f"the wheel's folder {options.wheel_dir!r} is not a plain path inside the repository")
     if not re.fullmatch(r"3\.\d{1,2}", options.python_version):
         found.append(f"--python-version {options.python_version!r} is not a Python 3 minor version such as 3.11")
     if not re.fullmatch(r"\d+\.\d+\.\d+", options.pulumi_version):
@@ -95,30 +100,6 @@ def problems(options: WorkflowOptions) -> list[str]:
 
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in version.split("."))
-
-
-def requirements_problems(text: str, path: str) -> list[str]:
-    """What keeps `text` (a requirements file) from being installed with --require-hashes as groundctl's pinned
-    copy: each requirement must carry a sha256 hash, and one must be groundctl itself (a release or a wheel)."""
-    found, names = [], []
-    logical = re.sub(r"\\\n", " ", text)
-    for number, line in enumerate(logical.splitlines(), 1):
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            found.append(f"{path} line {number}: options such as {line.split()[0]!r} are not installed by the "
-                         "workflows; list only pinned, hashed requirements")
-            continue
-        requirement = line.split()[0]
-        names.append(requirement)
-        if not _HASH.search(line):
-            found.append(f"{path}: {requirement!r} has no --hash=sha256:… (pip install --require-hashes refuses it)")
-    if not any(re.fullmatch(r"groundctl==[\w.+-]+", n) or re.search(r"(^|/)groundctl-[\w.+-]+\.whl$", n)
-               for n in names):
-        found.append(f"{path} does not pin groundctl (groundctl==VERSION, or the path of a groundctl wheel "
-                     "committed to the repository)")
-    return found
 
 
 def _template(name: str) -> str:
@@ -151,8 +132,7 @@ def render(options: WorkflowOptions) -> dict[str, str]:
         version=options.groundctl_version,
         # JSON strings are valid YAML double-quoted scalars.
         install=json.dumps(options.install),
-        install_run=('python -m pip install "$GROUNDCTL_INSTALL"' if options.install == CHECKOUT
-                     else 'python -m pip install --require-hashes -r "$GROUNDCTL_INSTALL"'),
+        install_run=install_run(options.install, options.wheel_dir),
         python_version=options.python_version,
         pulumi_version=options.pulumi_version,
         # The jobs run on ubuntu-latest: linux-amd64, the platform whose digests the table records.

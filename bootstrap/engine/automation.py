@@ -12,8 +12,10 @@ import tempfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bootstrap.engine.errors import UnexpectedChanges, Where, expected_no_changes, map_error
-from bootstrap.engine.events import counts_from_summary, plan_from_events, progress_message
+from bootstrap.engine.events import (changed_fields, coerce_event, counts_from_summary, plan_from_events,
+                                     progress_message)
 from bootstrap.engine.layer_stacks import LayerStacks
+from bootstrap.engine.plan_deviation import PlanDeviation, applied_steps, diagnostics, find_deviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
                                       unexpected_pending_creates)
 from bootstrap.engine.protocol import ProgressFn
@@ -37,14 +39,46 @@ def missing_providers(import_plan: Mapping[str, Any], state_urns: set[str]) -> l
     return wanted
 
 
+def _read_event_log(path: str) -> list[dict]:
+    """The engine events of a finished command's --event-log (one JSON object a line); none if it wrote none."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed CLI
+        if isinstance(item, dict):
+            events.append(item)
+    return events
+
+
+def _parsed(items: list[dict]) -> list:
+    parsed = []
+    for item in items:
+        try:
+            parsed.append(coerce_event(item))
+        except Exception:  # noqa: BLE001 - an event kind this SDK does not know says nothing groundctl reads
+            continue
+    return parsed
+
+
 class PulumiEngine(LayerStacks):
     """The Engine (bootstrap/engine/protocol.py) over pulumi.automation. Its state beyond LayerStacks's is
-    the update plan each `preview(save_plan=True)` keeps for the layer's next `up`."""
+    the update plan each `preview(save_plan=True)` (or `use_reviewed_plan`) keeps for the layer's next `up`."""
 
     def __init__(self, spec, **options):
         # `options` are LayerStacks's: the endpoint, lineage, passphrase variable and the engine tier's seams.
         super().__init__(spec, **options)
         self._saved_plans: dict[str, str] = {}  # layer → private folder holding its saved update plan
+        self._reviewed: set[str] = set()  # layers whose saved plan came from a review (use_reviewed_plan)
+        self._diff_keys: dict[str, dict[str, set[str]]] = {}  # layer → URN → fields its last preview changed
 
     def _events(self, sink: list | None, on_progress: Optional[ProgressFn]):
         def on_event(event) -> None:
@@ -73,13 +107,7 @@ class PulumiEngine(LayerStacks):
         self._require_no_pending(layer, "preview", stack)
         events: list = []
         self._drop_saved_plan(layer)
-        plan_file = None
-        if save_plan:
-            # The plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
-            folder = tempfile.mkdtemp(prefix="groundctl-plan-")
-            plan_file = os.path.join(folder, f"{layer}.plan.json")
-            self._saved_plans[layer] = folder
-            atexit.register(shutil.rmtree, folder, True)  # a plan never applied is not left behind either
+        plan_file = self._new_plan_file(layer) if save_plan else None
         try:
             stack.preview(on_event=self._events(events, on_progress), refresh=refresh or None,
                           expect_no_changes=expect_no_changes or None, color="never", diff=False,
@@ -92,32 +120,91 @@ class PulumiEngine(LayerStacks):
                 raise UnexpectedChanges(plan_from_events(layer, self.environment, events)) from None
             raise map_error(exc, Where(self.environment, layer, "preview"), self._secrets) from None
         plan = plan_from_events(layer, self.environment, events)
+        self._diff_keys[layer] = changed_fields(events)
         if expect_no_changes and plan.has_changes:
             raise UnexpectedChanges(plan)
         return plan
+
+    def saved_plan(self, layer: str) -> Optional[str]:
+        path = self._plan_file(layer)
+        if path is None:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+    def use_reviewed_plan(self, layer: str, text: str) -> None:
+        self._drop_saved_plan(layer)
+        path = self._new_plan_file(layer)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        self._reviewed.add(layer)
 
     def up(self, layer: str, *, use_saved_plan: bool = False,
            on_progress: Optional[ProgressFn] = None) -> OperationResult:
         stack = self._stack(layer)
         self._require_no_pending(layer, "up", stack)
-        plan_file = None
-        if use_saved_plan:
-            folder = self._saved_plans.get(layer)
-            plan_file = os.path.join(folder, f"{layer}.plan.json") if folder else None
-            if not plan_file or not os.path.isfile(plan_file):
-                raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
-                                  "(`groundctl up` does, under the lock) and approve that plan.")
+        plan_file = self._plan_file(layer) if use_saved_plan else None
+        if use_saved_plan and plan_file is None:
+            raise EngineError(f"No saved plan of layer '{layer}' is left to apply: preview it again "
+                              "(`groundctl up` does, under the lock) and approve that plan.")
+        reviewed = use_saved_plan and layer in self._reviewed
+        events: list = []
         self._state_written(layer)
+
+        def run():
+            try:
+                if reviewed:
+                    return self._reviewed_up(stack, plan_file, events, on_progress)
+                res = stack.up(on_event=self._events(events, on_progress), color="never", message="groundctl up",
+                               suppress_outputs=True, plan=plan_file)
+                return res.summary, outputs_from_automation(res.outputs)
+            except Exception as exc:  # noqa: BLE001 - a deviation is a refusal; anything else goes to map_error
+                found = find_deviation(diagnostics(events), str(exc), self._diff_keys.get(layer, {})) \
+                    if use_saved_plan else None
+                if found is None:
+                    raise
+                raise PlanDeviation(self.environment, layer, found, applied_steps(events), reviewed) from None
         try:
-            res = self._call(layer, "up", lambda: stack.up(
-                on_event=self._events(None, on_progress), color="never", message="groundctl up",
-                suppress_outputs=True, plan=plan_file))
+            summary, outputs = self._call(layer, "up", run)
         finally:
             if use_saved_plan:
                 self._drop_saved_plan(layer)
-        return self._result(layer, "up", res.summary, outputs_from_automation(res.outputs))
+        return self._result(layer, "up", summary, outputs)
+
+    def _reviewed_up(self, stack, plan_file: str, events: list, on_progress: Optional[ProgressFn]):
+        """`pulumi up --plan FILE` with the update's own preview first: the SDK's up always skips it
+        (--skip-preview), and then a deviating step is found only once the steps before it have run; the
+        preview finds it before any step runs (pkg/backend/apply.go, PreviewThenPromptThenExecute)."""
+        folder = tempfile.mkdtemp(prefix="groundctl-events-")  # events carry resource inputs: private
+        log = os.path.join(folder, "events.jsonl")
+        try:
+            stack._run_pulumi_cmd_sync(["up", "--yes", "--plan", plan_file, "--color", "never", "--suppress-outputs",
+                                        "--message", "groundctl up (reviewed plan)", "--exec-kind", "auto.local",
+                                        "--event-log", log])
+        finally:
+            events.extend(_parsed(_read_event_log(log)))
+            shutil.rmtree(folder, ignore_errors=True)
+            for event in events if on_progress else ():
+                message = progress_message(event)
+                if message:
+                    on_progress(message)
+        return stack.info(), outputs_from_automation(stack.outputs())
+
+    def _new_plan_file(self, layer: str) -> str:
+        # A plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
+        folder = tempfile.mkdtemp(prefix="groundctl-plan-")
+        self._saved_plans[layer] = folder
+        atexit.register(shutil.rmtree, folder, True)  # a plan never applied is not left behind either
+        return os.path.join(folder, f"{layer}.plan.json")
+
+    def _plan_file(self, layer: str) -> Optional[str]:
+        folder = self._saved_plans.get(layer)
+        path = os.path.join(folder, f"{layer}.plan.json") if folder else None
+        return path if path and os.path.isfile(path) else None
 
     def _drop_saved_plan(self, layer: str) -> None:
+        self._reviewed.discard(layer)
         folder = self._saved_plans.pop(layer, None)
         if folder:
             shutil.rmtree(folder, ignore_errors=True)

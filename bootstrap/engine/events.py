@@ -156,6 +156,18 @@ def _name_unnamed(change: ResourceChange, output_keys: tuple[str, ...]) -> Resou
     return change
 
 
+def changed_fields(events: Iterable[Any]) -> dict[str, set[str]]:
+    """Per URN, the fields a preview's steps change: the provider's diff, and the inputs whose values differ
+    (a dynamic provider's diff names none). Names only: what a refusal of Pulumi's may name."""
+    found: dict[str, set[str]] = {}
+    for raw in events:
+        pre = coerce_event(raw).resource_pre_event
+        if pre is not None and pre.metadata is not None and pre.metadata.urn:
+            found.setdefault(pre.metadata.urn, set()).update(_step_keys(pre.metadata),
+                                                              _changed_input_keys(pre.metadata))
+    return found
+
+
 def plan_from_events(layer: str, environment: str, events: Iterable[Any]) -> Plan:
     return Plan(layer, environment, changes_from_events(events))
 

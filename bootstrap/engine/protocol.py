@@ -30,10 +30,21 @@ class Engine(Protocol):
         """`save_plan` keeps Pulumi's update plan of this preview for the next `up` of the layer."""
         ...
 
+    def saved_plan(self, layer: str) -> Optional[str]:
+        """The update plan the last `preview(save_plan=True)` of the layer saved, as Pulumi wrote it (secret
+        values encrypted by the stack's secrets provider), for a reviewer's folder; None when there is none."""
+        ...
+
+    def use_reviewed_plan(self, layer: str, text: str) -> None:
+        """Make `text` (a plan `saved_plan` gave, on this machine or another) the plan the layer's next
+        `up(use_saved_plan=True)` is held to; that up previews against it before it changes anything."""
+        ...
+
     def up(self, layer: str, *, use_saved_plan: bool = False,
            on_progress: Optional[ProgressFn] = None) -> OperationResult:
-        """`use_saved_plan`: apply constrained by the plan the last `preview(save_plan=True)` saved; an
-        update that would exceed it fails instead of doing more than was approved."""
+        """`use_saved_plan`: apply constrained by the plan the last `preview(save_plan=True)` saved (or
+        `use_reviewed_plan` gave); an update that would do other than it raises PlanDeviation (exit 3)
+        instead of doing more than was approved."""
         ...
 
     def refresh(self, layer: str, *, on_progress: Optional[ProgressFn] = None) -> OperationResult: ...

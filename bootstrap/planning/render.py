@@ -2,14 +2,17 @@
 
 Pure functions from `Plan` values to text; the caller writes the files. A plan carries only
 URNs, types, operations and property keys, never values, so nothing rendered here can hold a
-secret. Layout: a summary line, counts per operation, risky changes first with their reasons,
+secret (the Pulumi saved plan written beside it holds values, its secrets encrypted by the stack's
+provider). Layout: a summary line, counts per operation, risky changes first with their reasons,
 then the full resource list in a collapsed <details> block.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Iterable, Sequence
+from types import MappingProxyType
+from typing import Iterable, Mapping, Sequence
 
 from bootstrap.planning.plan import DESTRUCTIVE_OPS, NO_CHANGE_OPS, Plan, ResourceChange
 
@@ -18,6 +21,7 @@ _ORDER = ("delete", "replace", "delete-replaced", "create-replacement", "discard
           "remove-pending-replace", "update", "create", "import", "refresh", "read", "same")
 _WORDS = {"create": "to create", "update": "to update", "replace": "to replace", "delete": "to delete",
           "import": "to import", "refresh": "drifted", "same": "unchanged", "read": "read"}
+_NONE: Mapping[str, str] = MappingProxyType({})
 # GitHub refuses comments over 65,536 characters; past this the resource list is cut short.
 MAX_DETAIL_ROWS = 400
 
@@ -118,14 +122,25 @@ def _totals(plans: Sequence[Plan]) -> dict[str, int]:
     return total
 
 
+def not_deployed_yet(plans: Sequence[Plan]) -> str | None:
+    """The one reason the layers give when none is deployed for the same reason (the environment has no state
+    bucket yet), with its next step; None otherwise. Layers skipped for a reason of their own (no Kubernetes API
+    here) were not previewed either."""
+    reasons = {p.skipped_reason for p in plans if p.not_deployed}
+    if len(reasons) == 1 and all(p.skipped_reason for p in plans):
+        return reasons.pop()
+    return None
+
+
 def render_markdown_combined(plans: Sequence[Plan]) -> str:
     """Every layer of one environment's plan in one comment, in layer order."""
     if not plans:
         return "### groundctl plan\n\nNo layers were planned.\n"
     env = plans[0].environment
     risky = [(p.layer, c, r) for p in plans for c, r in p.risky]
+    not_yet = not_deployed_yet(plans)
     lines = [f"### groundctl plan: `{env}` ({len(plans)} layer{'s' if len(plans) != 1 else ''})", "",
-             summary_line(_totals(plans), len(risky)), "",
+             f"**{_cell(not_yet)}**" if not_yet else summary_line(_totals(plans), len(risky)), "",
              "| layer | create | update | replace | delete | unchanged | risky | fingerprint |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for p in plans:
@@ -147,20 +162,33 @@ def render_markdown_combined(plans: Sequence[Plan]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def plan_json(plan: Plan) -> dict:
-    """One layer's plan as data; `Plan.from_dict` reads it back (the approved-plan check)."""
-    return {**plan.to_dict(), "summary": summary_line(plan.counts, len(plan.risky)).replace("**", "")}
+def plan_json(plan: Plan, saved_plans: Mapping[str, str] = _NONE) -> dict:
+    """One layer's plan as data; `Plan.from_dict` reads it back (the approved-plan check). With the layer's
+    Pulumi saved plan in `saved_plans` (layer → its text), the file it is written to and its digest, which
+    bind it to this plan file."""
+    doc = {**plan.to_dict(), "summary": summary_line(plan.counts, len(plan.risky)).replace("**", "")}
+    if plan.layer in saved_plans:
+        doc["saved_plan"] = {"file": saved_plan_name(plan.environment, plan.layer),
+                             "sha256": hashlib.sha256(saved_plans[plan.layer].encode()).hexdigest()}
+    return doc
 
 
-def combined_json(plans: Sequence[Plan]) -> dict:
+def saved_plan_name(environment: str, layer: str) -> str:
+    # Outside the plan files' `plan-<env>-*.json`: Pulumi's own format, read only by `up --plan-dir`.
+    return f"pulumi-plan-{environment}-{layer}.json"
+
+
+def combined_json(plans: Sequence[Plan], saved_plans: Mapping[str, str] = _NONE) -> dict:
     risky = sum(len(p.risky) for p in plans)
+    not_yet = not_deployed_yet(plans)
     return {
         "environment": plans[0].environment if plans else None,
-        "summary": summary_line(_totals(plans), risky).replace("**", ""),
+        "summary": not_yet or summary_line(_totals(plans), risky).replace("**", ""),
+        "not_deployed": not_yet is not None,
         "counts": dict(sorted(_totals(plans).items())),
         "has_changes": any(p.has_changes for p in plans),
         "risky_count": risky,
-        "layers": [plan_json(p) for p in plans],
+        "layers": [plan_json(p, saved_plans) for p in plans],
     }
 
 
@@ -176,14 +204,17 @@ def live_combined_names(environment: str) -> tuple[str, str]:
     return f"{prefix}live.json", f"{prefix}live.md"
 
 
-def plan_files(plans: Sequence[Plan]) -> dict[str, str]:
+def plan_files(plans: Sequence[Plan], saved_plans: Mapping[str, str] = _NONE) -> dict[str, str]:
     """File name → text for a plan directory: plan-<env>-<layer>.md/.json per layer, plan-<env>-live.md/.json
-    combined."""
+    combined, and pulumi-plan-<env>-<layer>.json, each layer's Pulumi saved plan in `saved_plans` (layer → text,
+    its secret values encrypted by the stack's secrets provider), which `up --plan-dir` applies."""
     files: dict[str, str] = {}
     prefix = live_plan_prefix(plans[0].environment) if plans else "plan-"
     for p in plans:
         files[f"{prefix}{p.layer}.md"] = render_markdown(p)
-        files[f"{prefix}{p.layer}.json"] = json.dumps(plan_json(p), indent=2, sort_keys=True) + "\n"
+        files[f"{prefix}{p.layer}.json"] = json.dumps(plan_json(p, saved_plans), indent=2, sort_keys=True) + "\n"
+        if p.layer in saved_plans:
+            files[saved_plan_name(p.environment, p.layer)] = saved_plans[p.layer]
     files[f"{prefix}live.md"] = render_markdown_combined(plans)
-    files[f"{prefix}live.json"] = json.dumps(combined_json(plans), indent=2, sort_keys=True) + "\n"
+    files[f"{prefix}live.json"] = json.dumps(combined_json(plans, saved_plans), indent=2, sort_keys=True) + "\n"
     return files

@@ -77,7 +77,8 @@ class LayerRun:
     counts: dict = field(default_factory=dict)
     fingerprint: Optional[str] = None
     serial: Optional[int] = None
-    # What tied the apply to the approved preview: "saved-plan" (`up --plan` with the plan saved by that
+    # What tied the apply to the approved preview: "reviewed-plan" (`up --plan` with the plan the reviewed
+    # preview saved, from --plan-dir), "saved-plan" (`up --plan` with the plan saved by this run's gated
     # preview) or "re-preview" (the fingerprint of a fresh preview under the lock matched).
     applied_with: Optional[str] = None
     phases: tuple[Phase, ...] = ()

@@ -43,6 +43,9 @@ class AwsSpec(_Model):
     account_id: str
     profile: Optional[str] = None
     plan_role_arn: Optional[str] = None
+    # Scheduled checks that keep a record (drift --record, rehearsals): the plan role's reads and writes to
+    # those records only (bootstrap/roles.py).
+    record_role_arn: Optional[str] = None
     apply_role_arn: Optional[str] = None
     endpoint_url: Optional[str] = None
 
@@ -65,7 +68,7 @@ class AwsSpec(_Model):
             raise ValueError(f"'{v}' is not a 12-digit AWS account id")
         return v
 
-    @field_validator("plan_role_arn", "apply_role_arn")
+    @field_validator("plan_role_arn", "record_role_arn", "apply_role_arn")
     @classmethod
     def _role(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not _ROLE_ARN.fullmatch(v):

@@ -1,11 +1,13 @@
 """Kubernetes manifests that run groundctl on a schedule for every environment of a fleet. Pure.
 
-Per environment: a drift CronJob (plan role) and, where drills may run, one CronJob per drill (apply
-role). Jobs never overlap (`concurrencyPolicy: Forbid`), are bounded in retries and time, run under
-the `restricted` Pod Security Standard, and read their spec from one ConfigMap that holds every
-environment's file unchanged (each pod mounts only its own). Credentials come from IRSA: each role is
-a ServiceAccount annotated with the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux
-repository's deploy key and known hosts are read from a Secret the operator creates).
+Per environment: a drift CronJob (record role: it writes the drift record) and, where drills may run, one
+CronJob per drill (apply role); bootstrap/roles.py says what each role may do. Jobs never overlap
+(`concurrencyPolicy: Forbid`), are bounded in retries and time, run under the `restricted` Pod Security
+Standard, and read their spec from one ConfigMap that holds every environment's file unchanged (each pod
+mounts only its own), and their Flux manifest from the image or a ConfigMap, never the network
+(recovery/fleet/flux_manifest.py). Credentials come from IRSA: each role is a ServiceAccount annotated with
+the spec's role ARN; nothing secret is in the manifests (an ssh:// Flux repository's deploy key and known
+hosts are read from a Secret the operator creates).
 
 Unset schedules are spread over the hour (and the small hours) by a hash of the environment's name,
 so two hundred environments do not hit their state buckets and AWS in the same minute.
@@ -15,8 +17,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Optional
 
 from bootstrap.errors import BadInput
+from bootstrap.roles import BY_NAME as ROLES
+from recovery.fleet import flux_manifest
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 CONFIGMAP = "groundctl-specs"
@@ -48,6 +53,16 @@ class SpecFile:
     spec: object   # EnvironmentSpec
     filename: str
     text: str
+    manifest_text: Optional[str] = None  # the repository's Flux manifest a relative flux.manifest_path names
+
+    @property
+    def flux_manifest_path(self) -> Optional[str]:
+        return flux_manifest.written_path(self.text)
+
+    def flux_manifest_mount(self) -> Optional[tuple[dict, dict]]:
+        """(volume, volumeMount) of a repository manifest; None for one in the image."""
+        written = self.flux_manifest_path
+        return flux_manifest.mount(written, self.manifest_text) if written else None
 
 
 @dataclass(frozen=True)
@@ -105,8 +120,9 @@ def service_account(name: str, ns: str, environment: str, role_arn: str) -> dict
             "automountServiceAccountToken": False}
 
 
-def _container(image: str, args: list[str], spec_file: SpecFile, kind: str) -> dict:
+def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, manifest: Optional[dict]) -> dict:
     env = [{"name": "HOME", "value": SCRATCH},
+           {"name": "TMPDIR", "value": SCRATCH},
            {"name": "PULUMI_HOME", "value": f"{SCRATCH}/.pulumi"},
            {"name": "PULUMI_SKIP_UPDATE_CHECK", "value": "true"},
            {"name": "AWS_REGION", "value": spec_file.spec.aws.region}]
@@ -117,30 +133,31 @@ def _container(image: str, args: list[str], spec_file: SpecFile, kind: str) -> d
         secret = flux_secret_name(spec_file.spec.name)
         env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
                 for var, key in FLUX_SECRET_KEYS.items()]
+    mounts = [{"name": "spec", "mountPath": SPECS_DIR, "readOnly": True}, {"name": "scratch", "mountPath": SCRATCH}]
     return {
         "name": "groundctl", "image": image, "imagePullPolicy": "IfNotPresent", "args": args,
-        "workingDir": "/work", "env": env, "resources": RESOURCES[kind],
+        "workingDir": flux_manifest.WORKDIR, "env": env, "resources": RESOURCES[kind],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [{"name": "spec", "mountPath": SPECS_DIR, "readOnly": True},
-                         {"name": "scratch", "mountPath": SCRATCH}],
+        "volumeMounts": mounts + ([manifest] if manifest else []),
     }
 
 
 def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: str, args: list[str],
             service_account_name: str, kind: str, backoff_limit: int, deadline: int) -> dict:
     environment = spec_file.spec.name
+    volume, mount = spec_file.flux_manifest_mount() or (None, None)
     pod = {
         "serviceAccountName": service_account_name,
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [_container(image, args, spec_file, kind)],
+        "containers": [_container(image, args, spec_file, kind, mount)],
         "volumes": [{"name": "spec", "configMap": {"name": CONFIGMAP, "items": [
                         {"key": spec_file.filename, "path": f"{environment}.yaml"}]}},
-                    {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}],
+                    {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}] + ([volume] if volume else []),
     }
     return {
         "apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(name, ns, environment),
@@ -167,8 +184,8 @@ def _missing_roles(files: list[SpecFile]) -> list[str]:
     out = []
     for f in files:
         s = f.spec
-        if not s.aws.plan_role_arn:
-            out.append(f"{f.filename}: aws.plan_role_arn (drift runs with it)")
+        if not s.aws.record_role_arn:
+            out.append(f"{f.filename}: aws.record_role_arn (drift runs with it, and records its result)")
         if drills_allowed(s) and not s.aws.apply_role_arn:
             out.append(f"{f.filename}: aws.apply_role_arn (the drills run with it)")
     return out
@@ -191,12 +208,20 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
     if not runnable:
         raise BadInput("No environment can be scheduled: every spec found targets an AWS emulator (or none was "
                        "found). Point --environments at the folder holding the fleet's specs.")
+    unreadable = [p for f in runnable
+                  if (p := flux_manifest.problem(f.spec.name, f.flux_manifest_path, f.manifest_text))]
+    if unreadable:
+        raise BadInput("The fleet's pods read Flux's install manifest from the image or a ConfigMap, never the "
+                       f"network: {'; '.join(unreadable)}.")
     missing = _missing_roles(runnable)
     if missing:
         raise BadInput("Scheduled runs get their AWS credentials from IRSA, so each environment needs the role "
                        f"its jobs run with; missing: {'; '.join(missing)}. Add the role ARNs to the specs (or, for "
                        "a production environment, leave fleet.scheduled_drills_in_production false).")
     for f in runnable:
+        if (f.flux_manifest_path or "").startswith("/"):
+            notes.append(f"{f.spec.name}: its jobs read the Flux manifest {f.flux_manifest_path} from the image: "
+                         "build the image with the file there, or the flux layer stops naming it")
         if f.spec.flux.repository_url.startswith("ssh://"):
             notes.append(f"{f.spec.name}: its jobs read the Secret {flux_secret_name(f.spec.name)} (keys "
                          f"{', '.join(FLUX_SECRET_KEYS.values())}) for its ssh:// Flux repository; create it before "
@@ -205,30 +230,33 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
             notes.append(f"{f.spec.name}: its spec names the AWS profile '{f.spec.aws.profile}', which does not exist in "
                          "the pod: its jobs will fail until aws.profile is removed (IRSA provides the credentials)")
     out: list[dict] = [namespace(ns), specs_configmap(runnable, ns)]
+    out += flux_manifest.configmaps([f.manifest_text for f in runnable if f.flux_manifest_mount()], ns, _meta)
     jobs: list[dict] = []
     for f in runnable:
         s, when = f.spec, schedules(f.spec)
-        out.append(service_account(f"{s.name}-plan", ns, s.name, s.aws.plan_role_arn))
+        record = ROLES["record"].fleet_service_account.format(env=s.name)
+        out.append(service_account(record, ns, s.name, s.aws.record_role_arn))
         jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
-                            args=["drift", s.name, "--record", "--json"], service_account_name=f"{s.name}-plan",
+                            args=["drift", s.name, "--record", "--json"], service_account_name=record,
                             kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE))
         if not drills_allowed(s):
             notes.append(f"{s.name}: no scheduled drills: it is a production environment (set "
                          "fleet.scheduled_drills_in_production: true in its spec to opt in)")
             continue
-        out.append(service_account(f"{s.name}-apply", ns, s.name, s.aws.apply_role_arn))
+        apply = ROLES["apply"].fleet_service_account.format(env=s.name)
+        out.append(service_account(apply, ns, s.name, s.aws.apply_role_arn))
         deadline = drill_deadline(s.recovery.rto_minutes)
         reports = ["--yes", "--json", "--out", f"{SCRATCH}/drill-reports"]
         rebuild = ["drill", "rebuild-cluster", s.name, *reports] + (["--i-mean-production"] if s.production else [])
         jobs.append(cronjob(f"drill-rebuild-{s.name}", ns, f, image=image, schedule=when["rebuild-cluster"],
-                            args=rebuild, service_account_name=f"{s.name}-apply", kind="drill",
+                            args=rebuild, service_account_name=apply, kind="drill",
                             backoff_limit=DRILL_BACKOFF, deadline=deadline))
         if s.production:  # the state-loss drill itself refuses production, whatever the spec says
             notes.append(f"{s.name}: no scheduled state-loss drill: it never runs against production")
             continue
         jobs.append(cronjob(f"drill-state-loss-{s.name}", ns, f, image=image, schedule=when["state-loss"],
                             args=["drill", "state-loss", s.name, "--layer", s.fleet.state_loss_layer, *reports],
-                            service_account_name=f"{s.name}-apply", kind="drill", backoff_limit=DRILL_BACKOFF,
+                            service_account_name=apply, kind="drill", backoff_limit=DRILL_BACKOFF,
                             deadline=deadline))
     return Rendered(tuple(out + jobs), tuple(notes))
 

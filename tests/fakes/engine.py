@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
+from bootstrap.engine.plan_deviation import Deviation, PlanDeviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
                                       refuse_pending, unexpected_pending_creates)
 from bootstrap.engine.results import OperationResult, StackOutputs
@@ -41,6 +42,19 @@ class FakeResource:
     parent: Optional[str] = None
 
 
+def _deviation(saved: dict, now: dict) -> Optional[Deviation]:
+    """The first resource whose operation or inputs differ from the saved plan's, as Pulumi's check reports it."""
+    for urn in sorted(set(saved) | set(now)):
+        before, after = saved.get(urn), now.get(urn)
+        if before is None or after is None or before["op"] != after["op"]:
+            return Deviation(urn, (), True)
+        fields = tuple(sorted(k for k in set(before["inputs"]) | set(after["inputs"])
+                              if before["inputs"].get(k) != after["inputs"].get(k)))
+        if fields:
+            return Deviation(urn, fields, False)
+    return None
+
+
 class InMemoryEngine:
     def __init__(self, environment: str, store=None, clock: Callable[[], float] = time.time):
         self.environment = environment
@@ -58,7 +72,10 @@ class InMemoryEngine:
         self.declared_outputs: dict[str, tuple[dict, set[str]]] = {}
         self.stacks: set[str] = set()  # the stacks that exist (Pulumi's `stack init` makes one)
         self.saved_plans_supported = True  # a CLI with `preview --save-plan` / `up --plan`
-        self.saved_plans: dict[str, str] = {}  # layer → fingerprint of the preview whose plan was saved
+        # layer → the saved plan's text: per URN its operation and a digest of each input (values never in it,
+        # as Pulumi keeps secrets encrypted in its plan file)
+        self.saved_plans: dict[str, str] = {}
+        self.reviewed: set[str] = set()  # layers whose saved plan came from use_reviewed_plan
         self.up_plans: list[tuple[str, str]] = []  # (layer, fingerprint) each constrained up applied
         # What each checkpoint records as its secrets provider (Pulumi's `secrets_providers`).
         self.secrets_providers: dict = {"type": "passphrase", "state": {"salt": "v1:fake"}}
@@ -109,9 +126,10 @@ class InMemoryEngine:
         self._require(layer)
         self._require_no_pending(layer, "preview")
         self.saved_plans.pop(layer, None)
+        self.reviewed.discard(layer)
         plan = self._diff(layer)
         if save_plan:
-            self.saved_plans[layer] = plan.fingerprint
+            self.saved_plans[layer] = json.dumps(self._plan_document(layer, plan), sort_keys=True)
         if expect_no_changes and plan.has_changes:
             raise UnexpectedChanges(plan)  # as the product engine does
         return plan
@@ -138,11 +156,18 @@ class InMemoryEngine:
         self._record("up", layer)
         self._require_no_pending(layer, "up")
         if use_saved_plan:
-            # Like `pulumi up --plan`: an update that would do other than the saved plan fails.
+            # Like `pulumi up --plan`: an update that would do other than the saved plan is refused, naming the
+            # first resource that deviates, before anything is applied.
+            reviewed = layer in self.reviewed
+            self.reviewed.discard(layer)
             saved = self.saved_plans.pop(layer, None)
-            if saved is None or self._diff(layer).fingerprint != saved:
-                raise EngineError(f"Pulumi up of layer '{layer}' failed: the update does not match its saved plan.")
-            self.up_plans.append((layer, saved))
+            if saved is None:
+                raise EngineError(f"No saved plan of layer '{layer}' is left to apply.")
+            now = self._diff(layer)
+            deviation = _deviation(json.loads(saved), self._plan_document(layer, now))
+            if deviation is not None:
+                raise PlanDeviation(self.environment, layer, deviation, reviewed=reviewed)
+            self.up_plans.append((layer, now.fingerprint))
         # Unlike Pulumi, an `up` here starts a missing stack: test set-ups deploy layers directly. The
         # orchestrator never relies on it (it asks stack_exists and calls create_stack first).
         self.stacks.add(layer)
@@ -165,6 +190,22 @@ class InMemoryEngine:
         after = {self.urn(layer, r) for r in applied}
         return OperationResult(layer, "up", {"create": len(after - before), "delete": len(before - after)},
                                self.outputs(layer))
+
+    def saved_plan(self, layer) -> Optional[str]:
+        return self.saved_plans.get(layer)
+
+    def use_reviewed_plan(self, layer, text) -> None:
+        self._record("use_reviewed_plan", layer)
+        self.saved_plans[layer] = text
+        self.reviewed.add(layer)
+
+    def _plan_document(self, layer: str, plan: Plan) -> dict:
+        want = {self.urn(layer, r): r for r in self.desired.get(layer, [])}
+
+        def digest(value) -> str:
+            return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+        return {c.urn: {"op": c.operation, "inputs": {k: digest(v) for k, v in want[c.urn].inputs.items()}
+                        if c.urn in want else {}} for c in plan.changes}
 
     def refresh(self, layer, *, on_progress=None) -> OperationResult:
         self._record("refresh", layer)

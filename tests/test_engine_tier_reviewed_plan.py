@@ -1,0 +1,93 @@
+"""Engine tier: `up --plan-dir` applies what the pull request's plan showed, on the real Pulumi CLI.
+
+`groundctl plan --out` keeps each layer's Pulumi saved plan beside the plan files; `up --plan-dir` applies with
+`pulumi up --plan`. A value that changes between the plan and the apply, in the very field the reviewer saw
+changing (the fingerprint of URN, operation and field names stays the same), is refused by Pulumi's own check:
+exit 3 naming the resource and the field, nothing applied. The plan folder is applied as CI applies it: from
+another clone and another PULUMI_HOME than the one that wrote it. The tests run in file order on one environment.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import requires_pulumi
+from tests.engine_programs.tier import LAYERS, PASSPHRASE, SECRET_TOKEN, tier  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.engine, requires_pulumi]
+
+TOKEN = {"ENGINE_TIER_ADMIN_TOKEN": SECRET_TOKEN}  # a secret config value of the cluster layer, in every run
+
+
+def _set_cidr(tier, cidr: str) -> None:
+    text = tier.spec_path.read_text()
+    current = next(line for line in text.splitlines() if line.strip().startswith("cidr:"))
+    tier.spec_path.write_text(text.replace(current, f"{current.split('cidr:')[0]}cidr: {cidr}"))
+
+
+def _bucket(tier) -> dict:
+    """Every object of the state bucket and its ETag: what a run wrote there, if anything."""
+    pages = tier.s3.get_paginator("list_objects_v2").paginate(Bucket=tier.state_bucket)
+    return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+
+
+def test_the_plan_keeps_each_layers_saved_plan_without_a_secret_and_writes_nothing(tier, tmp_path_factory):
+    assert tier.cli_json("up", "SPEC", "--layers", LAYERS, "--yes", env=TOKEN)["outcome"] == "succeeded"
+    _set_cidr(tier, "10.20.0.0/16")  # the pull request
+    before = _bucket(tier)
+    plans = tmp_path_factory.mktemp("pr-runner") / "plans"
+    code, out, err = tier.cli("plan", "SPEC", "--layers", LAYERS, "--out", str(plans),
+                              env={**TOKEN, "PULUMI_HOME": str(tmp_path_factory.mktemp("pr-pulumi-home"))})
+    assert code == 0, err
+    # A preview takes no lock and writes no state: the read-only plan role can make the saved plans.
+    assert _bucket(tier) == before
+    network = json.loads((plans / "plan-local-network.json").read_text())
+    # The config change updates the VPC record and the dynamic provider that gets the stack's config; a dynamic
+    # provider's diff names no field, so the fingerprint holds (URN, operation) alone.
+    assert sorted(c["name"] for c in network["changes"] if c["operation"] == "update") == ["default", "vpc"]
+    assert network["saved_plan"]["file"] == "pulumi-plan-local-network.json"
+    cluster_plan = (plans / "pulumi-plan-local-cluster.json").read_text()
+    assert "resourcePlans" in cluster_plan and "ciphertext" in cluster_plan  # the secret config, encrypted
+    for path in plans.iterdir():
+        text = path.read_text()
+        assert SECRET_TOKEN not in text and PASSPHRASE not in text, path.name
+    tier.notes["plans"] = plans
+
+
+def test_a_value_changed_after_the_review_is_refused_naming_resource_and_field(tier):
+    _set_cidr(tier, "10.30.0.0/16")  # after the review: the same field of the same resource, another value
+    serials, vpc = tier.ledger_serials("network"), tier.record(tier.record_key("network", "vpc"))
+    code, out, err = tier.cli("up", "SPEC", "--layers", LAYERS, "--plan-dir", str(tier.notes["plans"]), "--yes",
+                              "--json", env=TOKEN)
+    assert code == 3, err
+    record = json.loads(out)
+    assert record["stopped_at"] == "network/up"
+    message = record["message"]
+    # The first resource of the layer that deviates: the provider the program's config goes to, registered
+    # before the records; the field is named from the fresh preview's own diff, the value never.
+    assert "refused it at default (urn:pulumi:local::network::pulumi:providers:pulumi-python::default)" in message, \
+        message
+    assert "a value of network:cidr other than the approved plan's" in message, message
+    assert "Nothing in network was changed" in message
+    assert "10.30" not in message + err and "10.20" not in message + err
+    assert tier.record(tier.record_key("network", "vpc")) == vpc == {"cidr": "10.10.0.0/16"}
+    assert tier.ledger_serials("network") == serials
+
+
+def test_the_unchanged_plan_applies_from_another_clone_and_pulumi_home(tier, tmp_path_factory):
+    _set_cidr(tier, "10.20.0.0/16")  # back to what was reviewed
+    clone = tmp_path_factory.mktemp("merge-runner")
+    shutil.copytree(tier.stacks, clone / "stacks")
+    plans = shutil.copytree(tier.notes["plans"], clone / "approved" / "live")  # the artifact, downloaded
+    record = tier.cli_json("up", "SPEC", "--layers", LAYERS, "--plan-dir", str(plans), "--yes",
+                           env={**TOKEN, "ENGINE_TIER_STACKS": str(clone / "stacks"),
+                                "PULUMI_HOME": str(clone / "pulumi-home")})
+    assert record["outcome"] == "succeeded", record
+    layers = {lay["layer"]: lay for lay in record["layers"]}
+    assert layers["network"]["achieved"] == "applied" and layers["network"]["applied_with"] == "reviewed-plan"
+    assert layers["cluster"]["achieved"] == "unchanged"
+    assert tier.record(tier.record_key("network", "vpc")) == {"cidr": "10.20.0.0/16"}
+    assert tier.engine().outputs("network").values["vpc_cidr"] == "10.20.0.0/16"
