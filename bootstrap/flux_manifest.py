@@ -2,8 +2,9 @@
 
 One base for a relative path: the repository, the folder that holds `environments/` (for a spec kept outside
 an `environments/` folder, the spec's own folder). `resolve` makes the path absolute when the spec is read,
-after checking that it stays inside the repository, so the Pulumi program, the offline plan's posture rule
-and `ci` all see the same file (the program's own folder, stacks/flux, is never a base).
+after checking that it stays inside the repository, so the offline plan's posture rule and `ci` see the same
+file (the program's own folder, stacks/flux, is never a base of the spec's path). The program is told that file
+relative to its own folder (`program_manifest_path`): the same words in every clone.
 
 `manifest_problem` is what `spec check`, the offline plan and every engine run ask before the flux layer
 runs: a local manifest must be a regular, readable file within MAX_MANIFEST_BYTES (read under a deadline,
@@ -44,6 +45,27 @@ def resolve(spec, spec_file: Path):
         raise SpecError(str(spec_file), [(FIELD, f"'{path}' leads to {real}, outside the repository {base}; a "
                                                  "relative path names a file inside it (or give an absolute path)")])
     return spec.model_copy(update={"flux": spec.flux.model_copy(update={"manifest_path": full})})
+
+
+def program_manifest_path(path: str, program_dir: Path) -> str:
+    """How the flux program is told a local manifest: relative to the program's own folder when the file is in
+    the program's repository, as given otherwise (a URL; a file elsewhere, such as the image's copy). Pure.
+
+    The program hands the path to the Kubernetes provider as the controllers' `file` input. The offline plan's
+    files show that input and every update's history records the config, so an absolute path inside a clone
+    made them differ from any other clone's (a CI runner's, a colleague's). (The live state does not hold it:
+    the provider registers the ConfigFile component without its inputs, provider/pkg/provider/yaml/v2/
+    configfile.go Construct.) The provider runs in the program's folder (Pulumi's pwd: pkg/engine/project.go
+    getPwdMain; sdk/go/common/resource/plugin/plugin.go ExecPlugin sets it as the process's folder) and reads a
+    relative path from there, as the program does when it checks the digest; so does a `pulumi up` run by hand
+    there."""
+    if is_url(path):
+        return path
+    real, folder = os.path.realpath(path), os.path.realpath(program_dir)
+    repository = os.path.dirname(os.path.dirname(folder))  # <repository>/stacks/flux
+    if os.path.commonpath([real, repository]) != repository:
+        return path
+    return os.path.relpath(real, folder)
 
 
 def manifest_source(spec) -> str:

@@ -31,6 +31,7 @@ MANIFEST = REPO / "tests" / "data" / "flux" / "install.yaml"
 # Pinned as an operator records a release's digest (tests/data/flux/PROVENANCE.md): every `up` of the tier
 # verifies it, groundctl before the run and the real program before it applies.
 MANIFEST_SHA256 = "370ddf47e4d98e60c13daa585e595bbf0f4527df5294cebc83b4d2c0498e8967"
+TIER_MANIFEST = "manifests/flux.yaml"  # the tier's folder is its repository (it holds stacks/): its copy is here
 LAYERS = "network,cluster,flux"
 
 
@@ -50,15 +51,18 @@ requires_cluster_tier = pytest.mark.skipif(
            "pulumi-resource-kubernetes from pulumi/pulumi-kubernetes, the Pulumi CLI)")
 
 
-def _flux_spec(data: dict) -> None:
+def _flux_spec(data: dict, manifest: Path) -> None:
     data["flux"] = {"version": "v2.7.0", "repository_url": "ssh://git@git.example.invalid/acme/fleet.git",
-                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": str(MANIFEST),
+                    "ref": {"tag": "fleet-v1.0.0"}, "manifest_path": str(manifest),
                     "manifest_sha256": MANIFEST_SHA256, "interval": "1m"}
     data["recovery"]["rto_minutes"] = 10
 
 
 def make_flux_tier(tmp: Path, endpoint: str, kube) -> Tier:
-    tier = make_tier(tmp, endpoint, _flux_spec)
+    # A file of the tier's repository: the program is told it relative to stacks/flux, as a fleet repository's own.
+    (tmp / TIER_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(MANIFEST, tmp / TIER_MANIFEST)
+    tier = make_tier(tmp, endpoint, lambda data: _flux_spec(data, tmp / TIER_MANIFEST))
     shutil.rmtree(tier.stacks / "cluster")
     shutil.copytree(PROGRAMS / "kubecluster", tier.stacks / "cluster")
     shutil.copytree(REPO / "stacks" / "flux", tier.stacks / "flux",

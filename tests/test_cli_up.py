@@ -18,6 +18,7 @@ import boto3
 import pytest
 import yaml
 
+from bootstrap.engine.pending import RESOLVE_RUNBOOK
 from bootstrap.errors import EngineError
 from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
@@ -102,29 +103,84 @@ def test_a_layer_with_pending_operations_is_refused_by_every_command_and_nothing
     key = ".pulumi/stacks/network/local.json"
     cli.engine.pending["network"] = [{"type": "creating", "resource": {
         "urn": "urn:pulumi:local::network::aws:ec2/eip:Eip::nat-0", "type": "aws:ec2/eip:Eip"}}]
+    cli.engine._write_checkpoint("network")  # what a killed update leaves in the bucket
     cli.engine.desired["network"].append(FakeResource("aws:ec2/eip:Eip", "nat-0"))
     before = cli.store.get(key).body
     calls = len(cli.engine.calls)
 
     code, out, err = cli("up", "SPEC", "--yes", "--json")
     text = " ".join(err.split())
-    assert code == 3 and "Layer 'network' of environment 'local' was not previewed" in text, err
+    assert code == 3 and "Layer 'network' of environment 'local' was not updated" in text, err
     assert "creating aws:ec2/eip:Eip 'nat-0'" in text and "`groundctl recover local network`" in text
     record = json.loads(out)
-    assert record["outcome"] == "refused" and record["stopped_at"] == "network/preview"
+    assert record["outcome"] == "refused" and record["stopped_at"] == "pending"
     assert [(lay["layer"], lay["achieved"]) for lay in record["layers"]][:2] == [
-        ("backend", "unchanged"), ("network", "refused")]
+        ("backend", "not-reached"), ("network", "refused")]
     for command in (("plan", "SPEC", "--out", str(tmp_path / "plans")), ("drift", "SPEC"),
                     ("destroy", "SPEC", "--layers", "network", "--yes")):
         code, _, err = cli(*command)
         assert code == 3 and "creating aws:ec2/eip:Eip 'nat-0'" in " ".join(err.split()), (command, err)
-    assert ("up", "network") not in cli.engine.calls[calls:]  # refused at the preview, before any gate
+    assert [op for op in cli.engine.calls[calls:] if op[0] in ("preview", "up", "destroy")] == []
     assert cli.store.get(key).body == before and len(cli.engine.state["network"]) == 3  # the destroy did nothing
 
     cli.engine.pending["network"] = []  # as `groundctl recover` leaves it
+    cli.engine._write_checkpoint("network")
     code, out, err = cli("up", "SPEC", "--yes", "--json")
     assert code == 0, err
     assert [r.name for r in cli.engine.state["network"]].count("nat-0") == 1
+
+
+def test_pending_operations_in_any_layer_refuse_the_whole_run_before_the_first_layer_changes(cli):
+    """Layer 2 of 3 (network) holds a pending create and layer 3 (cluster) a pending delete, while layer 1
+    (backend) has a change to apply: the run is refused whole, naming both layers' operations and what resolves
+    each, and layer 1's state gets no new version."""
+    assert cli("up", "SPEC", "--yes")[0] == 0
+    engine = cli.engine
+    engine.pending["network"] = [{"type": "creating", "resource": {
+        "urn": "urn:pulumi:local::network::aws:ec2/eip:Eip::nat-0", "type": "aws:ec2/eip:Eip"}}]
+    engine.pending["cluster"] = [{"type": "deleting", "resource": {
+        "urn": "urn:pulumi:local::cluster::aws:iam/role:Role::node-role", "type": "aws:iam/role:Role"}}]
+    for layer in ("network", "cluster"):
+        engine._write_checkpoint(layer)  # what a killed update leaves in the bucket
+    engine.desired["backend"][1].inputs["name"] = "renamed"
+    key = ".pulumi/stacks/backend/local.json"
+    s3, bucket = cli.store.client, cli.store.bucket
+    versions = [v["VersionId"] for v in s3.list_object_versions(Bucket=bucket, Prefix=key).get("Versions", [])]
+    calls = len(engine.calls)
+
+    code, out, err = cli("up", "SPEC", "--yes", "--json")
+    text = " ".join(err.split())
+    assert code == 3, err
+    assert "Environment 'local' was not updated" in text and "'network', 'cluster'" in text
+    assert "layer 'network': creating aws:ec2/eip:Eip 'nat-0'; layer 'cluster': deleting aws:iam/role:Role " \
+           "'node-role'" in text
+    assert "the 1 that is not a create (in cluster)" in text and RESOLVE_RUNBOOK in text
+    assert text.index(RESOLVE_RUNBOOK) < text.index("`groundctl recover local network`")
+    assert "`groundctl recover local cluster`" not in text and "nothing was changed" in text
+    record = json.loads(out)
+    assert record["outcome"] == "refused" and record["stopped_at"] == "pending", record
+    assert [(lay["layer"], lay["achieved"]) for lay in record["layers"]] == [
+        ("backend", "not-reached"), ("network", "refused"), ("cluster", "refused"), ("flux", "not-reached")]
+    assert [op for op in engine.calls[calls:] if op[0] in ("preview", "up", "destroy")] == []
+    assert [v["VersionId"] for v in s3.list_object_versions(Bucket=bucket, Prefix=key).get("Versions", [])] \
+        == versions
+
+
+def test_pending_operations_a_state_gains_after_the_preflight_are_refused_at_that_layer(cli):
+    """The run reads each state once, under the lock; a state written after that (a by-hand `pulumi up`, which
+    groundctl's lock does not keep out, killed meanwhile) is still refused before its layer's preview."""
+    assert cli("up", "SPEC", "--yes")[0] == 0
+    engine = cli.engine
+    pending = [{"type": "creating", "resource": {"urn": "urn:pulumi:local::network::aws:ec2/eip:Eip::nat-0",
+                                                 "type": "aws:ec2/eip:Eip"}}]
+    engine.on_call = lambda op, layer: engine.pending.update(network=pending) if (op, layer) == (
+        "preview", "backend") else None
+    code, out, err = cli("up", "SPEC", "--yes", "--json")
+    record = json.loads(out)
+    assert code == 3 and "Layer 'network' of environment 'local' was not previewed" in " ".join(err.split()), err
+    assert record["stopped_at"] == "network/preview" and [
+        (lay["layer"], lay["achieved"]) for lay in record["layers"]][:2] == [("backend", "unchanged"),
+                                                                          ("network", "refused")]
 
 
 def test_destroy_production_needs_its_flag(monkeypatch, capsys):

@@ -21,7 +21,8 @@ import yaml
 from bootstrap.flux_owners import LABEL, RUNBOOK
 from bootstrap.records.ledger import read_ledger
 from recovery.rehearsal.record import load_rehearsal_record
-from tests.cluster_tier import DEPLOY_KEY, LAYERS, MANIFEST, MANIFEST_SHA256, flux_tier, requires_cluster_tier  # noqa: F401
+from tests.cluster_tier import (DEPLOY_KEY, LAYERS, MANIFEST, MANIFEST_SHA256, TIER_MANIFEST,  # noqa: F401
+                                flux_tier, requires_cluster_tier)
 from tests.engine_programs.tier import PASSPHRASE, wait_for
 from tests.kube_standin import HASH, Failure
 
@@ -134,6 +135,16 @@ def test_up_installs_flux_from_the_air_gapped_manifest_and_meets_the_output_cont
     ks = kube.get(KUSTOMIZATION)["spec"]
     assert ks["prune"] is True and ks["path"] == "./clusters/local"
     assert ks["sourceRef"] == {"kind": "GitRepository", "name": "flux-system"}
+
+    # The program was told the manifest relative to stacks/flux, where the real provider read it; the update's
+    # recorded config says so, and no record of the layer names the folder this clone sits in (the provider
+    # registers the controllers' component without its inputs, so the state never held the path).
+    clone = str(flux_tier.stacks.parent)
+    history = flux_tier.s3.list_objects_v2(Bucket=flux_tier.state_bucket, Prefix=".pulumi/history/flux/")
+    (key,) = [o["Key"] for o in history.get("Contents", []) if o["Key"].endswith(".history.json")]
+    recorded = flux_tier.s3.get_object(Bucket=flux_tier.state_bucket, Key=key)["Body"].read().decode()
+    assert json.loads(recorded)["config"]["flux:manifestPath"] == f"../../{TIER_MANIFEST}", recorded
+    assert clone not in recorded and clone not in json.dumps(flux_tier.engine().export_state("flux"))
 
     outputs = flux_tier.engine().outputs("flux")
     assert outputs.values["flux_namespace"] == NS and outputs.values["flux_version"] == "v2.7.0"

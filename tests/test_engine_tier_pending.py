@@ -82,7 +82,7 @@ def test_after_a_killed_create_every_command_refuses_naming_it_and_nothing_chang
     assert f"`groundctl recover {tier.env_name} network`" in message and "nothing was changed" in message
     assert RESOLVE_RUNBOOK not in message  # only creates: recover resolves them all
     record = json.loads(out)
-    assert record["outcome"] == "refused" and record["stopped_at"] == "network/preview", record
+    assert record["outcome"] == "refused" and record["stopped_at"] == "pending", record  # before any layer
     assert _objects(tier, "public-2") == orphan  # Pulumi alone would have made a second one here
     assert _stack_versions(tier) == versions and _ops(tier) == {("creating", "private-2"), ("creating", "public-2")}
 

@@ -20,6 +20,7 @@ import pytest
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
+from bootstrap.records.liveness import BREAKABLE, GONE, STALE_TTLS, Place, lock_verdict
 from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
 from recovery.fleet.status import Source, fleet_report, read_fleet
@@ -95,6 +96,27 @@ def test_a_next_step_fits_the_finding_and_quotes_what_came_from_the_bucket():
     hostile = ".groundctl/drills/prod-identity/x'; rm -rf ~; echo '$(id)`id`\n.json"
     words = shlex.split(command("record-unreadable", key=hostile))
     assert words == ["aws", "s3", "cp", f"s3://acme-state/{hostile}", "-"]  # one inert argument, run as shown
+
+
+@pytest.mark.parametrize("ttls,rule,command", [
+    (0.5, "lock-held", "groundctl lock status prod-ledger"),
+    (2, "lock-unknown", "groundctl lock break prod-ledger --force"),
+    (STALE_TTLS + 1, "lock-stale", "groundctl lock break prod-ledger")])
+def test_the_lock_rules_follow_the_lock_verdict_from_where_fleet_status_runs(ttls, rule, command):
+    """A holder on another host, judged as `lock status` judges it from here: alive within its TTL, unknown
+    until STALE_TTLS TTLs (only --force breaks it), stale after; each verdict has its rule, and the rule's next
+    step is the command that works on it."""
+    ttl, since = 120, 1_800_000_000.0
+    verdict, reason = lock_verdict(Place("runner-7", "boot-a", 4026531836), 4242, since, Place("fleet-0"), GONE,
+                                   heartbeat_age=ttls * ttl, ttl=ttl)
+    row = {"environment": "prod-ledger", "production": True, "bucket": "b", "problems": [],
+           "lock": {"held": True, "stale": verdict in BREAKABLE, "verdict": verdict, "holder": "ci@runner-7 run r",
+                    "reason": reason, "heartbeat_at": "2026-01-05T02:00:00Z"}}
+    (found,) = [f for f in find(row) if f["rule"].startswith("lock-")]
+    assert found["rule"] == rule and found["next"]["command"] == command, (verdict, found)
+    assert shlex.split(command)[1:3] != ["lock", "break"] or "--force" in command or verdict in BREAKABLE
+    if rule != "lock-held":
+        assert f"{STALE_TTLS} TTLs" in RULES[rule][2] and "past its TTL" not in RULES["lock-stale"][2]
 
 
 def _history(*verdicts: str) -> list[dict]:

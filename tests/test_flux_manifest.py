@@ -97,6 +97,48 @@ def test_a_relative_path_resolves_against_the_repository(repo):
     assert config["flux:manifestSha256"].value == DIGEST
 
 
+def _checkout(root, spec_fields: dict):
+    """A clone of a repository at `root`: its environments/dev.yaml, the manifest it names, stacks/flux."""
+    (root / "environments").mkdir(parents=True)
+    (root / "manifests").mkdir()
+    (root / "stacks" / "flux").mkdir(parents=True)
+    (root / "manifests" / "flux.yaml").write_bytes(MANIFEST.read_bytes())
+    (root / "environments" / "dev.yaml").write_text(yaml.safe_dump(_flux("dev", **spec_fields)))
+    return load_spec(str(root / "environments" / "dev.yaml"))
+
+
+def test_two_clones_at_different_paths_give_the_program_the_same_config(tmp_path):
+    """The program's manifest path is the controllers' `file` input the offline plan shows, and config each update
+    records: a clone's own path in it made every other clone's differ."""
+    fields = {"manifest_path": "manifests/flux.yaml", "manifest_sha256": DIGEST}
+    clones = [tmp_path / "home" / "alice" / "src" / "fleet", tmp_path / "runner" / "_work" / "fleet" / "fleet"]
+    configs = [{k: v.value for k, v in layer_config(_checkout(root, fields), "flux", environ=FLUX_ENV,
+                                                     program_dir=root / "stacks" / "flux").items()}
+               for root in clones]
+    assert configs[0] == configs[1]
+    assert configs[0]["flux:manifestPath"] == "../../manifests/flux.yaml"
+    assert not any(str(tmp_path) in value for value in configs[0].values())
+    # A file outside the program's repository (the image's copy) is named as it is: the same on every machine.
+    spec_ = load_spec(str(clones[0] / "environments" / "dev.yaml"))
+    spec_ = spec_.model_copy(update={"flux": spec_.flux.model_copy(update={"manifest_path": "/opt/flux/i.yaml"})})
+    assert layer_config(spec_, "flux", environ=FLUX_ENV, program_dir=clones[0] / "stacks" / "flux")[
+        "flux:manifestPath"].value == "/opt/flux/i.yaml"
+
+
+def test_the_program_records_the_clones_manifest_without_the_clones_path(monkeypatch, tmp_path):
+    """The shipped flux program under the mock runtime (the offline plan's), given this clone's test manifest as a
+    spec names it: the controllers' `file` input is relative to stacks/flux, and the program's check before an
+    update reads it from there whatever the working folder (the real provider reading it: the cluster tier)."""
+    monkeypatch.chdir(tmp_path)
+    config = _config(manifest_path=str(MANIFEST), manifest_sha256=DIGEST)
+    assert config["flux:manifestPath"].value == "../../tests/data/flux/install.yaml"
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
+    done = run_program("flux", "dev", config, UPSTREAM)
+    recorded = named(done, "flux-controllers").inputs["file"]
+    assert recorded == "../../tests/data/flux/install.yaml" and str(REPO) not in recorded
+    assert os.path.samefile(REPO / "stacks" / "flux" / recorded, MANIFEST)
+
+
 def test_ci_counts_the_repository_manifest_as_the_environments_file(repo):
     from groundctl.ci import _environments
 
@@ -162,7 +204,7 @@ def test_the_program_checks_the_digest_before_an_update_and_names_both(monkeypat
         run_program("flux", "dev", _config(manifest_path=str(MANIFEST), manifest_sha256=OTHER), UPSTREAM)
     assert OTHER in info.value.message and DIGEST in info.value.message
     done = run_program("flux", "dev", _config(manifest_path=str(MANIFEST), manifest_sha256=DIGEST), UPSTREAM)
-    assert named(done, "flux-controllers").inputs["file"] == str(MANIFEST)
+    assert named(done, "flux-controllers").inputs["file"] == "../../tests/data/flux/install.yaml"
 
 
 def test_the_program_fetches_a_url_once_and_checks_it(monkeypatch):

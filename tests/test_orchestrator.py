@@ -83,7 +83,8 @@ def test_up_runs_layers_in_order_ledgers_each_and_skips_flux_on_the_emulator(wor
     flux = next(lay for lay in stored["layers"] if lay["layer"] == "flux")
     assert flux["message"] == EMULATOR_HAS_NO_KUBERNETES
     # The engine is checked before the first write (the state bucket), not after it.
-    assert [p["name"] for p in stored["phases"]] == ["account", "engine", "backend", "lock", "unlock"]
+    assert [p["name"] for p in stored["phases"]] == ["account", "engine", "backend", "lock", "pending",
+                                                        "unlock"]
     assert all(p["outcome"] == "ok" and p["ended_at"] for p in stored["phases"])
     net = next(lay for lay in stored["layers"] if lay["layer"] == "network")
     # Creating the stack is approved (here by --yes) before it is done, like the plan.

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from bootstrap.engine.pending import (MAX_NAMED, RESOLVE_RUNBOOK, PendingOperationsLeft, pending_operations,
-                                      refuse_pending)
+                                      refuse_pending, refuse_pending_layers)
 from bootstrap.errors import Refused
 from bootstrap.spec import load_spec
 from tests.conftest import REPO, STATES
@@ -82,6 +82,33 @@ def test_what_the_bucket_holds_is_named_inertly_whatever_its_shape():
             for i in range(MAX_NAMED + 7)]
     text = refuse_pending("dev", "network", "up", {"pending_operations": many}).message
     assert f"'e{MAX_NAMED - 1}'; and 7 more" in text and f"'e{MAX_NAMED}'" not in text
+
+
+def test_a_run_is_refused_whole_naming_every_layers_operations_and_each_layers_way_out():
+    creates, deletes = latest("killed-creates.checkpoint.json"), latest("killed-delete.checkpoint.json")
+    refusal = refuse_pending_layers("local", "up", {"backend": None, "network": creates, "cluster": deletes,
+                                                    "flux": {"resources": []}})
+    assert refusal.exit_code == 3 and refusal.layers == ("network", "cluster") and len(refusal.operations) == 6
+    text = refusal.message
+    assert text.startswith("Environment 'local' was not updated: the states of its layers 'network', 'cluster' "
+                           "hold 6 pending operations an interrupted update left (layer 'network': creating ")
+    assert f"layer 'cluster': deleting {DYNAMIC} 'public-1', deleting {DYNAMIC} 'private-1'" in text
+    assert "first the 2 that are not a create (in cluster)" in text and "then the 4 pending creates" in text
+    assert text.index(RESOLVE_RUNBOOK) < text.index("`groundctl recover local network` and "
+                                                    "`groundctl recover local cluster`")
+    # One layer reads as that layer's own refusal.
+    alone = refuse_pending_layers("local", "up", {"backend": None, "network": creates})
+    assert alone.message == refuse_pending("local", "network", "up", creates).message
+    assert refuse_pending_layers("local", "drift", {"network": {"resources": []}, "cluster": None}) is None
+    assert "was not checked for drift" in refuse_pending_layers("local", "drift", {"network": creates}).message
+
+
+def test_a_run_names_at_most_the_cap_whatever_the_layers():
+    many = {layer: {"pending_operations": [{"type": "creating", "resource": {
+        "urn": f"urn:pulumi:dev::{layer}::aws:ec2/eip:Eip::{layer}{i}"}} for i in range(MAX_NAMED)]}
+        for layer in ("network", "cluster")}
+    text = refuse_pending_layers("dev", "up", many).message
+    assert f"'network{MAX_NAMED - 1}'; layer 'cluster': and {MAX_NAMED} more" in text
 
 
 def test_every_command_and_runbook_the_refusal_names_exists():
@@ -158,7 +185,7 @@ def test_the_engine_refuses_before_running_anything(engine, operation):
     stack = _configured(engine, latest("killed-creates.checkpoint.json"))
     with pytest.raises(PendingOperationsLeft) as refused:
         getattr(engine, operation)("network")
-    assert refused.value.layer == "network" and len(refused.value.operations) == 2
+    assert refused.value.layers == ("network",) and len(refused.value.operations) == 2
     assert stack.calls == ["stack export"]  # the configure's export, read again for the check: nothing else ran
 
 

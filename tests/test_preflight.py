@@ -289,15 +289,34 @@ def test_the_stored_state_is_read_from_the_bucket_whatever_its_encoding(aws, buc
     from bootstrap.records import layout
 
     store = ObjectStore(aws.client("s3"), bucket)
-    read = preflight.stored_states(store, "dev")
-    assert read("network") is None  # no state yet
+    assert preflight.stored_states(store, "dev")("network") is None  # no state yet
     deployment = {"resources": [provider("aws", "7.40.0")]}
     checkpoint = {"version": 3, "checkpoint": {"latest": deployment}}
     store.put(layout.stack_key("network", "dev", ".json.gz"), gzip.compress(json.dumps(checkpoint).encode()))
-    assert read("network") == deployment
     store.put(layout.stack_key("cluster", "dev"), b"{not json")
+    read = preflight.stored_states(store, "dev")  # a run's reader reads each state once: a new run's
+    assert read("network") == deployment
     assert read("cluster") is None  # unreadable: the engine reports it, with its own words
     assert preflight.stored_states(ObjectStore(aws.client("s3"), f"{bucket}-missing"), "dev")("network") is None
+
+
+def test_a_run_reads_each_layers_state_once_for_the_plugins_and_the_pending_operations(aws, bucket):
+    """The engine phase (destroy: the plugins its states record) and the pending phase share one reader."""
+    from bootstrap.aws.objectstore import ObjectStore
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    asked = []
+    get = store.get
+    def counted(key, *a, **kw):
+        asked.append(key)
+        return get(key, *a, **kw)
+    store.get = counted
+    read = preflight.stored_states(store, "dev")
+    checkpoint = {"version": 3, "checkpoint": {"latest": {"resources": [provider("aws", "7.40.0")]}}}
+    store.put(".pulumi/stacks/network/dev.json", json.dumps(checkpoint).encode())
+    assert read("network") == checkpoint["checkpoint"]["latest"] and read("network") is read("network")
+    assert read("cluster") is None and read("cluster") is None
+    assert asked == [".pulumi/stacks/network/dev.json"]
 
 
 # -- where Pulumi's home is ----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The preflight phases a run takes before its first layer: the AWS account, the engine, the state backend
-(or only its bucket) and the environment lock, and the lock's check between layers.
+(or only its bucket), the environment lock and the layers' pending operations, and the lock's check between
+layers.
 
-Nothing is written before the engine is known to run (the "engine" phase: CLI, version, plugins).
+Nothing is written before the engine is known to run (the "engine" phase: CLI, version, plugins), and no
+layer changes while any layer's state holds pending operations (the "pending" phase).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from bootstrap import console
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps
 from bootstrap.engine import preflight as engine_preflight
+from bootstrap.engine.pending import refuse_pending_layers
 from bootstrap.records.runs import RunLog
 from bootstrap.target import Target
 
@@ -21,11 +24,17 @@ def engine_layers(steps: Steps) -> list[str]:
     return [s.layer for s in steps.layers if not s.skip_reason]
 
 
+def run_states(target: Target) -> engine_preflight.StateOf:
+    """The reader of the layers' current states one run shares between its phases: each read once."""
+    return engine_preflight.stored_states(target.store, target.name)
+
+
 def preflight_phase(name: str, target: Target, services: Services, log: RunLog, *, layers: Sequence[str] = (),
-                    operation: Optional[str] = None, persist: bool = True,
-                    held: Optional[list] = None) -> Optional[object]:
+                    operation: Optional[str] = None, states: Optional[engine_preflight.StateOf] = None,
+                    persist: bool = True, held: Optional[list] = None) -> Optional[object]:
     """Run one preflight phase; returns the lock context manager for "lock", also put in `held`
     before it is taken, so the caller's `finally` releases it even when an interrupt lands in between.
+    `states` reads the `layers`' states (`run_states`), for the engine's plugins and the pending operations.
 
     Once the state bucket is known to exist the run record is attached to it (`persist`); previews
     (plan, drift) keep theirs in memory, as they change nothing worth an audit record.
@@ -59,9 +68,19 @@ def preflight_phase(name: str, target: Target, services: Services, log: RunLog, 
             # and the provider plugins the `layers` programs need.
             target.engine_check()
             # `operation` (the command) decides whether the plugins the states record are needed too.
-            states = engine_preflight.stored_states(target.store, target.name) if operation else None
-            engine_preflight.require_engine(target.engine, layers, operation=operation, states=states)
+            engine_preflight.require_engine(target.engine, layers, operation=operation,
+                                            states=states if operation else None)
             note["detail"] = "engine available" + (f" for {', '.join(layers)}" if layers else "")
+        elif name == "pending":
+            # Every layer at once, under the lock where the command takes one: a refusal at a layer's own
+            # preview would come after the layers before it were applied (or destroyed).
+            read = states or run_states(target)
+            refusal = refuse_pending_layers(target.name, operation or "", {layer: read(layer) for layer in layers})
+            if refusal is not None:
+                for layer in refusal.layers:
+                    log.set_layer(layer, achieved="refused", message="its state holds pending operations")
+                raise refusal
+            note["detail"] = "no pending operations" + (f" in {', '.join(layers)}" if layers else "")
     return None
 
 

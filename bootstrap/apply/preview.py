@@ -8,7 +8,7 @@ from typing import Optional
 
 from bootstrap import console
 from bootstrap.apply.layer_stack import layer_skip_reason, stack_action_for
-from bootstrap.apply.preflight import engine_layers, preflight_phase
+from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states
 from bootstrap.apply.services import Services, default_services
 from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason, not_deployed_yet
 from bootstrap.apply.summary import show_plan
@@ -24,10 +24,11 @@ def preview_all(target: Target, steps: Steps, services: Services,
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason. Given
     `saved_plans`, each preview's Pulumi saved plan goes there (layer → text) for `up --plan-dir` to apply."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
+    states = run_states(target)
     for name in steps.preflight:
         try:
             preflight_phase(name, target, services, log, persist=False, layers=engine_layers(steps),
-                            operation=steps.command)
+                            operation=steps.command, states=states)
         except StateBucketMissing as missing:
             if steps.command != "plan":
                 raise

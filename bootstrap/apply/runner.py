@@ -19,7 +19,7 @@ from bootstrap import console
 from bootstrap.apply import gate
 from bootstrap.apply.destroy import destroy_all
 from bootstrap.apply.layer_up import UpOptions, up_layer
-from bootstrap.apply.preflight import engine_layers, preflight_phase, still_locked
+from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states, still_locked
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps
 from bootstrap.aws.clients import error_code
@@ -61,9 +61,10 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     try:
         try:
             approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
+            states = run_states(target)
             for name in steps.preflight:
                 got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps),
-                                      operation=steps.command)
+                                      operation=steps.command, states=states)
                 lock = got or lock
             if steps.command == "destroy":
                 destroy_all(target, steps, services, log, lock, yes=options.yes)

@@ -58,9 +58,11 @@ def build_up(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulated: bo
     # engine (CLI, its version, the layers' provider plugins) are checked first. The lock lives in the
     # state bucket, so the backend is ensured (idempotent, safe to race) before the lock is taken. A run
     # that applies a reviewed plan (`--plan-dir`) never creates the environment: no plan can have
-    # previewed a bucket that did not exist, so it must exist first.
+    # previewed a bucket that did not exist, so it must exist first. Under the lock, before the first
+    # layer, every layer's state is read for pending operations.
     return Steps(
-        "up", spec.name, ("account", "engine", *(("state-bucket",) if reviewed else ()), "backend", "lock"),
+        "up", spec.name, ("account", "engine", *(("state-bucket",) if reviewed else ()), "backend", "lock",
+                          "pending"),
         tuple(_layer_step(lay.name, "up", emulated) for lay in select(layers)),
     )
 
@@ -70,7 +72,7 @@ def build_destroy(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     check_destroy_allowed(spec.name, spec.production, i_mean_production=i_mean_production)
     names = destroy_layers([lay.name for lay in select(layers)], include_backend=include_backend,
                            explicit=bool(layers))
-    return Steps("destroy", spec.name, ("account", "engine", "state-bucket", "lock"),
+    return Steps("destroy", spec.name, ("account", "engine", "state-bucket", "lock", "pending"),
                  tuple(_layer_step(name, "destroy", emulated) for name in names))
 
 
@@ -81,7 +83,7 @@ def build_preview(spec: EnvironmentSpec, layers: Optional[list[str]], *, emulate
     # is touched); against AWS the bucket must already exist.
     bucket_step = "backend" if emulated and refresh else "state-bucket"
     operation: Operation = "drift" if refresh else "preview"
-    return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step),
+    return Steps("drift" if refresh else "plan", spec.name, ("account", "engine", bucket_step, "pending"),
                  tuple(_layer_step(lay.name, operation, emulated) for lay in select(layers)))
 
 

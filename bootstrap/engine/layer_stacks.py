@@ -199,7 +199,10 @@ class LayerStacks:
 
     def _require_no_pending(self, layer: str, operation: str, stack) -> None:
         """Refuse `operation` (preview, up, destroy) while the layer's state holds pending operations; asked
-        once per layer and run, before its first such operation (Pulumi only warns: bootstrap/engine/pending.py)."""
+        once per layer and run, before its first such operation (Pulumi only warns: bootstrap/engine/pending.py).
+        The apply preflight refuses a whole run up front from the bucket; this catches what that read could not
+        see (a state written since, one it could not parse) and guards the engine's other callers (recover's
+        verification, the drills, the rehearsal), on the export the layer's configuration already made."""
         if layer in self._pending_checked:
             return
         if layer not in self._pending_seen:  # written since this run last exported it
@@ -227,7 +230,7 @@ class LayerStacks:
             require_manifest(self.spec)  # before Pulumi reads it: a missing, odd or unpinned file is exit 2
         lineage = self.lineage_for(layer) if self.lineage_for else None
         return layer_config(self.spec, layer, lineage=lineage,
-                            endpoint_url=self.settings.emulator_endpoint)
+                            endpoint_url=self.settings.emulator_endpoint, program_dir=self.stacks_dir / layer)
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
         from pulumi.automation import ConfigValue

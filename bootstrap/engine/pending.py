@@ -12,7 +12,8 @@ from bootstrap.untrusted import clip, inert
 
 RESOLVE_RUNBOOK = "runbooks/resolve-pending-operations.md"
 MAX_NAMED = 20  # more are counted, not named: the refusal stays one readable paragraph
-_DONE = {"preview": "previewed", "up": "updated", "destroy": "destroyed"}
+_DONE = {"preview": "previewed", "plan": "previewed", "drift": "checked for drift", "up": "updated",
+         "destroy": "destroyed"}
 
 
 @dataclass(frozen=True)
@@ -51,50 +52,88 @@ def pending_operations(deployment: Mapping[str, Any]) -> list[PendingOperation]:
 
 
 class PendingOperationsLeft(Refused):
-    """A layer's state holds pending operations: no preview, update or destroy runs until they are resolved.
+    """Layers' states hold pending operations: no preview, update or destroy runs until they are resolved.
 
     Pulumi itself goes ahead: an update only warns (pkg/resource/deploy/deployment_executor.go:183-187,
     printPendingOperationsWarning :90-113), a preview does not even warn (the `!DryRun` there), and the new
     snapshot keeps the pending creates while dropping every other pending operation (pkg/backend/
     snapshot.go:755-772). A create that was cut off may have made its resource, which the update then
-    makes again (a second EIP, NAT gateway or launch template; the first one orphaned and billed)."""
+    makes again (a second EIP, NAT gateway or launch template; the first one orphaned and billed).
 
-    def __init__(self, environment: str, layer: str, operation: str, operations: Sequence[PendingOperation]):
-        self.environment, self.layer, self.operation = environment, layer, operation
-        self.operations = tuple(operations)
+    `by_layer` holds each refused layer's operations in the run's order; one layer reads as that layer's
+    refusal, several as the run's."""
+
+    def __init__(self, environment: str, operation: str, by_layer: Mapping[str, Sequence[PendingOperation]]):
+        self.environment, self.operation = environment, operation
+        self.by_layer = {layer: tuple(ops) for layer, ops in by_layer.items() if ops}
+        self.layers = tuple(self.by_layer)
+        self.operations = tuple(o for ops in self.by_layer.values() for o in ops)
         creates = [o for o in self.operations if o.kind == "creating"]
         others = [o for o in self.operations if o.kind != "creating"]
-        named = "; ".join(o.describe() for o in self.operations[:MAX_NAMED])
-        if len(self.operations) > MAX_NAMED:
-            named += f"; and {len(self.operations) - MAX_NAMED} more"
+        count = f"{len(self.operations)} pending operation{'s' if len(self.operations) != 1 else ''}"
+        done = _DONE.get(operation, operation)
+        if len(self.layers) == 1:
+            subject = (f"Layer '{self.layers[0]}' of environment '{environment}' was not {done}: its state holds "
+                       f"{count} an interrupted update left ({_named(self.operations, '; ')})")
+        else:
+            shown, listed = MAX_NAMED, []
+            for layer, ops in self.by_layer.items():
+                listed.append(f"layer '{layer}': {_named(ops, ', ', limit=max(shown, 0))}")
+                shown -= len(ops)
+            subject = (f"Environment '{environment}' was not {done}: the states of its layers "
+                       f"{', '.join(repr(lay) for lay in self.layers)} hold {count} an interrupted update left "
+                       f"({'; '.join(listed)})")
         steps = []
         if others:
+            where = "" if len(self.layers) == 1 else \
+                f" (in {_and([lay for lay, ops in self.by_layer.items() if any(o.kind != 'creating' for o in ops)])})"
             steps.append(
                 f"{'first ' if creates else ''}the {len(others)} that {'are' if len(others) != 1 else 'is'} not "
-                "a create: check each resource in the cloud, then refresh exactly those resources with Pulumi, "
-                f"as {RESOLVE_RUNBOOK} says (a refresh records what is live and drops those operations"
+                f"a create{where}: check each resource in the cloud, then refresh exactly those resources with "
+                f"Pulumi, as {RESOLVE_RUNBOOK} says (a refresh records what is live and drops those operations"
                 + ("; it keeps the pending creates)" if creates else ")"))
         if creates:
+            recovers = [f"`groundctl recover {environment} {lay}`" for lay, ops in self.by_layer.items()
+                        if any(o.kind == "creating" for o in ops)]
             steps.append(
                 f"{'then ' if others else ''}the {len(creates)} pending create{'s' if len(creates) != 1 else ''}: "
-                f"`groundctl recover {environment} {layer}` (with --dry-run first to see what it will do), which "
-                "adopts what a create made and drops the rest")
+                f"{_and(recovers)} (with --dry-run first to see what {'it' if len(recovers) == 1 else 'each'} "
+                f"will do), which adopt{'s' if len(recovers) == 1 else ''} what a create made and "
+                f"drop{'s' if len(recovers) == 1 else ''} the rest")
         super().__init__(
-            f"Layer '{layer}' of environment '{environment}' was not {_DONE.get(operation, operation)}: its "
-            f"state holds {len(self.operations)} pending operation{'s' if len(self.operations) != 1 else ''} "
-            f"an interrupted update left ({named}). Pulumi would go ahead anyway, "
+            f"{subject}. Pulumi would go ahead anyway, "
             + ("making a second copy of anything a cut-off create had already made" if creates else "")
             + (" and " if creates and others else "")
             + (("dropping the others" if creates else "dropping them") + " unchecked" if others else "")
             + f", so nothing was changed. Resolve {'; '.join(steps)}. Then run the command again.")
 
 
+def _named(ops: Sequence[PendingOperation], sep: str, limit: int = MAX_NAMED) -> str:
+    named = sep.join(o.describe() for o in ops[:limit])
+    if len(ops) > limit:
+        named += f"{sep if named else ''}and {len(ops) - limit} more"
+    return named
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
 def refuse_pending(environment: str, layer: str, operation: str,
                    deployment: Mapping[str, Any]) -> Optional[PendingOperationsLeft]:
     """The refusal of `operation` (preview, up, destroy) on a layer whose deployment holds pending
     operations, or None when it holds none. Pure."""
-    ops = pending_operations(deployment)
-    return PendingOperationsLeft(environment, layer, operation, ops) if ops else None
+    return refuse_pending_layers(environment, operation, {layer: deployment})
+
+
+def refuse_pending_layers(environment: str, operation: str,
+                          deployments: Mapping[str, Optional[Mapping[str, Any]]]) -> Optional[PendingOperationsLeft]:
+    """The refusal of a whole run of `operation` (plan, up, destroy, drift) naming every pending operation of
+    every layer (`deployments` in the run's order; None for a layer without a state), or None when there is
+    none. Pure."""
+    found = {layer: pending_operations(dep) for layer, dep in deployments.items() if dep}
+    found = {layer: ops for layer, ops in found.items() if ops}
+    return PendingOperationsLeft(environment, operation, found) if found else None
 
 
 def pending_create_urns(deployment: Mapping[str, Any]) -> list[str]:

@@ -138,12 +138,20 @@ def require_engine(engine: object, layers: Sequence[str], environ: Mapping[str, 
 
 
 def stored_states(store: object, environment: str) -> StateOf:
-    """A `states` reader over the state bucket: each layer's current state object, decompressed and parsed;
-    None where there is none or it cannot be read (the engine then reports the state's own problem)."""
+    """A `states` reader over the state bucket: each layer's current state object, decompressed and parsed,
+    read once per reader (a run's phases share one); None where there is none or it cannot be read (the
+    engine then reports the state's own problem)."""
     from bootstrap.records.ledger import current_state, decompress
     from bootstrap.untrusted import decode_json
 
+    read_once: dict[str, Optional[Mapping[str, Any]]] = {}
+
     def read(layer: str) -> Optional[Mapping[str, Any]]:
+        if layer not in read_once:
+            read_once[layer] = _read(layer)
+        return read_once[layer]
+
+    def _read(layer: str) -> Optional[Mapping[str, Any]]:
         try:
             stored = current_state(store, layer, environment)
             doc = decode_json(decompress(stored.body).decode("utf-8", errors="replace")) if stored else None

@@ -12,8 +12,10 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from bootstrap.errors import BadInput
+from bootstrap.flux_manifest import program_manifest_path
 from bootstrap.layers import layer as layer_named
 from bootstrap.spec import EnvironmentSpec
 
@@ -97,7 +99,7 @@ def _cluster(spec: EnvironmentSpec) -> dict[str, object]:
     }
 
 
-def _flux(spec: EnvironmentSpec, env: Mapping[str, str]) -> dict[str, object | ConfigValue]:
+def _flux(spec: EnvironmentSpec, env: Mapping[str, str], program_dir: Path) -> dict[str, object | ConfigValue]:
     fx = spec.flux
     kind, ref = next((k, getattr(fx.ref, k)) for k in ("tag", "commit", "branch") if getattr(fx.ref, k))
     out: dict[str, object | ConfigValue] = {
@@ -109,7 +111,7 @@ def _flux(spec: EnvironmentSpec, env: Mapping[str, str]) -> dict[str, object | C
         "flux:interval": fx.interval,
     }
     if fx.manifest_path:
-        out["flux:manifestPath"] = fx.manifest_path  # absolute for a spec read from its file (bootstrap.flux_manifest)
+        out["flux:manifestPath"] = program_manifest_path(fx.manifest_path, program_dir)
     if fx.manifest_sha256:
         out["flux:manifestSha256"] = fx.manifest_sha256
     if fx.repository_url.startswith("ssh://"):
@@ -151,11 +153,13 @@ def layer_config(
     lineage: str | None = None,
     endpoint_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    program_dir: Path | None = None,
 ) -> dict[str, ConfigValue]:
     """The full Pulumi config of `layer` for this environment.
 
     `endpoint_url` (the running emulator) overrides `spec.aws.endpoint_url`, which may only say
-    `embedded`. `environ` defaults to the process environment (for the Flux secrets).
+    `embedded`. `environ` defaults to the process environment (for the Flux secrets). `program_dir` is the
+    folder Pulumi runs the layer's program in (its own, stacks/<layer>, unless an engine runs others).
     """
     layer_named(layer)  # a BadInput naming the layers when unknown
     # `embedded` passes through unchanged when no URL is given: the offline plan (mock runtime) needs
@@ -173,6 +177,7 @@ def layer_config(
     elif layer == "cluster":
         raw.update(_cluster(spec))
     elif layer == "flux":
-        raw.update(_flux(spec, os.environ if environ is None else environ))
+        raw.update(_flux(spec, os.environ if environ is None else environ,
+                         program_dir or layer_named(layer).directory))
     return {k: v if isinstance(v, ConfigValue) else _plain(v) for k, v in raw.items()}
 

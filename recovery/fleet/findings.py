@@ -15,6 +15,7 @@ import statistics
 from datetime import datetime, timedelta
 from typing import Optional
 
+from bootstrap.records.liveness import DEAD, STALE_TTLS, UNKNOWN
 from recovery.fleet.next_steps import next_step
 
 CRITICAL, WARNING, INFO, OK = "critical", "warning", "info", "ok"
@@ -30,7 +31,9 @@ RULES: dict[str, tuple[str, str, str]] = {
     "drift": (CRITICAL, WARNING, "the last drift check found drift"),
     "drift-check-failed": (CRITICAL, WARNING, "the last drift check failed (its reason is shown)"),
     "drill-failed": (CRITICAL, CRITICAL, "the last drill of a kind failed"),
-    "lock-stale": (CRITICAL, CRITICAL, "a groundctl lock whose holder is gone or silent past its TTL blocks every run"),
+    # The lock rules are the lock verdicts of bootstrap/records/liveness.py, judged from where fleet status runs.
+    "lock-stale": (CRITICAL, CRITICAL, "a groundctl lock blocks every run and lock break removes it: its holder "
+                   f"is proven dead, or its heartbeat is more than {STALE_TTLS} TTLs old (verdict DEAD or STALE)"),
     "protection-fails": (CRITICAL, WARNING, "the state bucket's protection fails the RPO (versioning off, a replica "
                          "the spec asks for is missing)"),
     "rehearsal-failed": (CRITICAL, WARNING, "the last restore rehearsal of a layer failed (or stopped before any "
@@ -51,7 +54,11 @@ RULES: dict[str, tuple[str, str, str]] = {
     "protection-unknown": (WARNING, WARNING, "a bucket setting could not be read with these credentials"),
     "protection-at-risk": (WARNING, INFO, "the state bucket's protection is at risk against the RPO (no replica, "
                            "replication without a time bound, retention shorter than the spec's)"),
-    "lock-held": (INFO, INFO, "a live groundctl lock: a run is in progress"),
+    "lock-unknown": (WARNING, WARNING, "a groundctl lock blocks every run and only lock break --force breaks it: its "
+                     f"heartbeat is past its TTL but not {STALE_TTLS} TTLs old, and whether its holder runs cannot be "
+                     "checked from here (verdict unknown); check on its host, or wait until it is stale"),
+    "lock-held": (INFO, INFO, "a live groundctl lock (its heartbeat within its TTL, or its holder seen running): a "
+                  "run is in progress"),
     "skipped": (INFO, INFO, "not read: it uses the embedded emulator, whose state lives only while one runs"),
 }
 
@@ -183,8 +190,11 @@ def _find(row: dict) -> list[dict]:
     out += _rehearsal_findings(row.get("rehearsals"), prod)
     lock = row.get("lock") or {}
     if lock.get("stale"):
-        out.append(finding("lock-stale", prod, f"stale lock held by {lock.get('holder')}: {lock.get('reason')}",
-                           _at(lock.get("heartbeat_at"))))
+        out.append(finding("lock-stale", prod, f"{'dead' if lock.get('verdict') == DEAD else 'stale'} lock held by "
+                           f"{lock.get('holder')}: {lock.get('reason')}", _at(lock.get("heartbeat_at"))))
+    elif lock.get("verdict") == UNKNOWN:
+        out.append(finding("lock-unknown", prod, f"lock held by {lock.get('holder')}, its holder unknown: "
+                           f"{lock.get('reason')}", _at(lock.get("heartbeat_at"))))
     elif lock.get("held"):
         out.append(finding("lock-held", prod, f"held by {lock.get('holder')}", _at(lock.get("started_at"))))
     return sorted(out, key=lambda f: RANK[f["level"]])

@@ -80,14 +80,16 @@ def _drills(row: dict) -> str:
 
 def _lock(row: dict) -> str:
     lock = row.get("lock") or {}
-    return ("stale" if lock.get("stale") else "held") if lock.get("held") else "free"
+    if not lock.get("held"):
+        return "free"
+    return "stale" if lock.get("stale") else "unknown" if lock.get("verdict") == "unknown" else "held"
 
 
 # Which findings each fact cell is about: the cell takes the worst level among them.
 _CELL_RULES = {
     "drift": ("drift", "drift-check-failed", "drift-stale", "drift-never"),
     "drills": ("drill-failed", "drill-overdue", "drill-never", "drill-unverified", "rto-slower"),
-    "lock": ("lock-stale", "lock-held"),
+    "lock": ("lock-stale", "lock-unknown", "lock-held"),
     "bucket": ("protection-fails", "protection-at-risk", "protection-unknown", "bucket-missing"),
 }
 

@@ -36,6 +36,7 @@ NEXT_STEPS: dict[str, tuple[str, str]] = {
     "record-unreadable": ("aws s3 cp <object> -", f"{FINDINGS_RUNBOOK}#record-unreadable"),
     "protection-unknown": ("groundctl drift <env> --layers backend", f"{FINDINGS_RUNBOOK}#protection-unknown"),
     "protection-at-risk": ("groundctl plan <env> --layers backend", f"{FINDINGS_RUNBOOK}#protection-at-risk"),
+    "lock-unknown": ("groundctl lock break <env> --force", "runbooks/break-stale-lock.md#2-decide-is-the-holder-alive"),
     "lock-held": ("groundctl lock status <env>", "runbooks/break-stale-lock.md#1-look"),
     "skipped": ("groundctl status <env>", "runbooks/create-environment.md#a-local-environment-on-the-emulator"),
 }

@@ -164,6 +164,7 @@ def summarize(raw: dict, spec, now: float) -> dict:
         # The last heartbeat by the bucket's clock (what judged it stale), not the holder's own claim.
         beat = lock.get("heartbeat_age_seconds")
         row["lock"] = {"held": bool(lock.get("held")), "stale": bool(lock.get("stale")),
+                       "verdict": lock.get("verdict"),
                        "holder": (f"{holder.get('owner')}@{holder.get('host')} run {holder.get('run_id')}"
                                   if holder else ("unreadable lock object" if lock.get("unreadable") else None)),
                        "reason": lock.get("reason"), "pulumi_locks": len(lock.get("pulumi_locks") or []),

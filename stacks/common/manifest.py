@@ -54,6 +54,12 @@ def read_manifest(source: str, *, timeout: float = DOWNLOAD_TIMEOUT_SECONDS) -> 
     return data
 
 
+def program_source(source: str, program_dir: str) -> str:
+    """Where the program reads `source` itself: a URL or an absolute path as given, a relative path against
+    the program's folder, where the Kubernetes provider (started there: Pulumi's pwd) reads it too."""
+    return source if is_url(source) or os.path.isabs(source) else os.path.join(program_dir, source)
+
+
 def verify(source: str, expected: str, *, read=read_manifest) -> None:
     """ValueError unless the bytes at `source` have the sha256 `expected` (lowercase hex)."""
     actual = sha256_hex(read(source))

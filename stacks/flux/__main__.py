@@ -31,11 +31,13 @@ Seen through the real Kubernetes provider (tests/test_cluster_tier_flux.py), not
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.common.config import common, export_lineage, stack_reference
-from stacks.common.manifest import RELEASE_URL, verify
+from stacks.common.manifest import RELEASE_URL, program_source, verify
 
 LAYER = "flux"
 NAMESPACE = "flux-system"
@@ -58,12 +60,15 @@ manifest_sha256 = (cfg.get("manifestSha256") or "").lower() or None
 if settings.production and not manifest_sha256:
     raise ValueError("a production environment must pin the Flux install manifest by its sha256 "
                      "(config flux:manifestSha256)")
+# A relative path stays relative in the controllers' `file` input (the offline plan shows it and the update's
+# history records the config: the same words in every clone); the provider reads it from this folder, as the
+# check below does.
 manifest = manifest_path or RELEASE_URL.format(version=version)
 # Checked here, before any resource is registered, so an `up` never applies other bytes than the pinned ones,
 # whether groundctl or an operator runs it. A preview applies nothing and the offline plan must stay offline:
 # groundctl checks a local file before every run, and the program checks every source before an update.
 if manifest_sha256 and not pulumi.runtime.is_dry_run():
-    verify(manifest, manifest_sha256)
+    verify(program_source(manifest, os.path.dirname(os.path.abspath(__file__))), manifest_sha256)
 uses_ssh = repository_url.startswith("ssh://")
 
 cluster = stack_reference("cluster")
