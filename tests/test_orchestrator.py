@@ -360,3 +360,27 @@ def test_the_lineage_is_configured_before_the_preview_that_is_approved(world):
         preview_at = order.index(("preview", layer, None))
         configs = [i for i, o in enumerate(order) if o == ("config", layer, "groundctl:lineage")]
         assert configs and max(configs) < preview_at  # nothing changes the config between preview and up
+
+
+def test_an_applied_layer_checks_its_contract_on_the_ups_own_outputs_and_an_unchanged_one_reads_them(world):
+    # Each outputs read is one more `pulumi stack output` pair (the passphrase KDF and the CLI start each time);
+    # the up's own result carries the outputs, secrets marked (issue 29 §2).
+    engine, open_, clock = world
+    canary = "kubeconfig-canary-7f3a9c"
+    resources, (outputs, secret) = engine.desired["cluster"], engine.declared_outputs["cluster"]
+    engine.declare("cluster", resources, {**outputs, "kubeconfig": canary}, secret)
+    applied = ("backend", "network", "cluster")
+    for run_no in (1, 2):
+        svc = services(clock)
+        with open_() as target:
+            before = len(engine.calls)
+            outcome = run(target, build_up(target.spec, None, emulated=True), svc, UpOptions(yes=True))
+            calls = engine.calls[before:]
+            assert outcome.error is None
+            assert canary in target.extra_secrets  # masked in everything the run prints or stores
+            stored = target.store.get(run_key("local", outcome.record.run_id)).body.decode()
+        assert canary not in stored
+        if run_no == 1:
+            assert [c for c in calls if c[0] in ("up", "outputs")] == [("up", layer) for layer in applied]
+        else:  # nothing applied: the contract is read once per layer
+            assert [c for c in calls if c[0] in ("up", "outputs")] == [("outputs", layer) for layer in applied]

@@ -86,7 +86,7 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         if decision.outcome == "refused":
             raise decision.refusal(layer)
         note["detail"] = decision.reason
-    serial = None
+    serial, result = None, None
     apply = plan.has_changes or adopted
     if apply:
         if reviewed:  # the gate refused a layer with changes whose reviewed plan has no saved plan
@@ -100,7 +100,10 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         log.set_layer(layer, applied_with="reviewed-plan" if reviewed else "saved-plan" if saved else "re-preview")
         serial = record_ledger(target, services, log, layer, "up", lineage)
     with log.phase("contract", layer) as note:
-        outputs = engine.outputs(layer)
+        # The up's result carries the outputs it left, secrets marked (the SDK reads them right after the
+        # update); a read of its own would start the CLI and pay the passphrase KDF twice more. Only a layer
+        # that was not applied reads them.
+        outputs = result.outputs if result is not None else engine.outputs(layer)
         target.extra_secrets.update(str(outputs.values[k]) for k in outputs.secret_keys if k in outputs.values)
         missing = missing_outputs(layer_def(layer), outputs.values)
         if missing:

@@ -41,6 +41,7 @@ class LayerStacks:
                                            backend_override=backend_override, secrets_provider=secrets_provider)
         self._secrets: set[str] = set(self.settings.secret_values)
         self._stacks: dict[str, Any] = {}
+        self._plain_config: dict[str, dict[str, str]] = {}  # layer → the plain config this run set on its stack
         # The pending operations of each layer's state as this run last exported it (dropped by a write),
         # and the layers whose state was found to hold none before their first preview, up or destroy.
         self._pending_seen: dict[str, list] = {}
@@ -133,6 +134,7 @@ class LayerStacks:
         plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
         if plain:
             self._call(layer, "config", lambda: stack.set_all_config(plain))
+        self._plain_config[layer] = {k: v.value for k, v in plain.items()}
         for key, value in config.items():
             if value.secret:
                 self._set_secret(layer, stack, key, value.value)
@@ -238,7 +240,12 @@ class LayerStacks:
         if secret and value:
             self._secrets.add(value)
         stack = self._stack(layer)
+        known = self._plain_config.setdefault(layer, {})
         if secret:
             self._set_secret(layer, stack, key, value)
-        else:
+            known.pop(key, None)
+        elif known.get(key) != value:
             self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value)))
+            known[key] = value
+        # else: already in Pulumi.<stack>.yaml, which lives in this run's private folder and only this engine
+        # writes; setting it again would start the CLI (and pay the passphrase KDF) to rewrite the same file.

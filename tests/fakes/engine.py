@@ -189,7 +189,7 @@ class InMemoryEngine:
         self._write_checkpoint(layer)
         after = {self.urn(layer, r) for r in applied}
         return OperationResult(layer, "up", {"create": len(after - before), "delete": len(before - after)},
-                               self.outputs(layer))
+                               self._outputs(layer))
 
     def saved_plan(self, layer) -> Optional[str]:
         return self.saved_plans.get(layer)
@@ -211,7 +211,7 @@ class InMemoryEngine:
         self._record("refresh", layer)
         self._require(layer)
         self._write_checkpoint(layer)
-        return OperationResult(layer, "refresh", {}, self.outputs(layer))
+        return OperationResult(layer, "refresh", {}, self._outputs(layer))
 
     def destroy(self, layer, *, on_progress=None) -> OperationResult:
         self._record("destroy", layer)
@@ -227,6 +227,11 @@ class InMemoryEngine:
         return OperationResult(layer, "destroy", {"delete": n})
 
     def outputs(self, layer) -> StackOutputs:
+        self._record("outputs", layer)  # a `pulumi stack output` read of its own (two CLI runs in the SDK)
+        return self._outputs(layer)
+
+    def _outputs(self, layer) -> StackOutputs:
+        """What an operation's own result carries: no read of its own."""
         self._require(layer)
         return StackOutputs(dict(self.stack_outputs.get(layer, {})), frozenset(self.secret_outputs.get(layer, set())))
 
@@ -249,7 +254,7 @@ class InMemoryEngine:
                 FakeResource(item["type"], item["name"], dict(want.inputs) if want else {}, False, item["id"]))
             added += 1
         self._write_checkpoint(layer)
-        return OperationResult(layer, "import", {"import": added}, self.outputs(layer))
+        return OperationResult(layer, "import", {"import": added}, self._outputs(layer))
 
     def clear_pending_creates(self, layer, urns, *, on_progress=None) -> OperationResult:
         """As the product engine: refuses when a pending create is not in `urns`; drops them all otherwise."""
@@ -264,7 +269,7 @@ class InMemoryEngine:
         cleared = len(pending_create_urns(ops))
         self.pending[layer] = []
         self._write_checkpoint(layer)
-        return OperationResult(layer, "clear-pending-creates", {"cleared": cleared}, self.outputs(layer))
+        return OperationResult(layer, "clear-pending-creates", {"cleared": cleared}, self._outputs(layer))
 
     def set_config(self, layer, key, value, *, secret=False) -> None:
         self.config.setdefault(layer, {})[key] = (value, secret)
