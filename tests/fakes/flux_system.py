@@ -10,7 +10,7 @@ from typing import Optional
 from bootstrap.flux_owners import READS
 from bootstrap.kube.api import KubeApiError
 
-DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
+NAMESPACE, DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
 CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller", "notification-controller")
 
 
@@ -21,16 +21,18 @@ def managed(manager: str, operation: str = "Apply", subresource: Optional[str] =
 
 
 def obj(kind: str, name: str, *, labels: Optional[dict] = None, managers: tuple[dict, ...] = ()) -> dict:
-    return {"kind": kind, "metadata": {"name": name, "namespace": "flux-system", "labels": dict(labels or {}),
-                                       "managedFields": list(managers)}}
+    meta = {"name": name, "labels": dict(labels or {}), "managedFields": list(managers)}
+    return {"kind": kind, "metadata": meta if kind == "Namespace" else {**meta, "namespace": "flux-system"}}
 
 
 class FluxSystemApi:
     def __init__(self, deployments: list[dict] = (), source: Optional[dict] = None,
-                 kustomization: Optional[dict] = None):
+                 kustomization: Optional[dict] = None, namespace: Optional[dict] = None):
         # A typed list's items carry no kind or apiVersion of their own: the API server leaves them out.
         self.docs = {DEPLOYMENTS: {"kind": "DeploymentList", "apiVersion": "apps/v1",
                                    "items": [{k: v for k, v in d.items() if k != "kind"} for d in deployments]}}
+        if namespace is not None:
+            self.docs[NAMESPACE] = namespace
         if source is not None:
             self.docs[GIT_REPOSITORY] = source
         if kustomization is not None:
