@@ -72,8 +72,8 @@ def _with_entries(api: FluxSystemApi, *entries: dict) -> FluxSystemApi:
     return api
 
 
-# What an operator's fix by hand leaves (`kubectl edit`, `kubectl patch`, the drift runbook's way back), what the
-# flux CLI's `reconcile` and `suspend` leave, and what controllers write through the status subresource, by
+# What an operator's fix by hand leaves (`kubectl edit`, `kubectl patch`: drift put right through the API), what
+# the flux CLI's `reconcile` and `suspend` leave, and what controllers write through the status subresource, by
 # update or by server-side apply: none of them installs Flux, and Pulumi's next apply takes its fields back.
 BY_HAND = (managed("kubectl-edit", "Update"), managed("kubectl-patch", "Update"), managed("kubectl", "Update"),
            managed("kubectl-annotate", "Update"), managed("flux-client-side-apply", "Update"))

@@ -27,12 +27,10 @@ def obj(kind: str, name: str, *, labels: Optional[dict] = None, managers: tuple[
 
 class FluxSystemApi:
     def __init__(self, deployments: list[dict] = (), source: Optional[dict] = None,
-                 kustomization: Optional[dict] = None, namespace: Optional[dict] = None):
+                 kustomization: Optional[dict] = None):
         # A typed list's items carry no kind or apiVersion of their own: the API server leaves them out.
         self.docs = {DEPLOYMENTS: {"kind": "DeploymentList", "apiVersion": "apps/v1",
                                    "items": [{k: v for k, v in d.items() if k != "kind"} for d in deployments]}}
-        if namespace is not None:
-            self.docs[NAMESPACE] = namespace
         if source is not None:
             self.docs[GIT_REPOSITORY] = source
         if kustomization is not None:
