@@ -6,13 +6,19 @@ and Kustomization: each run of one undoes the other's fields, and a bootstrapped
 `flux-system/gotk-components.yaml` is applied back by the root Kustomization a minute after groundctl's
 `up`. So the layer refuses, with the adoption path (runbooks/adopt-flux-bootstrap.md), when what it reads
 shows another owner:
-- the `kustomize.toolkit.fluxcd.io/name=flux-system` label on a controller or on the flux-system source or
-  Kustomization: Flux's own root Kustomization applies it, which is what `flux bootstrap` sets up;
-- a field manager that is not Pulumi's on those objects: any server-side apply (`flux` for the CLI,
-  `kustomize-controller` for a self-managed Flux), or an update by another client (`helm`,
-  `kubectl-client-side-apply`, `kubectl-edit`). Updates that come with running Flux are not owners: the
-  controllers' status and finalizers, the Deployment revision kube-controller-manager writes, a
-  `kubectl rollout restart`.
+- the `kustomize.toolkit.fluxcd.io/name=flux-system` label on the flux-system Namespace, a controller, or the
+  flux-system source or Kustomization: Flux's own root Kustomization applies it, which is what `flux bootstrap`
+  sets up;
+- a server-side apply (operation `Apply`) by a field manager that is not Pulumi's: `flux` for the CLI's
+  install and bootstrap, `kustomize-controller` for a self-managed Flux, `kubectl` for
+  `kubectl apply --server-side`, Helm 4;
+- an update by a client that installs manifests with updates: `helm` (Helm 3) and
+  `kubectl-client-side-apply` (`kubectl apply -f install.yaml`).
+Any other update is not an owner: an operator's fix by hand (`kubectl edit`, `kubectl patch`, the way back
+from drift), the flux CLI's `reconcile` and `suspend` (`flux-client-side-apply`), a `kubectl rollout restart`,
+the Deployment revision kube-controller-manager writes. Nor is any write to the status subresource, by
+update or by apply: that is a controller reporting, not declaring. Pulumi's next apply takes an update's
+fields back; an owner's next apply would take them away again.
 `owner_evidence` is the pure decision over the objects a read returns; `read_flux_system` is the read,
 through any client with `get_json` (the `KubeApi` protocol).
 """
@@ -25,31 +31,37 @@ from bootstrap.errors import EngineError, GroundctlError, Refused
 
 NAMESPACE = "flux-system"
 LABEL = "kustomize.toolkit.fluxcd.io/name"
-PULUMI_MANAGER = "pulumi-kubernetes"  # the provider's field managers: pulumi-kubernetes, pulumi-kubernetes-<id>
+# The provider's field managers: `pulumi-kubernetes-<id>` in server-side apply mode, `pulumi-kubernetes` in
+# client-side mode (pulumi-kubernetes provider/pkg/provider/provider.go, fieldManagerName), and the names of
+# its executable that older client-side versions wrote (provider/pkg/await/await.go, fixCSAFieldManagers).
+PULUMI_MANAGER = "pulumi-kubernetes"
+PULUMI_CSA = "pulumi-resource-kubernetes"
 RUNBOOK = "runbooks/adopt-flux-bootstrap.md"
 READS = (
+    f"/api/v1/namespaces/{NAMESPACE}",
     f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
     f"/apis/source.toolkit.fluxcd.io/v1/namespaces/{NAMESPACE}/gitrepositories/{NAMESPACE}",
     f"/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/{NAMESPACE}/kustomizations/{NAMESPACE}",
 )
-# Clients whose updates come with running Flux, not with owning it.
-CONTROLLERS = {"source-controller", "kustomize-controller", "helm-controller", "notification-controller",
-               "image-reflector-controller", "image-automation-controller"}
-RUNNING = CONTROLLERS | {f"gotk-{c}" for c in CONTROLLERS} | {"kube-controller-manager", "kubectl-rollout"}
+# Clients that install whole manifests with updates rather than server-side applies.
+INSTALLERS_BY_UPDATE = {"helm", "kubectl-client-side-apply"}
 
 
 def _name(obj: dict) -> str:
     meta = obj.get("metadata") or {}
-    return f"{obj.get('kind') or 'object'} {meta.get('namespace') or NAMESPACE}/{meta.get('name')}"
+    kind = obj.get("kind") or "object"
+    if kind == "Namespace":
+        return f"Namespace {meta.get('name')}"
+    return f"{kind} {meta.get('namespace') or NAMESPACE}/{meta.get('name')}"
 
 
 def _foreign_manager(entry: dict) -> Optional[str]:
     manager = str(entry.get("manager") or "")
-    if manager.startswith(PULUMI_MANAGER) or entry.get("subresource") == "status":
+    if manager.startswith(PULUMI_MANAGER) or manager == PULUMI_CSA or entry.get("subresource") == "status":
         return None
-    if entry.get("operation") == "Apply":
-        return manager or "(unnamed)"  # server-side apply claims ownership of its fields
-    return None if manager in RUNNING else (manager or "(unnamed)")
+    if entry.get("operation") == "Apply" or manager in INSTALLERS_BY_UPDATE:
+        return manager or "(unnamed)"
+    return None
 
 
 def owner_evidence(objects: list[dict]) -> list[str]:

@@ -287,6 +287,9 @@ def test_drift_sees_changes_made_with_the_api_outside_pulumi(flux_tier):
     status, doc = kube.request("POST", f"/api/v1/namespaces/{NS}/secrets", {**secret, "metadata": meta})
     assert status == 201, doc
     assert flux_tier.cli_json("drift", "SPEC", "--layers", "flux")["drift"] is False
+    # The fix by hand left kubectl-edit's update on the Kustomization: an edit, not another owner of Flux.
+    code, out, err = flux_tier.cli("up", "SPEC", "--layers", "flux", "--yes", "--json")
+    assert code == 0 and _layers(json.loads(out))["flux"]["achieved"] == "unchanged", err + out
 
 
 def test_a_rehearsal_of_the_flux_layer_proves_it_then_names_drift_made_with_the_api(flux_tier):

@@ -10,7 +10,8 @@ from bootstrap.errors import EngineError, Refused
 from bootstrap.flux_owners import RUNBOOK, owner_evidence, read_flux_system
 from bootstrap.kube.api import HttpKubeApi, KubeTarget
 from tests.conftest import REPO
-from tests.fakes.flux_system import CONTROLLERS, FluxSystemApi, managed, obj
+from tests.fakes.flux_system import (CONTROLLERS, DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION, NAMESPACE,
+                                      FluxSystemApi, managed, obj)
 from tests.fakes.k8s import serve_http
 from tests.test_orchestrator import build_up, run, services, UpOptions, world  # noqa: F401 - the fixture
 
@@ -55,14 +56,42 @@ def test_a_bootstrapped_cluster_is_found_by_its_label_and_its_managers():
 
 
 @pytest.mark.parametrize("manager, operation", [("flux", "Apply"), ("helm", "Update"),
-                                                ("kubectl-client-side-apply", "Update"), ("kubectl-edit", "Update"),
+                                                ("kubectl-client-side-apply", "Update"), ("kubectl", "Apply"),
                                                 ("kustomize-controller", "Apply")])
-def test_any_other_manager_is_an_owner_even_without_the_label(manager, operation):
+def test_an_installer_is_an_owner_even_without_the_label(manager, operation):
     api = _ours()
     api.docs[api_path := "/apis/apps/v1/namespaces/flux-system/deployments"]["items"][0]["metadata"][
         "managedFields"].append(managed(manager, operation))
     (line,) = owner_evidence(read_flux_system(api))
     assert api_path in api.paths and f"field manager {manager}" in line and "source-controller" in line
+
+
+def _with_entries(api: FluxSystemApi, *entries: dict) -> FluxSystemApi:
+    for doc in (api.docs[DEPLOYMENTS]["items"][0], api.docs[GIT_REPOSITORY], api.docs[KUSTOMIZATION]):
+        doc["metadata"]["managedFields"] += [dict(e) for e in entries]
+    return api
+
+
+# What an operator's fix by hand leaves (`kubectl edit`, `kubectl patch`: drift put right through the API), what
+# the flux CLI's `reconcile` and `suspend` leave, and what controllers write through the status subresource, by
+# update or by server-side apply: none of them installs Flux, and Pulumi's next apply takes its fields back.
+BY_HAND = (managed("kubectl-edit", "Update"), managed("kubectl-patch", "Update"), managed("kubectl", "Update"),
+           managed("kubectl-annotate", "Update"), managed("flux-client-side-apply", "Update"))
+STATUS = (managed("kube-controller-manager", "Update", "status"), managed("kustomize-controller", "Apply", "status"),
+          managed("source-controller", "Update", "status"), managed("some-operator", "Apply", "status"))
+
+
+@pytest.mark.parametrize("entry", BY_HAND + STATUS, ids=lambda e: f"{e['manager']}-{e['operation']}")
+def test_an_edit_by_hand_or_a_status_writer_is_not_an_owner(entry):
+    assert owner_evidence(read_flux_system(_with_entries(_ours(), entry))) == []
+
+
+def test_the_label_on_the_namespace_alone_is_flux_bootstrap():
+    api = _ours()
+    api.docs[NAMESPACE] = obj("Namespace", "flux-system", labels=BOOTSTRAP_LABEL, managers=(PULUMI,))
+    assert owner_evidence(read_flux_system(api)) == [
+        "Namespace flux-system has the label kustomize.toolkit.fluxcd.io/name=flux-system (Flux's own root "
+        "Kustomization applies it)"]
 
 
 def test_an_api_that_does_not_answer_is_an_engine_error_not_a_pass():
@@ -83,7 +112,7 @@ def test_the_read_over_a_real_socket_sees_the_bootstrap():
 def test_up_refuses_the_flux_layer_before_its_preview_and_names_the_runbook(world):
     engine, open_, clock = world
     assert (REPO / RUNBOOK).is_file()
-    for api, refused in ((_bootstrapped(), True), (_ours(), False)):
+    for api, refused in ((_bootstrapped(), True), (_ours(), False), (_with_entries(_ours(), *BY_HAND), False)):
         svc = services(clock, probe=lambda host, port: None, kube=api)
         engine.calls.clear()
         with open_() as target:

@@ -10,7 +10,7 @@ from typing import Optional
 from bootstrap.flux_owners import READS
 from bootstrap.kube.api import KubeApiError
 
-DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
+NAMESPACE, DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS
 CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller", "notification-controller")
 
 
@@ -21,8 +21,8 @@ def managed(manager: str, operation: str = "Apply", subresource: Optional[str] =
 
 
 def obj(kind: str, name: str, *, labels: Optional[dict] = None, managers: tuple[dict, ...] = ()) -> dict:
-    return {"kind": kind, "metadata": {"name": name, "namespace": "flux-system", "labels": dict(labels or {}),
-                                       "managedFields": list(managers)}}
+    meta = {"name": name, "labels": dict(labels or {}), "managedFields": list(managers)}
+    return {"kind": kind, "metadata": meta if kind == "Namespace" else {**meta, "namespace": "flux-system"}}
 
 
 class FluxSystemApi:
