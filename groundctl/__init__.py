@@ -61,10 +61,10 @@ def main() -> None:
     except KeyboardInterrupt:
         _interrupted("before the command started; nothing was changed")
     try:
-        from groundctl.cli import app
+        from groundctl.cli import command
 
         # Not standalone: click would turn Ctrl-C into a silent abort; usage errors are shown below.
-        code = app(prog_name="groundctl", standalone_mode=False)
+        code = command()(prog_name="groundctl", standalone_mode=False)
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into Exit(130)
             raise KeyboardInterrupt
         sys.exit(code if isinstance(code, int) else 0)

@@ -3,6 +3,7 @@ calls the domain and reports; `groundctl.main` turns what they raise into exit c
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -76,3 +77,11 @@ def _register() -> None:
 
 
 _register()
+
+
+@functools.cache
+def command():
+    """The click command typer makes of `app`, made once per process: typer makes it anew on every call (every
+    command's signature read again), which a process that runs the front door many times (the tests) pays for
+    each time. Calling it is calling `app`; `app`'s pretty exceptions are off, so typer's own hook adds nothing."""
+    return typer.main.get_command(app)

@@ -159,7 +159,7 @@ def test_a_failure_that_follows_an_interrupt_is_reported_as_the_interrupt(monkey
             pass  # as if caught by a half-done import's machinery
         raise AttributeError("partially initialized module 'botocore.client'")
 
-    monkeypatch.setattr(groundctl.cli, "app", command)
+    monkeypatch.setattr(groundctl.cli, "command", lambda: command)  # the click command the front door runs
     monkeypatch.setattr(interrupts, "received", False)
     monkeypatch.setattr(sys, "argv", ["groundctl", "status", "local"])
     previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))

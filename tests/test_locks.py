@@ -79,11 +79,13 @@ def test_released_even_when_the_body_raises(store):
 
 
 def test_heartbeat_notices_a_lock_taken_over(store):
-    lock = EnvironmentLock(store, "lost", "run-1", ttl_seconds=5, heartbeat_seconds=0.1)
+    # A beat between the break's read and its delete rightly makes the break refuse (the lock changed): at a load
+    # of 10 a 0.1 s heartbeat landed there. One beat in 4 s leaves the break its window; the wait is generous.
+    lock = EnvironmentLock(store, "lost", "run-1", ttl_seconds=5, heartbeat_seconds=4)
     with lock:
         break_lock(store, "lost", force=True, by="ops")
         EnvironmentLock(store, "lost", "run-2", settle_seconds=0).acquire()
-        assert lock.lost.wait(3)
+        assert lock.lost.wait(60)
         assert "run-2" in lock.lost_reason
         with pytest.raises(Refused):
             lock.check()
