@@ -51,7 +51,7 @@ def test_the_readme_opens_with_the_install_and_the_main_job_with_what_it_needs_o
     assert lines[0] == INSTALL and lines[-1] == MAIN_JOB
     assert 'export PATH="$HOME/.pulumi/bin:$PATH"' in lines  # where Pulumi's installer puts the CLI
     assert any(line.startswith("export PULUMI_CONFIG_PASSPHRASE=") for line in lines)  # local secrets
-    assert f"python -m pip install -q -e '.[test]'" in (REPO / ".ci" / "run").read_text()  # CI installs alike
+    assert "python -m pip install -q -e '.[test]'" in (REPO / ".ci" / "run").read_text()  # CI installs alike
 
 
 def _aws_plugin_on_this_machine() -> Path | None:
