@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from bootstrap.engine.versions import PULUMI_CLI_PINNED
+from tests.conftest import REPO
 
 # What the CLI's release tarball holds beside `pulumi` that a Python program needs (the language host and the
 # dynamic-provider host): what pulumi/actions and get.pulumi.com put on PATH. Never a resource plugin.
 CLI_FILES = ("pulumi", "pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python")
 BASE_PATH = "/usr/bin:/bin"
+PROGRAMS = REPO / "tests" / "engine_programs"
 
 
 def pinned_cli() -> tuple[Optional[Path], str]:
@@ -65,3 +67,36 @@ def checkout_copy(repo: Path, target: Path) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     return target
+
+
+BACKEND_STAND_IN = '''"""Stand-in for stacks/backend: the output contract, and one record so the stack owns a resource."""
+import pulumi
+import pulumi_aws  # noqa: F401  (as the real layer: the engine check asks for the aws plugin)
+
+from record_provider import Record
+
+be, gc = pulumi.Config("backend"), pulumi.Config("groundctl")
+bucket, alias = be.require("bucketName"), be.require("kmsAlias")
+Record("bucket", f"{pulumi.get_stack()}/backend/bucket", {"bucket": bucket}, gc.require("awsEndpoint"))
+pulumi.export("bucket_name", bucket)
+pulumi.export("bucket_arn", f"arn:aws:s3:::{bucket}")
+pulumi.export("kms_key_arn", "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000")
+pulumi.export("kms_alias", alias)
+pulumi.export("secrets_provider", f"awskms://{alias}")
+pulumi.export("groundctl_lineage", gc.get("lineage") or "")
+'''
+
+
+def stand_in_stacks(folder: Path) -> Path:
+    """The stand-in programs: the engine tier's network and cluster, a backend that owns a record, the real flux
+    (skipped on the emulator); each importing its layer's SDK."""
+    for layer in ("network", "cluster"):
+        shutil.copytree(PROGRAMS / layer, folder / layer)
+        main = folder / layer / "__main__.py"
+        main.write_text(main.read_text().replace("import pulumi\n", "import pulumi\nimport pulumi_aws  # noqa\n", 1))
+    shutil.copytree(PROGRAMS / "network", folder / "backend", ignore=shutil.ignore_patterns("__main__.py"))
+    (folder / "backend" / "Pulumi.yaml").write_text(
+        (folder / "backend" / "Pulumi.yaml").read_text().replace("name: network", "name: backend"))
+    (folder / "backend" / "__main__.py").write_text(BACKEND_STAND_IN)
+    shutil.copytree(REPO / "stacks" / "flux", folder / "flux", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
