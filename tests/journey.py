@@ -69,7 +69,7 @@ def checkout_copy(repo: Path, target: Path) -> Path:
     return target
 
 
-BACKEND_STAND_IN = '''"""Stand-in for stacks/backend: the output contract, and one record so the stack owns a resource."""
+BACKEND_STAND_IN = '''"""Stand-in for stacks/backend: the output contract, and a record so the stack owns a resource."""
 import pulumi
 import pulumi_aws  # noqa: F401  (as the real layer: the engine check asks for the aws plugin)
 

@@ -161,8 +161,9 @@ mkdir -p /srv/infra/environments
 cp {stage}/volume-spec/{ENV}.yaml /srv/infra/environments/
 LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -m moto.server -H 127.0.0.1 -p {PORT} >/srv/moto.log 2>&1 &
 for i in $(seq 1200); do (exec 3<>/dev/tcp/127.0.0.1/{PORT}) 2>/dev/null && break; sleep 0.1; done
-LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "import boto3; boto3.client('s3', endpoint_url='{endpoint}', \\
-  region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t').create_bucket(Bucket='{RECORDS}')"
+LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "import boto3; boto3.client('s3', \\
+  endpoint_url='{endpoint}', region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t'\\
+  ).create_bucket(Bucket='{RECORDS}')"
 {by_hand}
 # The pod: /work as the image has it, with the manifest's volumes; then the root read-only.
 mount -t tmpfs -o mode=755 image-work /work

@@ -188,7 +188,8 @@ class JobState:
 
     def _step_env(self, step: dict, i: int) -> tuple[dict, Path]:
         status = {"success": True, "failure": False, "always": True, "cancelled": False}
-        declared = {**self.ctx["env"], **{k: str(fill(v, self.ctx, status)) for k, v in (step.get("env") or {}).items()}}
+        declared = {**self.ctx["env"],
+                    **{k: str(fill(v, self.ctx, status)) for k, v in (step.get("env") or {}).items()}}
         output = self.folder / f"output-{i}"
         output.touch()
         github = self.runner.github
