@@ -139,7 +139,8 @@ def test_the_opening_block_verbatim_in_a_fresh_virtual_environment(tmp_path):
     _assert_the_honest_outcome(done, home)
     assert "Started the embedded AWS emulator" in done.stderr
     assert Path(subprocess.run([str(python / "bin" / "python"), "-c", "import groundctl; print(groundctl.__file__)"],
-                               capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120, cwd=home,
                                env=env).stdout.strip()).is_relative_to(checkout)
-    # pip's build metadata is the only thing written into the checkout.
-    assert {p.split("/")[0] for p in files_under(checkout) - before} <= {"groundctl.egg-info", "build"}
+    # pip's build metadata and Python's bytecode caches are all that is written into the checkout.
+    written = {p for p in files_under(checkout) - before if "/__pycache__/" not in p}
+    assert {p.split("/")[0] for p in written} <= {"groundctl.egg-info", "build"}, written
