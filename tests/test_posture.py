@@ -239,6 +239,16 @@ def test_not_applicable_outside_production():
     assert statuses["cluster-endpoint-private-in-production"] == "not-applicable"
 
 
+
+@pytest.mark.parametrize("endpoint,status", [("http://127.0.0.1:4566", "not-applicable"),
+                                             ("https://s3.emulator.example", "fail"), ("embedded", "fail")])
+def test_tls_only_is_not_judged_where_the_program_declares_no_policy_an_emulator_over_plain_http(endpoint, status):
+    """stacks/backend declares no TLS-only policy for an http:// emulator (it cannot carry TLS): a spec naming
+    one planned with the rule failed, the journey's first plan (tests/test_journey_workflows.py)."""
+    spec = DEV.model_copy(update={"aws": DEV.aws.model_copy(update={"endpoint_url": endpoint})})
+    runs = drop(sound_runs(spec), "backend", "state-bucket-policy")
+    assert rule_status(evaluate(spec, runs))["backend-tls-only"] == status
+
 def test_tags_come_from_provider_defaults():
     runs = sound_runs(DEV)
     # The provider's default tags name another environment: every resource on it is mis-tagged.

@@ -1,0 +1,346 @@
+"""The adopter's journey through the generated workflows, run as a runner runs them, with nothing pre-seeded.
+
+A fresh infrastructure repository gets groundctl's wheel (built from this checkout), a hashed requirements file
+naming it and every dependency, and the workflows `groundctl ci init` writes. Its environment `journey` is born
+by hand, once, as the README says (runbooks/create-environment.md, "Under CI"). Then, read from the written files
+and run step by step (tests/workflow_runner.py):
+
+1. a pull request's plan workflow: its plan job installs groundctl into a fresh virtual environment from the
+   requirements file, gets the pinned CLI from pulumi/actions and the provider plugins from its own plugin step
+   (an empty PULUMI_HOME before it), plans with the plan role, writes the sticky comment's body and keeps the
+   plans as the artifact; the comment job posts that body through `gh`; the one required check passes;
+2. the merge's apply workflow: it finds that run through `gh`, downloads its artifact and applies it with the
+   apply role, the change reaching the environment;
+3. the scheduled drift workflow, after a change made outside groundctl: `drift --record` with the record role
+   finds it and writes its record, and the drift issue is opened through `gh`.
+
+What stands in, and why: a `uses:` step is replaced by what its action provides (a checkout; a fresh virtual
+environment for setup-python; AWS credentials of the emulator for configure-aws-credentials; the pinned CLI on
+PATH for pulumi/actions; a folder for the artifact actions). `gh` records its calls and answers as GitHub would
+(tests/gh_stand_in.py); jq is the real one. AWS is the emulator, so the spec names its endpoint and the stacks'
+secrets use a passphrase (an AWS environment's use its KMS key). The provider plugins cannot be had offline:
+the plugin step's downloads are answered from tarballs made here (tests/plugin_releases.py), holding stand-in
+binaries, and the layer programs are the engine tier's stand-ins (dynamic-provider records in the emulator's
+S3), each importing its SDK as the real layer does, so groundctl's engine check asks for the plugins the step
+must supply.
+
+Marked `engine` (the real CLI) and `registry` (the wheel's build and its dependencies come from the package
+registry: GROUNDCTL_TEST_REGISTRY=1)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+import venv
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+
+from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
+from bootstrap.engine.versions import PULUMI_CLI_PINNED as CLI_VERSION
+from tests.conftest import REPO
+from tests.journey import BASE_PATH, CLI_FILES, PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
+from tests.plugin_releases import DOWNLOADS_VAR, INSTALLER, install, stand_in_cli
+from tests.workflow_runner import Runner
+
+CLI, NO_CLI = pinned_cli()
+ENV = "journey"
+REPOSITORY = "acme/infra"
+ACCOUNT = "123456789012"
+PASSPHRASE = "journey-passphrase-Wq48"
+ROLES = {r: f"arn:aws:iam::{ACCOUNT}:role/groundctl-{r}" for r in ("plan", "record", "apply")}
+SEAM = "GROUNDCTL_JOURNEY_STACKS"
+
+pytestmark = [
+    pytest.mark.engine, pytest.mark.registry, pytest.mark.timeout(3600),
+    pytest.mark.skipif(CLI is None, reason=NO_CLI or "needs the pinned Pulumi CLI"),
+    pytest.mark.skipif(os.environ.get("GROUNDCTL_TEST_REGISTRY") != "1",
+                       reason="builds groundctl's wheel and installs its dependencies from the package registry: "
+                              "set GROUNDCTL_TEST_REGISTRY=1"),
+]
+
+# The engine tier's stand-ins, read by the venv's groundctl in place of the layer programs (the engine's
+# stacks_dir seam), only in the `groundctl` process itself.
+SEAM_MODULE = f'''import os, sys
+if os.environ.get("{SEAM}") and os.path.basename(sys.argv[0] if sys.argv else "") == "groundctl":
+    from pathlib import Path
+    from bootstrap.engine import automation
+
+    class JourneyEngine(automation.PulumiEngine):
+        def __init__(self, *args, **kwargs):
+            kwargs["stacks_dir"] = Path(os.environ["{SEAM}"])
+            super().__init__(*args, **kwargs)
+
+    automation.PulumiEngine = JourneyEngine
+'''
+
+
+
+def _run(argv: list, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=kwargs.pop("timeout", 3000), **kwargs)
+    assert done.returncode == 0, (argv, done.stdout[-3000:], done.stderr[-3000:])
+    return done
+
+
+def _requirements(tmp: Path, infra: Path) -> None:
+    """groundctl's wheel from this checkout, committed at vendor/, and every dependency pinned with its hash, from
+    a folder of wheels the runners install from (`--no-index --find-links`, as a company mirror would be)."""
+    source = checkout_copy(REPO, tmp / "groundctl-checkout")
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(infra / "vendor"), str(source)])
+    wheel, = (infra / "vendor").glob("groundctl-*.whl")
+    # GROUNDCTL_TEST_WHEELHOUSE keeps the downloaded wheels between runs (pip adds only what is missing).
+    wheels = Path(os.environ.get("GROUNDCTL_TEST_WHEELHOUSE") or tmp / "wheelhouse")
+    _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels), str(wheel)])
+    (wheels / wheel.name).unlink(missing_ok=True)
+    lines = ["--no-index", f"--find-links {wheels}",
+             f"./vendor/{wheel.name} --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"]
+    for dep in sorted(wheels.glob("*.whl")):
+        name, version = dep.name.split("-")[:2]
+        lines.append(f"{name}=={version} --hash=sha256:{hashlib.sha256(dep.read_bytes()).hexdigest()}")
+    (infra / DEFAULT_REQUIREMENTS).write_text("\n".join(lines) + "\n")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return _run(["git", "-C", str(repo), *args]).stdout.strip()
+
+
+@pytest.fixture
+def world(tmp_path, emulator_endpoint, monkeypatch, capsys, recorded_digests):
+    """The adopter's repository after `ci init`, and the environment it describes, born by hand."""
+    infra = tmp_path / "infra"
+    (infra / "environments").mkdir(parents=True)
+    s3 = boto3.client("s3", endpoint_url=emulator_endpoint, region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    state, records = f"jn-{uuid.uuid4().hex[:16]}", f"jnr-{uuid.uuid4().hex[:16]}"
+    s3.create_bucket(Bucket=records)
+    spec = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    spec["name"] = ENV
+    spec["aws"].update(endpoint_url=emulator_endpoint, **{f"{r}_role_arn": arn for r, arn in ROLES.items()})
+    spec["backend"].update(bucket=state, kms_alias=f"alias/{state}")
+    (infra / "environments" / f"{ENV}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    _requirements(tmp_path, infra)
+    from tests.test_cli_errors import groundctl
+
+    code, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(infra))
+    assert code == 0, err
+    _git(infra, "init", "-q", "-b", "main")
+    _git(infra, "add", "-A")
+    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qm", "groundctl under CI")
+    stacks = stand_in_stacks(tmp_path / "stacks")
+    extra = {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "ENGINE_TIER_RECORDS_BUCKET": records, SEAM: str(stacks),
+             "PYTHONPATH": str(PROGRAMS)}
+    _born_by_hand(tmp_path / "operator", infra, stacks, extra, recorded_digests, monkeypatch, capsys)
+    return {"infra": infra, "s3": s3, "state": state, "records": records, "extra": extra,
+            "downloads": recorded_digests[0], "folder": tmp_path}
+
+
+def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, releases, monkeypatch, capsys) -> None:
+    """An operator's first `groundctl up journey --yes` with the apply role, from the repository (the README's
+    one-time bootstrap). The stand-in backend declares no AWS resource, so the adoption of the bucket and key
+    (an import through the aws plugin) is left out."""
+    from bootstrap.apply import setup
+    from tests.engine_programs.tier import install_stacks_dir
+    from tests.test_cli_errors import groundctl
+
+    cli = stand_in_cli(home / "installer")
+    env = {"PULUMI_HOME": str(home / ".pulumi"), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    install(cli, releases[1], {**os.environ, **env, DOWNLOADS_VAR: str(releases[0])})
+    for k, v in {**extra, **env, "ENGINE_TIER_STACKS": str(stacks), "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.syspath_prepend(str(PROGRAMS))
+    monkeypatch.chdir(infra)
+    decide = setup.decide
+    monkeypatch.setattr(setup, "decide", lambda *a, **k: setup.Setup(decide(*a, **k).create_stack, None))
+    from bootstrap.engine import automation
+
+    monkeypatch.setattr(automation, "PulumiEngine", automation.PulumiEngine)
+    install_stacks_dir(stacks)
+    code, out, err = groundctl(monkeypatch, capsys, "up", ENV, "--yes")
+    assert code == 0, out + err
+
+
+# -- the runner's stand-ins for the actions -----------------------------------------------------------------
+
+class Actions:
+    """What each action provides, per job; what they were given is kept for the test to check."""
+
+    def __init__(self, world: dict, run_id: int, artifacts: Path):
+        self.world, self.run_id, self.artifacts = world, run_id, artifacts
+        self.roles: list[str] = []
+
+    def handlers(self) -> dict:
+        return {"actions/checkout": self.checkout, "actions/setup-python": self.setup_python,
+                "aws-actions/configure-aws-credentials": self.credentials, "pulumi/actions": self.pulumi,
+                "actions/upload-artifact": self.upload, "actions/download-artifact": self.download}
+
+    def checkout(self, given: dict, job) -> dict:
+        _run(["git", "clone", "-q", str(self.world["infra"]), str(job.workspace)])
+        _git(job.workspace, "checkout", "-q", job.runner.github["sha"])
+        return {}
+
+    def setup_python(self, given: dict, job) -> dict:
+        assert given["python-version"] == "3.11"
+        python = job.folder / "hostedtoolcache" / "python"
+        venv.create(python, with_pip=True)
+        site, = python.glob("lib/python*/site-packages")
+        (site / "groundctl_journey_seam.py").write_text(SEAM_MODULE)
+        (site / "groundctl_journey_seam.pth").write_text("import groundctl_journey_seam\n")
+        return {"path": [str(python / "bin")]}
+
+    def credentials(self, given: dict, job) -> dict:
+        assert given["allowed-account-ids"] == ACCOUNT
+        self.roles.append(given["role-to-assume"])
+        return {"env": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_SESSION_TOKEN": "session-of-" + given["role-to-assume"].rsplit("/", 1)[-1],
+                        "AWS_REGION": given["aws-region"], "AWS_DEFAULT_REGION": given["aws-region"]}}
+
+    def pulumi(self, given: dict, job) -> dict:
+        """The pinned CLI on PATH: its release files, with `plugin install`'s download answered from a local
+        file (the stand-in installer); every other command is the real CLI's."""
+        assert given["pulumi-version"] == CLI_VERSION
+        bin_dir = job.folder / "pulumi-cli"
+        bin_dir.mkdir()
+        for name in CLI_FILES[1:]:
+            (bin_dir / name).symlink_to(CLI / name)
+        (bin_dir / "pulumi").write_text(
+            f'#!/bin/sh\n[ "$1" = plugin ] && [ "$2" = install ] && exec "{sys.executable}" "{INSTALLER}" "$@"\n'
+            f'exec "{CLI / "pulumi"}" "$@"\n')
+        (bin_dir / "pulumi").chmod(0o755)
+        return {"path": [str(bin_dir)], "env": {DOWNLOADS_VAR: str(self.world["downloads"])}}
+
+    def upload(self, given: dict, job) -> dict:
+        source = job.workspace / given["path"]
+        if not source.exists():
+            raise ValueError(f"no files at {given['path']}")
+        shutil.copytree(source, self.artifacts / str(self.run_id) / given["name"])
+        return {}
+
+    def download(self, given: dict, job) -> dict:
+        source = self.artifacts / str(given.get("run-id") or self.run_id) / given["name"]
+        if not source.is_dir():
+            raise ValueError(f"no artifact {given['name']} in run {given.get('run-id') or self.run_id}")
+        shutil.copytree(source, job.workspace / given["path"])
+        return {}
+
+
+def _gh(folder: Path) -> Path:
+    bin_dir = folder / "runner-image-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "gh").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "gh_stand_in.py"}" "$@"\n')
+    (bin_dir / "gh").chmod(0o755)
+    return bin_dir
+
+
+def _workflow(world: dict, name: str) -> dict:
+    return yaml.safe_load((world["infra"] / ".github" / "workflows" / name).read_text())
+
+
+def _runner(world: dict, name: str, github: dict, gh_world: Path, gh_log: Path) -> tuple[Runner, Actions]:
+    folder = world["folder"] / "runs" / str(github["run_id"])
+    folder.mkdir(parents=True)
+    actions = Actions(world, github["run_id"], world["folder"] / "artifacts")
+    # PIP_NO_COMPILE: byte-compiling pulumi_aws's thousands of modules took minutes per job on a loaded 2-core
+    # machine, and is all the install steps would do differently without it.
+    base = {"PATH": f"{_gh(world['folder'])}:{BASE_PATH}", "LANG": "C.UTF-8", "PIP_NO_COMPILE": "1",
+            "GH_STAND_IN_WORLD": str(gh_world),
+            "GH_STAND_IN_LOG": str(gh_log), **world["extra"]}
+    github = {"repository": REPOSITORY, "server_url": "https://github.com", "token": "ghs-journey", **github}
+    return Runner(_workflow(world, name), github, {}, actions.handlers(), folder, base), actions
+
+
+def _steps(run: Runner, job: str) -> dict:
+    return {s.name: s for s in run.jobs[job][0].steps}
+
+
+def _failures(run: Runner) -> str:
+    return "\n".join(f"{s.job} / {s.name}: exit {s.returncode}\n{s.stdout[-2000:]}\n{s.stderr[-3000:]}"
+                     for jobs in run.jobs.values() for j in jobs for s in j.steps if s.outcome == "failure")
+
+
+def _calls(gh_log: Path) -> list[dict]:
+    return [json.loads(line) for line in gh_log.read_text().splitlines()] if gh_log.exists() else []
+
+
+def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_records(world):
+    infra = world["infra"]
+    base = _git(infra, "rev-parse", "HEAD")
+    # The pull request: a new Kubernetes version for the environment, and GitHub's merge commit of it.
+    _git(infra, "checkout", "-q", "-b", "bump")
+    spec = infra / "environments" / f"{ENV}.yaml"
+    data = yaml.safe_load(spec.read_text())
+    assert data["cluster"]["kubernetes_version"] == "1.31"
+    data["cluster"]["kubernetes_version"] = "1.32"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qam", "cluster 1.32")
+    head = _git(infra, "rev-parse", "HEAD")
+    _git(infra, "checkout", "-q", "main")
+    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "merge", "-q", "--no-ff", "-m",
+         "Merge pull request #7", "bump")
+    merge = _git(infra, "rev-parse", "HEAD")
+    gh_world, gh_log = world["folder"] / "gh-world.json", world["folder"] / "gh-calls.jsonl"
+    gh_world.write_text(json.dumps({"repository": REPOSITORY, "comments": {}, "issues": [], "commit_pulls": {},
+                                    "pulls": {}, "runs": [], "run_jobs": {}}))
+
+    # 1. The pull request's plan workflow.
+    pr, pr_actions = _runner(world, PR_WORKFLOW, {
+        "sha": merge, "run_id": 5001, "event_name": "pull_request",
+        "event": {"pull_request": {"number": 7, "head": {"sha": head, "repo": {"full_name": REPOSITORY}}}}},
+        gh_world, gh_log)
+    pr.run()
+    assert pr.result("result") == "success", _failures(pr)
+    plan = _steps(pr, "plan")
+    assert plan["Live plan"].outcome == "success", _failures(pr)
+    assert pr_actions.roles == [ROLES["plan"]]
+    live = pr.jobs["plan"][0].workspace / "plans" / ENV / "live"
+    operations = {layer: {c["name"]: c["operation"] for c in json.loads(
+        (live / f"plan-{ENV}-{layer}.json").read_text())["changes"]} for layer in ("backend", "network", "cluster")}
+    assert operations["cluster"]["cluster"] == "update"  # the reviewed change, and nothing else
+    assert {op for layer in ("backend", "network") for op in operations[layer].values()} == {"same"}
+    posted = [c for c in _calls(gh_log) if c.get("method") == "POST"]
+    assert len(posted) == 1 and posted[0]["endpoint"] == f"repos/{REPOSITORY}/issues/7/comments"
+    comment = (pr.jobs["plan"][0].workspace / "plans" / ENV / "comment.md").read_text()
+    assert posted[0]["fields"]["body"] == comment and f"<!-- groundctl:plan:{ENV} -->" in comment
+    assert "cluster" in comment and head[:12] in comment
+
+    # 2. The merge's apply workflow, from the pull request's artifact.
+    state = json.loads(gh_world.read_text())
+    state["commit_pulls"][merge] = [{"number": 7, "merged_at": "2026-12-04T18:00:00Z"}]
+    state["pulls"]["7"] = {"number": 7, "head": {"sha": head}}
+    state["runs"] = [{"databaseId": 5001, "status": "completed", "headSha": head, "workflow": PR_WORKFLOW,
+                      "event": "pull_request"}]
+    state["run_jobs"]["5001"] = [{"name": RESULT_CHECK, "conclusion": pr.result("result")}]
+    gh_world.write_text(json.dumps(state))
+    apply, apply_actions = _runner(world, APPLY_WORKFLOW, {
+        "sha": merge, "run_id": 5002, "event_name": "push", "event": {"before": base}}, gh_world, gh_log)
+    apply.run()
+    assert apply.result("apply") == "success", _failures(apply)
+    assert apply_actions.roles == [ROLES["apply"]]
+    record = json.loads((apply.jobs["apply"][0].workspace / "run-record.json").read_text())
+    assert record["outcome"] == "succeeded" and record["stopped_at"] is None, record
+    cluster = world["s3"].get_object(Bucket=world["records"], Key=f"{ENV}/cluster/cluster")
+    assert json.loads(cluster["Body"].read())["version"] == "1.32"
+    assert ENV in apply.jobs["apply"][0].summary
+
+    # 3. The nightly drift check, after a change made outside groundctl: drift, recorded, and the issue opened.
+    world["s3"].put_object(Bucket=world["records"], Key=f"{ENV}/network/vpc", Body=b'{"cidr": "10.99.0.0/16"}')
+    drift, drift_actions = _runner(world, DRIFT_WORKFLOW, {"sha": merge, "run_id": 5003, "event_name": "schedule"},
+                                   gh_world, gh_log)
+    drift.run()
+    assert drift.result("drift") == "success", _failures(drift)
+    assert drift_actions.roles == [ROLES["record"]]
+    report = json.loads((drift.jobs["drift"][0].workspace / "drift.json").read_text())
+    assert report["drift"] is True and {r["layer"]: r["state"] for r in report["layers"]} == {
+        "backend": "clean", "network": "drift", "cluster": "clean", "flux": "skipped"}, report
+    kept = world["s3"].list_objects_v2(Bucket=world["state"], Prefix=f".groundctl/drift/{ENV}/").get("Contents", [])
+    assert len(kept) == 1, kept  # drift --record wrote its record
+    opened = [c for c in _calls(gh_log) if c["argv"][:2] == ["issue", "create"]]
+    assert len(opened) == 1 and opened[0]["title"] == f"groundctl: drift in {ENV}" and "network" in opened[0]["body"]
+    assert all(c["token"] for c in _calls(gh_log))  # every call with the job's GH_TOKEN
