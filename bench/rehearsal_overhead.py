@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -172,7 +173,7 @@ def run_child(tier, args: list[str], where: str) -> tuple[float, int, str, str]:
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session (spawn): the Pulumi children go with it
         out, err = proc.communicate()
         raise SystemExit(f"{where}: `groundctl {' '.join(args)}` took over {TIMEOUT} s")
     return time.perf_counter() - t0, proc.returncode, out, err
