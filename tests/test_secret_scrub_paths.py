@@ -40,7 +40,9 @@ def test_engine_errors_are_scrubbed_on_every_command(cli, monkeypatch, tmp_path,
     if op == "destroy":
         assert cli("up", "SPEC", "--yes")[0] == 0
     elif command[0] in ("plan", "drift"):
-        cli.engine.stacks.update({"backend", "network"})  # previews run only on stacks that exist
+        # Previews run only on a deployed environment: its state bucket and stacks exist (a plan creates none).
+        cli.store.client.create_bucket(Bucket=cli.store.bucket)
+        cli.engine.stacks.update({"backend", "network"})
     cli.engine.fail[(op, "network")] = _leaky_error()
     code, out, err = cli(*command, *(["--json"] if json_out else []))
     assert code == 4, err
