@@ -84,6 +84,17 @@ def install_stacks_dir(stacks: Path) -> None:
 
     automation.PulumiEngine = TierEngine
 
+    # The run's own pending-operations phase (before the first layer) stands aside likewise.
+    from bootstrap.apply import preflight
+
+    guarded = getattr(preflight.refuse_pending_layers, "_tier_base", preflight.refuse_pending_layers)
+
+    def refuse_pending_layers(*args, **kwargs):
+        return None if os.environ.get("ENGINE_TIER_UNGUARDED") else guarded(*args, **kwargs)
+
+    refuse_pending_layers._tier_base = guarded
+    preflight.refuse_pending_layers = refuse_pending_layers
+
 
 @dataclass
 class Tier:
@@ -233,8 +244,10 @@ def tier_environment(tier) -> Iterator[pytest.MonkeyPatch]:
         mp.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
         mp.delenv("ENGINE_TIER_FAULTS", raising=False)
         mp.delenv("ENGINE_TIER_UNGUARDED", raising=False)
+        from bootstrap.apply import preflight
         from bootstrap.engine import automation
 
         mp.setattr(automation, "PulumiEngine", automation.PulumiEngine)  # undone at the end
+        mp.setattr(preflight, "refuse_pending_layers", preflight.refuse_pending_layers)
         install_stacks_dir(tier.stacks)
         yield mp
