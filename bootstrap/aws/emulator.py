@@ -8,25 +8,13 @@ against AWS. It is started in-process for the life of one command, or kept runni
 from __future__ import annotations
 
 import logging
-import socket
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
 from bootstrap.errors import BadInput, EngineError
 
 EMULATOR_ACCOUNT_ID = "123456789012"  # moto's fixed account
-
-
-def _check_port_free(host: str, port: int) -> None:
-    # moto's server thread dies on a busy port while its starter waits forever; so ask first.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise BadInput(
-                f"The emulator cannot listen on {host}:{port} ({exc.strerror or exc}). Pick another port "
-                "with --port, or leave it out for a free one."
-            ) from None
 
 
 def _list_versions_without_copying_bodies() -> None:
@@ -85,30 +73,48 @@ def _list_versions_without_copying_bodies() -> None:
 class Emulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
         try:
-            from moto.server import ThreadedMotoServer
+            from moto.server import DomainDispatcherApplication, create_backend_app
+            from werkzeug.serving import make_server
         except ImportError:
             raise EngineError(
                 "The local target needs the AWS emulator, which is not installed. Install it with "
                 "`python -m pip install 'moto[server]'` (it is part of the `test` extra) and re-run."
             ) from None
         _list_versions_without_copying_bodies()
-        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        self._serve = lambda: make_server(host, port, DomainDispatcherApplication(create_backend_app), threaded=True)
         self._host, self._port, self._verbose = host, port, verbose
+        self._server = None
+        self._thread: threading.Thread | None = None
         self.endpoint_url: str | None = None
 
     def start(self) -> str:
-        if self._port:
-            _check_port_free(self._host, self._port)
         if not self._verbose:
             # The server logs every request on stderr; that would bury groundctl's own output.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        # The socket is bound here, in the caller's thread, not in the serving one (as moto's ThreadedMotoServer
+        # does, while its starter waits without a deadline): a busy port is an error at once, and a Ctrl-C at any
+        # moment leaves no server or one that stop() can end (moto's stop joined a thread that went on to serve).
+        try:
+            self._server = self._serve()
+        except OSError as exc:
+            raise BadInput(
+                f"The emulator cannot listen on {self._host}:{self._port} ({exc.strerror or exc}). Pick another "
+                "port with --port, or leave it out for a free one."
+            ) from None
+        self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
         self.endpoint_url = f"http://{host}:{port}"
         return self.endpoint_url
 
     def stop(self) -> None:
-        self._server.stop()
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        if thread is not None and thread.is_alive():
+            server.shutdown()  # returns within the server's poll interval, even before serve_forever has begun
+            thread.join(timeout=30)
+        server.server_close()
 
 
 @contextmanager
