@@ -26,23 +26,14 @@ from bootstrap.ci.requirements import parse
 from bootstrap.ci.workflows import DEFAULT_REQUIREMENTS, WORKFLOWS
 from tests.ci_workflow import WHEEL, WHEEL_SHA256, pin_groundctl
 from tests.conftest import REPO
-from tests.test_cli_errors import assert_refused, groundctl
+from tests.test_ci_jobs_run import _init, repo  # noqa: F401 - the fixture
+from tests.test_cli_errors import assert_refused
 
 pytestmark = pytest.mark.usefixtures("recorded_digests")
 
 RECORDED = REPO / "tests" / "data" / "ci" / "pip-compile-groundctl-requirements.txt"
 RECORDED_WHEEL_SHA256 = "294fe8f2361462076c7733da761264f15c480286bc900299ddd8a0c94735c5c8"  # PROVENANCE.md
 RECORDED_URL = "file:///tmp/adopt/infra/vendor/groundctl-0.1.0-py3-none-any.whl"
-
-
-@pytest.fixture
-def repo(tmp_path) -> Path:
-    shutil.copytree(REPO / "environments", tmp_path / "environments")
-    return tmp_path
-
-
-def _init(monkeypatch, capsys, repo: Path, *args: str):
-    return groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(repo), *args)
 
 
 def _install_steps(repo: Path) -> set[str]:

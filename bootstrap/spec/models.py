@@ -26,6 +26,14 @@ _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
+
+def _unless_problem(v: Optional[str], problem_of) -> Optional[str]:
+    """`v` unchanged, or the ValueError naming what `problem_of` finds wrong with it (None passes)."""
+    problem = problem_of(v) if v is not None else None
+    if problem:
+        raise ValueError(problem)
+    return v
+
 class _Model(BaseModel):
     # Unknown keys are typos until proven otherwise.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -265,10 +273,7 @@ class FluxSpec(_Model):
     @field_validator("manifest_path")
     @classmethod
     def _manifest_path(cls, v: Optional[str]) -> Optional[str]:
-        problem = rules.manifest_path_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
+        return _unless_problem(v, rules.manifest_path_problem)
 
     @field_validator("manifest_sha256")
     @classmethod
@@ -295,10 +300,7 @@ class RecoverySpec(_Model):
     @field_validator("rehearsal_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
-        problem = cron.schedule_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
+        return _unless_problem(v, cron.schedule_problem)
 
 
 class FleetSpec(_Model):
@@ -317,10 +319,7 @@ class FleetSpec(_Model):
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
-        problem = cron.schedule_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
+        return _unless_problem(v, cron.schedule_problem)
 
     @field_validator("status_role_arn")
     @classmethod
