@@ -5,11 +5,19 @@ that must not be cut in two (taking the lock between its conditional write and i
 releasing it, closing the run record) runs inside `shielded()`: a signal that arrives there is held
 and raised as soon as the section ends, when the caller can clean up with its `finally` blocks.
 Without the handler installed (a library caller, a test), `shielded()` changes nothing.
+
+Python runs a signal handler between any two bytecodes, also inside a weakref callback or a `__del__`
+(importlib's module-lock clean-up is one), where a raised exception is printed as "Exception ignored"
+and dropped: the interrupt would be lost and `emulator start` would serve on. The unraisable hook sends
+such a signal again, so it is raised where the run can unwind.
 """
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -17,11 +25,16 @@ from typing import Iterator, Optional
 _depth = 0
 _pending: Optional[int] = None
 received = False  # a signal came: whatever fails after it failed because of it, not because of a bug
+_last: Optional[int] = None
 
 
 def on_signal(signum: int, frame) -> None:
-    global _pending, received
+    global _pending, received, _last
     received = True
+    _last = signum
+    if frame is not None and frame.f_code is _redeliver.__code__:
+        _send_again(signum)  # raised here it would be dropped as well
+        return
     if _depth:
         _pending = signum
         return
@@ -44,6 +57,20 @@ def shielded() -> Iterator[None]:
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def _send_again(signum: int) -> None:
+    # From another thread: `signal.raise_signal` runs the handler at once, inside the hook, where its
+    # exception would be dropped too. This one lands at a later bytecode of the main thread.
+    _thread.start_new_thread(os.kill, (os.getpid(), signum))
+
+
+def _redeliver(unraisable) -> None:
+    if unraisable.exc_type is KeyboardInterrupt and _last is not None:
+        _send_again(_last)  # raised into a callback that swallows it: raised again where the run unwinds
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def install() -> None:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    sys.unraisablehook = _redeliver
