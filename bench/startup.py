@@ -102,7 +102,7 @@ def main() -> int:
     load = os.getloadavg()
     print(f"start-up, median of {runs} runs per command (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"on {os.cpu_count()} CPUs)")
-    print(f"  every command's --help: " + ", ".join(f"{n} {w:.2f}" for n, w, _c in per_command))
+    print("  every command's --help: " + ", ".join(f"{n} {w:.2f}" for n, w, _c in per_command))
     missed = False
     for i, (what, wall, cpu, target) in enumerate(rows, start=1):
         v = verdict(wall, target)
