@@ -175,7 +175,7 @@ def _drills(r: dict) -> str:
 
 
 def _restores(r: dict) -> str:
-    """Per layer: how long ago its restore was last proven, and the measured RPO (the proven version's age)."""
+    """Per layer: how long ago its restore was last proven, and the measured RPO (what a restore of it would lose)."""
     parts = []
     for layer, x in ((r.get("rehearsals") or {}).get("layers") or {}).items():
         proven, last = x.get("last_proven"), x.get("last")

@@ -45,12 +45,13 @@ def layer_cells(layer: dict) -> list[str]:
             f" ({(version.get('version_id') or '-')[:8]})"
     seconds = sum((layer.get("seconds") or {}).values())
     return [layer["layer"], layer["outcome"], named, age_text(layer.get("age_seconds")),
+            age_text(layer.get("rpo_seconds")),
             decrypt.get("kind") or decrypt.get("result") or "-",
             preview.get("summary") or preview.get("result") or "-", f"{seconds:.1f}"]
 
 
 def _render(record: dict) -> None:
-    rows = table(f"restore rehearsal of {record['environment']}", "layer", "outcome", "version", "age (RPO now)",
+    rows = table(f"restore rehearsal of {record['environment']}", "layer", "outcome", "version", "age", "RPO now",
                  "decrypt", "preview", "seconds")
     for layer in record["layers"]:
         rows.add_row(*(Text(printable(c)) for c in layer_cells(layer)))

@@ -64,3 +64,25 @@ def newest_readable(choice: Choice) -> Optional[Option]:
         if o.verdict in ("integral", "damaged") and not o.foreign:  # another stack's resources are not "lost"
             return o
     return choice.chosen
+
+
+STACK_OBJECT = ("current", "version")  # the stack object's own versions: every state ever written to the stack
+
+
+def measured_rpo(choice: Choice, at: float) -> tuple[float, tuple[Option, ...]]:
+    """What restoring the chosen state at `at` loses: (seconds, the states lost, newest first). The states lost
+    are the stack object's versions written after the chosen one (`choice.newer`), save copies of it (its bytes,
+    or a ledger position not past its own) and another stack's state; the seconds are the age of the oldest of
+    them, or 0 when none exists: the newest state of a stack untouched for weeks loses nothing."""
+    chosen = choice.chosen
+    assert chosen is not None
+
+    def lost(o: Option) -> bool:
+        if o.source not in STACK_OBJECT or o.foreign or (o.sha256 is not None and o.sha256 == chosen.sha256):
+            return False
+        return o.position is None or chosen.position is None or o.position > chosen.position
+
+    newer = tuple(o for o in choice.newer if lost(o))
+    if not newer:
+        return 0.0, ()
+    return round(max(0.0, at - min(o.when for o in newer).timestamp()), 3), newer

@@ -152,26 +152,29 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
 
 
 def save_rehearsal(store, environment: str, at: float, layers: dict, *, index: int = 0,
-                   reason: Optional[str] = None) -> str:
+                   reason: Optional[str] = None, ages: Optional[dict] = None) -> str:
     """A restore rehearsal's record as `state rehearse --record` writes it (its own record code), started at
-    `at`: layers {layer: (outcome, age of the version in seconds or None, reason)}; no layers and a `reason`:
-    a run that stopped before any verdict."""
+    `at`: layers {layer: (outcome, the measured RPO in seconds or None, reason)}, each version as old as its
+    RPO unless `ages` {layer: seconds} says otherwise (a newest version older than the RPO it gives); no
+    layers and a `reason`: a run that stopped before any verdict."""
     from recovery.rehearsal.judge import Attempt, Decrypt, LayerResult, Preview
     from recovery.rehearsal.record import rehearsal_record, save_rehearsal_record
     from recovery.rehearsal.scope import version_of
 
     results = []
-    for layer, (outcome, age, why) in layers.items():
+    for layer, (outcome, rpo, why) in layers.items():
+        age = (ages or {}).get(layer, rpo)
         version = version_of(layout.stack_key(layer, environment), f"v{index}", "current",
                              datetime.fromtimestamp(at - (age or 0), timezone.utc), serial=index + 1)
+        newer = {"versions": 1 if rpo else 0, "oldest": None}
         if outcome == "failed":
-            results.append(LayerResult(layer, Attempt(version, age, Decrypt("failed", "passphrase", "wrong-passphrase",
-                                                                            why), seconds={"restore": 0.2},
-                                                      failed_phase="decrypt", reason=why)))
+            attempt = Attempt(version, age, Decrypt("failed", "passphrase", "wrong-passphrase", why),
+                              seconds={"restore": 0.2}, failed_phase="decrypt", reason=why)
         else:
-            results.append(LayerResult(layer, Attempt(version, age, Decrypt("ok", "passphrase", secrets=1),
-                                                      Preview("drift" if outcome == "drift" else "no-change"),
-                                                      {"restore": 0.2, "decrypt": 0.5, "preview": 4.0})))
+            attempt = Attempt(version, age, Decrypt("ok", "passphrase", secrets=1),
+                              Preview("drift" if outcome == "drift" else "no-change"),
+                              {"restore": 0.2, "decrypt": 0.5, "preview": 4.0})
+        results.append(LayerResult(layer, attempt, rpo_seconds=rpo, newer=newer))
     stamp = datetime.fromtimestamp(at, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return save_rehearsal_record(store, rehearsal_record(environment, results, started=at, finished=at + 30,
                                                          groundctl_version="0.1.0", pulumi_version="v3.259.0",

@@ -90,6 +90,8 @@ def test_a_clean_rehearsal_proves_each_layers_ledger_head(deployed, proxy):
         assert lay["decrypt"] == {**lay["decrypt"], "result": "ok", "provider": "passphrase"}
         assert lay["preview"]["result"] == "no-change" and lay["age_seconds"] >= 0
         assert set(lay["seconds"]) >= {"choose", "restore", "decrypt", "preview"}
+        # The ledger head is the stack's newest state: a restore of it loses nothing, however old it is.
+        assert lay["rpo_seconds"] == 0 and lay["newer"] == {"versions": 0, "oldest": None}
     cluster = _layer(doc, "cluster")
     assert cluster["decrypt"]["secrets"] >= 1  # its kubeconfig output is a secret of the state
     # The stand-ins have no backend layer: a reference never deployed is noted, not a failure.
@@ -137,6 +139,9 @@ def test_a_corrupt_newest_version_falls_back_as_recover_would_and_the_record_nam
     assert net["outcome"] == "proven" and net["version"]["version_id"] == head.version_id != corrupt
     assert [p["version_id"] for p in net["not_rehearsed"]] == [corrupt]
     assert net["not_rehearsed"][0]["reason"].startswith("unreadable")
+    # What a restore of the head loses is the corrupt write: the measured RPO is its age, not the head's.
+    assert net["newer"]["versions"] == 1 and net["newer"]["oldest"]["version_id"] == corrupt
+    assert 0 <= net["rpo_seconds"] <= net["age_seconds"]
 
 
 @pytest.mark.timeout(900)

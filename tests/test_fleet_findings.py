@@ -159,14 +159,14 @@ def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
 
 def _rehearsals(*records: tuple[float, dict], complete: bool = True) -> dict:
     """What `reading.rehearsals` hands on, from records named as `state rehearse --record` names them:
-    (start, {layer: (outcome, age)}), newest first."""
+    (start, {layer: (outcome, measured RPO)}), newest first."""
     from recovery.rehearsal.record import parse_name, record_name
 
     out = []
     for i, (at, layers) in enumerate(records):
         rec = {"at": datetime.fromtimestamp(at, timezone.utc).isoformat().replace("+00:00", "Z"),
                "rehearsal_id": f"r{i}", "outcome": "failed" if not layers else "x",
-               "layers": [{"layer": k, "outcome": o, "age_seconds": a} for k, (o, a) in layers.items()]}
+               "layers": [{"layer": k, "outcome": o, "rpo_seconds": a} for k, (o, a) in layers.items()]}
         out.append(parse_name(record_name(rec) + ".json") | {"key": f"k{i}"})
     return {"records": out, "complete": complete,
             "reasons": {"k0": {"network": "wrong passphrase", "": "the CLI is missing"}, "k1": {"network": "same"}}}
@@ -207,7 +207,8 @@ def test_the_last_proven_restore_per_layer_and_its_findings(production, level):
     assert failed["since"] == raw["records"][1]["at"] and failed["next"] == {
         "command": "groundctl state rehearse prod-ledger", "runbook": "runbooks/rehearsal-failed.md"}
     rpo = by["rpo-exceeded", "cluster"]
-    assert "2.0 h old, over the RPO of 30 min" in rpo["what"] and rpo["since"] == raw["records"][1]["at"]
+    assert "would lose the changes of the last 2.0 h, over the RPO of 30 min" in rpo["what"]
+    assert rpo["since"] == raw["records"][1]["at"]
     assert rpo["next"]["command"] == "groundctl state versions prod-ledger cluster"
     assert by["rehearsal-overdue", "flux"]["since"] == "2027-01-14T08:00:00Z"  # 3 days ago, plus the 2 allowed
     assert by["rehearsal-overdue", "flux"]["next"]["command"] == "groundctl state rehearse prod-ledger --record"
@@ -220,8 +221,11 @@ def test_the_last_proven_restore_per_layer_and_its_findings(production, level):
     found = [f for f in find(row | {"rehearsals": stopped}) if f["rule"].startswith(("rehearsal", "rpo"))]
     assert [(f["rule"], f.get("layer")) for f in found] == [("rehearsal-failed", None)]
     assert "stopped before any verdict: the CLI is missing" in found[0]["what"]
-    fine = summarize_rehearsals(_rehearsals((now - day, {"network": ("proven", 60)})), ["network"],
-                                rpo_seconds=1800.0, schedule="5 3 * * *", max_age_seconds=2 * day, now=now)
+    # An untouched layer's proven version is its newest: a restore loses nothing (0 s), however old it is.
+    fine = summarize_rehearsals(_rehearsals((now - day, {"network": ("proven", 60), "cluster": ("proven", 0)})),
+                                ["network", "cluster"], rpo_seconds=1800.0, schedule="5 3 * * *",
+                                max_age_seconds=2 * day, now=now)
+    assert fine["layers"]["cluster"]["last_proven"]["rpo_seconds"] == 0
     assert not [f for f in find(row | {"rehearsals": fine}) if f["rule"].startswith(("rehearsal", "rpo"))]
 
 

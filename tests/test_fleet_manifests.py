@@ -143,6 +143,25 @@ def test_cronjobs_never_overlap_and_are_bounded(rendered):
             assert jspec["backoffLimit"] == 0, "a failed drill is looked at, never re-run by itself"
 
 
+def test_an_answer_fails_the_job_at_once_and_only_the_jobs_that_read_are_retried_after_a_disruption(rendered):
+    """A finding, bad input, a refusal and, for a rehearsal, a failed layer or nothing to rehearse (exit 5) are
+    answers, already recorded: a retry would only run it again. A pod disrupted (evicted, preempted, its node
+    drained) is retried without counting as a failure where the job only reads; a drill is never re-run."""
+    from groundctl.state_rehearse import exit_code
+
+    answers = {"drift": [1, 2, 3], "rehearse": [1, 2, 3, 5], "drill": [1, 2, 3]}
+    assert {exit_code({"outcome": o}) for o in ("drift", "failed", "skipped")} <= set(answers["rehearse"])
+    disruption = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    for name, job in by_name(rendered, "CronJob").items():
+        kind = name.split("-", 1)[0]
+        rules = job["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"]
+        assert pod_of(job)["restartPolicy"] == "Never", name  # what a podFailurePolicy requires
+        fail = {"action": "FailJob", "onExitCodes": {"containerName": "groundctl", "operator": "In",
+                                                     "values": answers[kind]}}
+        # The disruption first: a disrupted pod is never taken for an answer, whatever its exit code.
+        assert rules == ([fail] if kind == "drill" else [disruption, fail]), name
+
+
 def test_drift_runs_with_the_record_role_and_drills_with_the_apply_role(rendered):
     sas = by_name(rendered, "ServiceAccount")
     jobs = by_name(rendered, "CronJob")

@@ -382,8 +382,10 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
     store = ObjectStore(s3, bucket)
     save_rehearsal(store, "reh", T0 - 86400, {"backend": ("proven", 60, None), "network": ("proven", 600, None),
                                               "cluster": ("proven", 120, None)}, index=1)
-    save_rehearsal(store, "reh", T0 - 3600, {"backend": ("proven", 60, None), "network": ("failed", 900,
-                   "the passphrase does not decrypt the state"), "cluster": ("drift", 7200, None)}, index=2)
+    # backend untouched for 40 days: its newest version is what was proven, so a restore loses nothing.
+    save_rehearsal(store, "reh", T0 - 3600, {"backend": ("proven", 0, None), "network": ("failed", 900,
+                   "the passphrase does not decrypt the state"), "cluster": ("drift", 7200, None)}, index=2,
+                   ages={"backend": 40 * 86400})
     store.put(".groundctl/rehearsals/reh/planted.json", b"{}")
     spec = parse_spec(spec_data("reh", bucket, emulator_endpoint, production=False, rpo=30), "reh")
     calls = []
@@ -407,6 +409,7 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
     assert cluster["outcome"] == "drift" and cluster["rpo_seconds"] == 7200
     rules = {(f["rule"], f.get("layer")): f["level"] for f in row["findings"]}
     assert rules[("rehearsal-failed", "network")] == "warning" and rules[("rpo-exceeded", "cluster")] == "warning"
+    assert layers["backend"]["last_proven"]["rpo_seconds"] == 0 and ("rpo-exceeded", "backend") not in rules
     assert ("rehearsal-overdue", None) not in rules
     assert any(f["rule"] == "record-unreadable" and f["key"].endswith("planted.json") for f in row["findings"])
     # The same environment in production: each of them is critical, and `--fail-on critical` would fail.

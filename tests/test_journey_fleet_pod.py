@@ -1,5 +1,5 @@
-"""The fleet pod's journey: a drift CronJob's container, as `groundctl fleet manifests` writes it, run under its
-securityContext without building the image.
+"""The fleet pod's journey: the CronJobs' containers (drift, the rebuild drill, the restore rehearsal), as
+`groundctl fleet manifests` writes them, run under their securityContext without building the image.
 
 In a mount and network namespace of its own: the host's root read-only (readOnlyRootFilesystem), the image's
 folders (/opt: the Python, groundctl, the pinned CLI and the plugins, as the Dockerfile lays them out) read-only,
@@ -9,10 +9,14 @@ capabilities and no new privileges, in its workingDir, with its env and nothing 
 loopback. AWS is an emulator on that loopback: the spec the ConfigMap holds gets the one line that points at it
 (aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before the pod ran.
 The layer programs are the engine tier's stand-ins (tests/journey.py), the provider plugins stand-in binaries
-(they cannot be had offline), put where the image puts them.
+(they cannot be had offline), put where the image puts them, and /etc/passwd and /etc/group hold the image's
+user as its Dockerfile adds it.
 
-The pod's `drift --record` reaches its honest outcome (clean), writes its record in the state bucket, and writes
-nothing outside its scratch volume (every other folder is read-only: a write there would fail the run).
+Each pod reaches its honest outcome and writes its record in the state bucket, and nothing outside its scratch
+volume (every other folder is read-only: a write there would fail the run): `drift --record` finds the
+environment clean; the rebuild drill destroys and recreates the cluster layer and, with no Kubernetes API on the
+emulator, skips the Flux phases and says the drill is unverified (exit 1), its report files in the scratch volume
+(--out); `state rehearse --record` proves every deployed layer restorable, touching no stack.
 
 Marked `engine`: the real CLI. Skipped with the reason where namespaces or setpriv are not available."""
 
@@ -58,19 +62,26 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800),
 
 
 def _fleet(infra: Path) -> dict:
-    """The drift CronJob `groundctl fleet manifests` renders for the environment, and the ConfigMaps it mounts."""
+    """The CronJobs `groundctl fleet manifests` renders for the environment, by name, and the ConfigMaps they
+    mount."""
     from groundctl.fleet import _spec_files
     from recovery.fleet import manifests as fm
 
     rendered = fm.render(_spec_files(infra / "environments"), image="registry.example/groundctl@sha256:" + "0" * 64)
     by_kind = {(m["kind"], m["metadata"]["name"]): m for m in rendered.manifests}
-    return {"cronjob": by_kind[("CronJob", f"drift-{ENV}")],
+    return {"cronjobs": {name: m for (kind, name), m in by_kind.items() if kind == "CronJob"},
             "configmaps": {name: m for (kind, name), m in by_kind.items() if kind == "ConfigMap"}}
+
+
+def _pod(cronjob: dict) -> dict:
+    return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
 def _image(stage: Path, releases) -> dict:
     """What the Dockerfile puts in the image, staged to be mounted read-only: the plugins' binaries (stand-ins,
-    from the tarballs the install step would check), the stand-in programs."""
+    from the tarballs the install step would check), the stand-in programs, and /etc/passwd and /etc/group with
+    the user its groupadd and useradd lines make (Pulumi's destroy and up look their user up by uid)."""
+    import re
     import tarfile
 
     plugins = stage / "plugins"
@@ -78,7 +89,16 @@ def _image(stage: Path, releases) -> dict:
     for release in releases:
         with tarfile.open(make_tarball(stage / "downloads", release)) as tar:
             tar.extractall(plugins, filter="data")
-    return {"plugins": plugins, "stacks": stand_in_stacks(stage / "stacks")}
+    dockerfile = (REPO / "Dockerfile").read_text()
+    group = re.search(r"groupadd --gid (\d+) (\S+)", dockerfile)
+    user = re.search(r"useradd --uid (\d+) --gid (\d+) --home-dir (\S+) .*--shell (\S+) (\S+)", dockerfile)
+    assert group and user, "the Dockerfile's groupadd and useradd lines"
+    etc = stage / "etc"
+    etc.mkdir()
+    (etc / "passwd").write_text(Path("/etc/passwd").read_text()
+                                + f"{user[5]}:x:{user[1]}:{user[2]}::{user[3]}:{user[4]}\n")
+    (etc / "group").write_text(Path("/etc/group").read_text() + f"{group[2]}:x:{group[1]}:\n")
+    return {"plugins": plugins, "stacks": stand_in_stacks(stage / "stacks"), "etc": etc, "uid": int(user[1])}
 
 
 def _volumes(pod: dict, configmaps: dict, stage: Path, spec_edit) -> tuple[list[str], Path]:
@@ -111,11 +131,12 @@ def _volumes(pod: dict, configmaps: dict, stage: Path, spec_edit) -> tuple[list[
 
 
 def _script(cronjob: dict, configmaps: dict, stage: Path, image: dict, endpoint: str) -> tuple[str, Path]:
-    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    pod = _pod(cronjob)
     container = pod["containers"][0]
     context, security = pod["securityContext"], container["securityContext"]
     assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
     assert security["capabilities"]["drop"] == ["ALL"] and context["runAsNonRoot"]
+    assert context["runAsUser"] == image["uid"]  # the image's user
 
     def pointed(text: str) -> str:
         data = yaml.safe_load(text)
@@ -139,19 +160,26 @@ def _script(cronjob: dict, configmaps: dict, stage: Path, image: dict, endpoint:
                "HOME=/srv TMPDIR=/srv PULUMI_HOME=/srv/.pulumi GROUNDCTL_JOURNEY_BY_HAND=1 "
                f"{entry} up {ENV} --yes >/srv/by-hand.out 2>/srv/by-hand.err "
                "|| { cat /srv/by-hand.out /srv/by-hand.err; exit 97; }")
-    inspect = ("import boto3, json, yaml; s3 = boto3.client('s3', endpoint_url=%r, region_name='us-east-1', "
-               "aws_access_key_id='testing', aws_secret_access_key='testing'); spec = yaml.safe_load(open("
-               "'/srv/infra/environments/%s.yaml')); print('INSPECT ' + json.dumps([o['Key'] for o in "
-               "s3.list_objects_v2(Bucket=spec['backend']['bucket'], Prefix='.groundctl/drift/').get('Contents', [])]))"
-               % (endpoint, ENV))
+    # What the bucket holds, read by the operator's side: groundctl's records, every stack object's version ids
+    # (what a run wrote to its stacks) and the stand-in programs' "cloud" (the records bucket).
+    inspect = ("import boto3, json, sys, yaml; s3 = boto3.client('s3', endpoint_url=%r, region_name='us-east-1', "
+               "aws_access_key_id='testing', aws_secret_access_key='testing'); bucket = yaml.safe_load(open("
+               "'/srv/infra/environments/%s.yaml'))['backend']['bucket']; keys = lambda b, p: [o['Key'] for page in "
+               "s3.get_paginator('list_objects_v2').paginate(Bucket=b, Prefix=p) for o in page.get('Contents', [])]; "
+               "stacks = {}; [stacks.setdefault(v['Key'], []).append(v['VersionId']) for page in "
+               "s3.get_paginator('list_object_versions').paginate(Bucket=bucket, Prefix='.pulumi/stacks/') "
+               "for v in page.get('Versions', []) + page.get('DeleteMarkers', [])]; print(sys.argv[1] + ' ' + "
+               "json.dumps({'records': keys(bucket, '.groundctl/'), 'stacks': stacks, 'cloud': keys(%r, '')}))"
+               % (endpoint, ENV, RECORDS))
     script = f"""set -eu
 mount --make-rprivate /
 ip link set lo up
-# The image: its Python, groundctl, the pinned CLI and the plugins, read-only.
+# The image: its Python, groundctl, the pinned CLI, the plugins and its user (/etc/passwd, /etc/group), read-only.
 mount -t tmpfs -o mode=755 image-opt /opt
 mkdir -p /opt/python /opt/groundctl /opt/pulumi/bin /opt/pulumi/plugins /opt/stacks
 for pair in "{python}:/opt/python" "{REPO}:/opt/groundctl" "{CLI}:/opt/pulumi/bin" \\
-            "{image['plugins']}:/opt/pulumi/plugins" "{image['stacks']}:/opt/stacks"; do
+            "{image['plugins']}:/opt/pulumi/plugins" "{image['stacks']}:/opt/stacks" \\
+            "{image['etc']}/passwd:/etc/passwd" "{image['etc']}/group:/etc/group"; do
   mount --bind "${{pair%%:*}}" "${{pair#*:}}" && mount -o remount,bind,ro "${{pair#*:}}"
 done
 mount -o remount,ro /opt
@@ -170,6 +198,7 @@ mount -t tmpfs -o mode=755 image-work /work
 {chr(10).join(mounts)}
 mount -o remount,ro /work
 ls -A /dev/shm > /srv/shm.before
+LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "{inspect}" BEFORE
 mount -o remount,bind,ro /
 set +e
 cd {container['workingDir']}
@@ -181,7 +210,7 @@ set -e
 ls -A /dev/shm | diff /srv/shm.before - >/dev/null && echo "SHM_UNCHANGED"
 echo "POD_STDOUT $(base64 -w0 /srv/pod.out)"
 echo "POD_STDERR $(base64 -w0 /srv/pod.err)"
-LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "{inspect}"
+LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "{inspect}" AFTER
 """
     return script, scratch
 
@@ -206,30 +235,97 @@ def fleet(tmp_path, local_plugin_releases):
     return _fleet(infra), stage, _image(stage, local_plugin_releases[1])
 
 
-def test_the_drift_cronjobs_container_records_a_clean_environment_under_its_security_context(fleet):
+def _run(fleet, name: str, args: list[str]) -> dict:
+    """The CronJob `name`'s container, whose args must be `args`, run under its securityContext: its exit code,
+    stdout and stderr, the bucket before and after (see `_script`), and what it wrote to its scratch volume (which
+    must be all it wrote, owned by the pod's user, holding Pulumi's home)."""
     import base64
 
     manifests, stage, image = fleet
-    endpoint = f"http://127.0.0.1:{PORT}"
-    script, scratch = _script(manifests["cronjob"], manifests["configmaps"], stage, image, endpoint)
-    assert manifests["cronjob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "drift", ENV, "--record", "--json"]
+    cronjob = manifests["cronjobs"][name]
+    assert _pod(cronjob)["containers"][0]["args"] == args
+    script, scratch = _script(cronjob, manifests["configmaps"], stage, image, f"http://127.0.0.1:{PORT}")
     done = subprocess.run(["unshare", "-m", "-n", "bash", "-c", script], capture_output=True, text=True,
                           timeout=1700)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     said = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ", 1)[0].isupper()
                 and " " in line)
     out, err = (base64.b64decode(said[k]).decode() for k in ("POD_STDOUT", "POD_STDERR"))
-    assert said["POD_EXIT"] == "0", out[-3000:] + err[-3000:]
-    report = json.loads(out)
+    assert "SHM_UNCHANGED" in done.stdout.splitlines()
+    written = list(scratch.rglob("*"))
+    assert any(p.name == ".pulumi" for p in written)
+    assert {p.stat().st_uid for p in written} == {_pod(cronjob)["securityContext"]["runAsUser"]}
+    return {"exit": int(said["POD_EXIT"]), "out": out, "err": err, "before": json.loads(said["BEFORE"]),
+            "after": json.loads(said["AFTER"]), "scratch": scratch}
+
+
+def _new(run: dict, what: str) -> list[str]:
+    """The keys of `what` (records, cloud) the pod added."""
+    return sorted(set(run["after"][what]) - set(run["before"][what]))
+
+
+def test_the_drift_cronjobs_container_records_a_clean_environment_under_its_security_context(fleet):
+    run = _run(fleet, f"drift-{ENV}", ["drift", ENV, "--record", "--json"])
+    assert run["exit"] == 0, run["out"][-3000:] + run["err"][-3000:]
+    report = json.loads(run["out"])
     assert report["drift"] is False, report
     assert {r["layer"]: r["state"] for r in report["layers"]} == {
         "backend": "clean", "network": "clean", "cluster": "clean", "flux": "skipped"}, report
-    records = json.loads(said["INSPECT"])
-    assert [k for k in records if k.startswith(f".groundctl/drift/{ENV}/")], records
-    assert "SHM_UNCHANGED" in done.stdout.splitlines()
-    # What the pod wrote is in its scratch volume: Pulumi's home and temporary files, owned by the pod's user.
-    written = [p for p in scratch.rglob("*")]
-    assert any(p.name == ".pulumi" for p in written)
-    assert {p.stat().st_uid for p in written} == {manifests["cronjob"]["spec"]["jobTemplate"]["spec"]["template"][
-        "spec"]["securityContext"]["runAsUser"]}
+    assert [k for k in _new(run, "records") if k.startswith(f".groundctl/drift/{ENV}/")], run["after"]
+    assert run["after"]["stacks"] == run["before"]["stacks"]
+
+
+def test_the_rebuild_drill_cronjobs_container_rebuilds_the_cluster_and_records_a_drill_it_cannot_verify(fleet):
+    """On the emulator (no Kubernetes API) the drill destroys and recreates the stand-in cluster layer through
+    the orchestrator and skips the Flux phases, naming why: its honest verdict is `unverified` (exit 1), and it
+    writes its record in the state bucket and its report files in the scratch volume (--out)."""
+    from bootstrap.apply.steps import EMULATOR_HAS_NO_KUBERNETES
+    from bootstrap.records.layout import drills_prefix, stack_key
+    from recovery.fleet.manifests import SCRATCH
+
+    out_dir = f"{SCRATCH}/drill-reports"
+    run = _run(fleet, f"drill-rebuild-{ENV}", ["drill", "rebuild-cluster", ENV, "--yes", "--json", "--out", out_dir])
+    assert run["exit"] == 1, run["out"][-3000:] + run["err"][-3000:]
+    report = json.loads(run["out"])
+    assert {p["name"]: p["status"] for p in report["phases"]} == {
+        "preflight": "achieved", "baseline": "achieved", "destroy-flux": "skipped", "destroy-cluster": "achieved",
+        "recreate-cluster": "achieved", "recreate-flux": "skipped", "flux-ready": "skipped",
+        "verify-kustomizations": "skipped"}, [(p["name"], p["status"], p["message"]) for p in report["phases"]]
+    assert {p["message"] for p in report["phases"] if p["status"] == "skipped"} == {
+        f"Skipped: {EMULATOR_HAS_NO_KUBERNETES}."}
+    assert (report["verdict"]["outcome"], report["verdict"]["reason"]) == ("unverified", "NotFullyVerified")
+    assert report["verdict"]["recovery_seconds"] is not None and report["left_half_done"] == []
+    # The cluster layer was destroyed and recreated: two orchestrated runs, each a new version of its stack
+    # object, and its stand-in resource is back in the "cloud".
+    assert len(report["runs"]) == 2, report["runs"]
+    cluster = stack_key("cluster", ENV)
+    assert len(run["after"]["stacks"][cluster]) >= len(run["before"]["stacks"][cluster]) + 2
+    others = [{k: v for k, v in run[when]["stacks"].items() if not k.startswith(cluster.rsplit("/", 1)[0] + "/")}
+              for when in ("before", "after")]
+    assert others[0] == others[1] and len(others[0]) >= 3, others
+    assert f"{ENV}/cluster/cluster" in run["after"]["cloud"] and run["after"]["cloud"] == run["before"]["cloud"]
+    # Its record in the state bucket, its report files in the scratch volume, where --out put them.
+    assert report["written"]["bucket_key"] in _new(run, "records")
+    assert report["written"]["bucket_key"].startswith(drills_prefix(ENV))
+    files = report["written"]["files"]
+    assert files and all(f.startswith(out_dir + "/") for f in files), files
+    assert all((run["scratch"] / Path(f).relative_to(SCRATCH)).is_file() for f in files)
+
+
+def test_the_rehearse_cronjobs_container_proves_each_layer_and_writes_its_record_only(fleet):
+    """The restore rehearsal (record role) restores each layer into a scratch backend in its scratch volume,
+    decrypts and previews it: every deployed layer proven (flux skipped on the emulator), each the stack's newest
+    state (a measured RPO of 0), one record written, the stacks and the stand-in cloud untouched."""
+    from bootstrap.records.layout import rehearsals_prefix
+
+    run = _run(fleet, f"rehearse-{ENV}", ["state", "rehearse", ENV, "--record", "--json"])
+    assert run["exit"] == 0, run["out"][-3000:] + run["err"][-3000:]
+    doc = json.loads(run["out"])
+    layers = {lay["layer"]: lay for lay in doc["layers"]}
+    assert doc["outcome"] == "proven" and {name: lay["outcome"] for name, lay in layers.items()} == {
+        "backend": "proven", "network": "proven", "cluster": "proven", "flux": "skipped"}, doc
+    assert {name: layers[name]["rpo_seconds"] for name in ("backend", "network", "cluster")} == {
+        "backend": 0, "network": 0, "cluster": 0}
+    (record,) = _new(run, "records")
+    assert record.startswith(rehearsals_prefix(ENV)) and doc["rehearsal_id"] in record, record
+    assert run["after"]["stacks"] == run["before"]["stacks"] and run["after"]["cloud"] == run["before"]["cloud"]

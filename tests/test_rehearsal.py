@@ -65,6 +65,41 @@ def test_of_the_newest_versions_another_stacks_state_and_an_unreadable_one_are_n
     assert reasons["v3"] == "unreadable: bad gzip"
 
 
+# -- the measured RPO ------------------------------------------------------------------------------
+
+
+def _option(version_id, serial, hours_ago, source="version", sha="s", **kw):
+    from recovery.choose import Option
+
+    return Option((".pulumi/stacks/network/dev.json", version_id), source,
+                  datetime.fromtimestamp(T0 - hours_ago * 3600, timezone.utc), verdict=kw.pop("verdict", "integral"),
+                  sha256=sha, serial=serial, **kw)
+
+
+def test_a_restore_of_the_newest_version_of_an_untouched_stack_loses_nothing_however_old_it_is():
+    from recovery.choose import Choice
+    from recovery.recovery_point import measured_rpo
+
+    untouched = Choice(_option("v7", 7, 30 * 24, "current", is_current=True))
+    assert measured_rpo(untouched, T0) == (0.0, ())
+
+
+def test_the_measured_rpo_is_the_age_of_the_oldest_state_written_after_the_proven_one():
+    from recovery.choose import Choice
+    from recovery.recovery_point import measured_rpo
+
+    chosen = _option("v5", 5, 30 * 24, sha="five")
+    newer = (_option("v7", 7, 2, "current", sha="seven", verdict="damaged", is_current=True),
+             _option("h7", 7, 2, "history", sha="seven"),                # a copy of v7: not a stack version
+             _option("v6", None, 5, after_serial=5, sha="six"),           # unledgered, written after serial 5
+             _option("b5", 5, 1, "backup", sha="five"),                   # a copy of the proven state
+             _option("v5b", None, 4, after_serial=5, sha="five"),         # the proven bytes saved again
+             _option("vx", 9, 3, foreign=("prod::network",), sha="x"))    # another stack's state, not this one's
+    rpo, lost = measured_rpo(Choice(chosen, newer=newer), T0)
+    assert rpo == 5 * 3600.0 and [o.ident[1] for o in lost] == ["v7", "v6"]
+    assert measured_rpo(Choice(chosen, newer=newer[:1]), T0) == (2 * 3600.0, newer[:1])
+
+
 # -- decryption ------------------------------------------------------------------------------------
 
 
@@ -146,21 +181,28 @@ def _record(*layers: LayerResult, **kw) -> dict:
                             pulumi_version="v3.259.0", rehearsal_id="20270115T080000Z-abc123", **kw)
 
 
-def test_the_record_holds_version_age_phases_and_versions_and_its_name_says_each_layers_verdict():
-    rec = _record(LayerResult("network", _attempt(), seconds={"choose": 0.4}),
+def test_the_record_holds_version_age_rpo_phases_and_versions_and_its_name_says_each_layers_verdict():
+    newer = {"versions": 1, "oldest": {"version_id": "v2", "time": "2027-01-15T07:30:00+00:00", "serial": None}}
+    rec = _record(LayerResult("network", _attempt(), seconds={"choose": 0.4}, rpo_seconds=1800.0, newer=newer),
                   LayerResult("flux", skipped="no Kubernetes API"))
     net = rec["layers"][0]
     assert (rec["outcome"], rec["pulumi_version"], rec["groundctl_version"]) == ("proven", "v3.259.0", "0.9.0")
     assert net["version"]["serial"] == 3 and net["version"]["version_id"] == "v1" and net["age_seconds"] == 3600.0
+    assert net["rpo_seconds"] == 1800.0 and net["newer"] == newer
     assert net["seconds"] == {"choose": 0.4, "restore": 0.2, "decrypt": 1.0, "preview": 3.5}
     assert net["decrypt"]["provider"] == "passphrase" and net["preview"]["result"] == "no-change"
     name = record_name(rec)
-    assert name.endswith("--network.proven.3600s+flux.skipped")
+    assert name.endswith("--network.proven.1800s+flux.skipped")  # the measured RPO, not the version's age
     parsed = parse_name(name + ".json")
     assert parsed["rehearsal_id"] == "20270115T080000Z-abc123" and parsed["at"] == rec["at"]
-    assert parsed["layers"] == {"network": {"outcome": "proven", "age_seconds": 3600},
-                                "flux": {"outcome": "skipped", "age_seconds": None}}
+    assert parsed["layers"] == {"network": {"outcome": "proven", "rpo_seconds": 1800},
+                                "flux": {"outcome": "skipped", "rpo_seconds": None}}
     assert load_rehearsal_record(json.dumps(rec).encode(), "k") == rec
+    newest = _record(LayerResult("network", _attempt(), rpo_seconds=0.0, newer={"versions": 0, "oldest": None}))
+    assert record_name(newest).endswith("--network.proven.0s")
+    with pytest.raises(Unreadable, match="rpo_seconds"):
+        load_rehearsal_record(json.dumps(newest | {"layers": [newest["layers"][0] | {"rpo_seconds": -5}]}).encode(),
+                              "k")
 
 
 def test_a_newer_record_sorts_first_and_a_run_that_stopped_names_its_outcome_only():

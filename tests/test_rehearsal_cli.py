@@ -94,6 +94,8 @@ def test_a_clean_environment_is_proven_layer_by_layer_with_the_ledger_heads_and_
         assert lay["version"]["serial"] == head.serial and lay["version"]["version_id"] == head.version_id
         assert (name, head.sha256, "passphrase") in ScratchStandIn.seen  # the very bytes the ledger recorded
         assert lay["age_seconds"] >= 0 and set(lay["seconds"]) == {"choose", "restore", "decrypt", "preview"}
+        # The ledger head is the stack's newest version: nothing newer to lose, whatever its age.
+        assert lay["rpo_seconds"] == 0 and lay["newer"] == {"versions": 0, "oldest": None}
         assert lay["decrypt"]["result"] == "ok" and lay["preview"]["result"] == "no-change"
     assert [r["layer"] for r in layers["cluster"]["references"]] == ["backend", "network"]
     assert all(r["restored"] for r in layers["cluster"]["references"])
@@ -102,7 +104,7 @@ def test_a_clean_environment_is_proven_layer_by_layer_with_the_ledger_heads_and_
     assert len(keys) == 1
     stored = load_rehearsal_record(rehearse.store.get(keys[0]).body, keys[0])
     assert stored["rehearsal_id"] == doc["rehearsal_id"] and stored["layers"] == doc["layers"]
-    assert parse_name(keys[0].rsplit("/", 1)[1])["layers"]["cluster"]["outcome"] == "proven"
+    assert parse_name(keys[0].rsplit("/", 1)[1])["layers"]["cluster"] == {"outcome": "proven", "rpo_seconds": 0}
 
 
 def test_drift_is_restorable_and_reported_with_the_resources_and_fields(rehearse):
@@ -138,11 +140,14 @@ def test_a_failed_preview_is_a_failure_with_the_engines_error_never_drift(rehear
 def test_a_corrupt_newest_version_falls_back_as_recover_would_and_names_the_version_proven(rehearse):
     key = layout.stack_key("network", "local")
     good = rehearse.store.get(key).body
-    rehearse.store.put(key, good[: len(good) // 2])
+    corrupt = rehearse.store.put(key, good[: len(good) // 2])
     head = read_ledger(rehearse.store, "network", "local").head
     code, doc, _ = rehearse("--layers", "network", "--newest", "2")
     net = _layers(doc)["network"]
     assert code == 0 and net["version"]["version_id"] == head.version_id and net["version"]["serial"] == head.serial
+    # What a restore of it loses is the corrupt write: the measured RPO is that version's age, not the head's.
+    assert net["newer"]["versions"] == 1 and net["newer"]["oldest"]["version_id"] == corrupt
+    assert 0 <= net["rpo_seconds"] <= net["age_seconds"]
     assert [p["reason"].split(":")[0] for p in net["not_rehearsed"]] == ["unreadable"]
 
 

@@ -40,8 +40,9 @@ RULES: dict[str, tuple[str, str, str]] = {
                          "verdict): its state is not proven restorable"),
     "rehearsal-overdue": (CRITICAL, WARNING, "no restore rehearsal of a deployed layer within twice the longest gap "
                           "of its schedule (or none recorded)"),
-    "rpo-exceeded": (CRITICAL, WARNING, "the last proven restore of a layer was of a version older than the spec's "
-                     "RPO (the measured RPO: the version's age when rehearsed)"),
+    "rpo-exceeded": (CRITICAL, WARNING, "a restore of the last proven version of a layer would lose more than the "
+                     "spec's RPO (the measured RPO: the age, when rehearsed, of the oldest state written after that "
+                     "version; none when it was the newest)"),
     "drift-stale": (WARNING, WARNING, "the last drift check is older than twice the longest gap of its schedule"),
     "drift-never": (WARNING, WARNING, "no drift check was ever recorded"),
     "drill-overdue": (WARNING, WARNING, "the last drill of a kind is older than twice the longest gap of its schedule "
@@ -221,8 +222,9 @@ def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:
         if last and limit and last["age_seconds"] is not None and last["age_seconds"] > limit:
             overdue.setdefault(last["at"], (last, []))[1].append(layer)
         if proven and x["over_rpo_run"]:
-            out.append(finding("rpo-exceeded", prod, f"{layer}: the last proven restore was of a version "
-                               f"{_days(proven['rpo_seconds'])} old, over the RPO of {rpo / 60:.0f} min"
+            out.append(finding("rpo-exceeded", prod, f"{layer}: a restore of the last proven version would lose "
+                               f"the changes of the last {_days(proven['rpo_seconds'])}, over the RPO of "
+                               f"{rpo / 60:.0f} min"
                                + _in_a_row(x["over_rpo_run"], "rehearsals"), x["over_rpo_run"], layer=layer))
     for last, layers in overdue.values():
         out.append(finding("rehearsal-overdue", prod, f"{', '.join(layers)}: last rehearsal "

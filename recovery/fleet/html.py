@@ -213,7 +213,8 @@ def _drill_detail(kind: str, k: dict, timeline: Optional[dict]) -> str:
 
 
 def _restores(row: dict) -> str:
-    """Per layer: when its restore was last proven, of a version how old (the measured RPO), or its last verdict."""
+    """Per layer: when its restore was last proven and its measured RPO (what that restore would lose), or its last
+    verdict."""
     parts = []
     for layer, x in ((row.get("rehearsals") or {}).get("layers") or {}).items():
         proven, last = x.get("last_proven"), x.get("last")

@@ -34,6 +34,14 @@ DRIFT_BACKOFF = 2                   # drift only reads: a retry after a transien
 REHEARSAL_DEADLINE = 45 * 60        # every layer restored into scratch, decrypted and refresh-previewed
 DRILL_BACKOFF = 0                   # a drill destroys and recreates: a failed one is looked at, never re-run
 LABELS = {"app.kubernetes.io/name": "groundctl", "app.kubernetes.io/managed-by": "groundctl-fleet"}
+# The exit codes that are an answer, already printed and recorded: a retry would only give it again, so the Job
+# fails at once. All: a finding (drift, a failed or drifted drill or rehearsal: 1), bad input (2), a refusal (3);
+# a rehearsal's 5 is "nothing deployed to rehearse", recorded as such. Other failures (4: AWS or the engine
+# unreachable; a killed pod) are retried within backoffLimit.
+ANSWERS = {"drift": [1, 2, 3], "rehearsal": [1, 2, 3, 5], "drill": [1, 2, 3]}
+# Jobs that only read (and write their record) are retried after their pod was disrupted (evicted, preempted,
+# its node drained) without it counting against backoffLimit; a drill destroys, so a disrupted one is looked at.
+RETRIED_AFTER_DISRUPTION = ("drift", "rehearsal")
 RESOURCES = {
     "drift": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     "rehearsal": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
@@ -148,6 +156,14 @@ def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, mani
     }
 
 
+def failure_policy(kind: str) -> dict:
+    """The Job's podFailurePolicy (it needs the pod's restartPolicy Never). The disruption rule comes first, so a
+    disrupted pod is never taken for an answer, whatever it exited with."""
+    disrupted = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+    return {"rules": (disrupted if kind in RETRIED_AFTER_DISRUPTION else []) + [{"action": "FailJob", "onExitCodes": {
+        "containerName": "groundctl", "operator": "In", "values": ANSWERS[kind]}}]}
+
+
 def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: str, args: list[str],
             service_account_name: str, kind: str, backoff_limit: int, deadline: int) -> dict:
     environment = spec_file.spec.name
@@ -172,10 +188,7 @@ def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: st
             "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
             "jobTemplate": {"metadata": {"labels": LABELS | {"groundctl/environment": environment}},
                             "spec": {"backoffLimit": backoff_limit, "activeDeadlineSeconds": deadline,
-                                     # A finding (drift: 1), bad input (2) or a refusal (3) is an answer;
-                                     # only other failures (AWS unreachable, a killed pod) are retried.
-                                     "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-                                         "containerName": "groundctl", "operator": "In", "values": [1, 2, 3]}}]},
+                                     "podFailurePolicy": failure_policy(kind),
                                      "ttlSecondsAfterFinished": 7 * 24 * 3600,
                                      "template": {"metadata": {"labels": LABELS | {
                                          "groundctl/environment": environment, "groundctl/job": kind}},

@@ -2,9 +2,10 @@
 
 From the rehearsal records' names alone (`recovery.fleet.reading.rehearsals`, newest first): per layer the
 last rehearsal (its verdict, when, the reason when it failed), the last one that proved the layer restorable
-(`proven`, or `drift`: restorable, the cloud differs) with the age of the version it proved (the measured RPO),
-and the runs that date a finding: the failed rehearsals in a row, the proven restores in a row whose version
-was older than the spec's RPO. A run that stopped before any layer's verdict is the environment's, not a
+(`proven`, or `drift`: restorable, the cloud differs) with its measured RPO (what a restore of the version it
+proved would lose: 0 when that was the stack's newest state, else the age of the oldest newer one), and the
+runs that date a finding: the failed rehearsals in a row, the proven restores in a row whose measured RPO
+was over the spec's. A run that stopped before any layer's verdict is the environment's, not a
 layer's. The layers are those the ledger shows deployed and those the records name.
 """
 
@@ -36,7 +37,7 @@ def _run(history: list[tuple[dict, dict]], holds: Callable[[dict], bool], comple
 
 def _entry(rec: dict, verdict: dict, now: float, reason: Optional[str] = None) -> dict:
     return {"rehearsal_id": rec["rehearsal_id"], "at": rec["at"], "age_seconds": _age(rec["at"], now),
-            "outcome": verdict["outcome"], "rpo_seconds": verdict.get("age_seconds"), "reason": reason}
+            "outcome": verdict["outcome"], "rpo_seconds": verdict.get("rpo_seconds"), "reason": reason}
 
 
 def summarize_rehearsals(raw: Optional[dict], deployed, *, rpo_seconds: float, schedule: Optional[str],
@@ -57,7 +58,7 @@ def summarize_rehearsals(raw: Optional[dict], deployed, *, rpo_seconds: float, s
             "last": last and _entry(*last, now, reasons.get(last[0]["key"], {}).get(layer)),
             "last_proven": proven and _entry(*proven, now),
             "failed_run": _run(history, lambda v: v["outcome"] == "failed", complete),
-            "over_rpo_run": _run(restorable, lambda v: (v.get("age_seconds") or 0) > rpo_seconds, complete),
+            "over_rpo_run": _run(restorable, lambda v: (v.get("rpo_seconds") or 0) > rpo_seconds, complete),
         }
     stopped = None
     if records and not records[0]["layers"] and records[0]["outcome"] == "failed":

@@ -1,6 +1,6 @@
 """What `drill history` shows of the restore rehearsals beside the drills: "can we recover, and how fast" in
-one place. Per layer: the last rehearsal and its verdict, the last proven restore and its measured RPO (the
-proven version's age when rehearsed), from the names of the newest rehearsal records (the one bounded listing
+one place. Per layer: the last rehearsal and its verdict, the last proven restore and its measured RPO (what
+a restore of the proven version would lose), from the names of the newest rehearsal records (the one bounded listing
 `fleet status` makes), and the seconds the newest rehearsal spent on the layer (the state half of the RTO),
 from that one record. Unreadable records are named, never shown as results.
 """

@@ -65,7 +65,7 @@ class Attempt:
     """One version restored into the scratch backend, decrypted and previewed (as far as it got)."""
 
     version: dict                    # key, version_id, source, serial, sha256, lineage, last_modified, label
-    age_seconds: Optional[float]     # the version's age when rehearsed: the RPO a restore now would give
+    age_seconds: Optional[float]     # the version's age when rehearsed (the RPO only when nothing newer exists)
     decrypt: Decrypt = Decrypt("not-attempted")
     preview: Preview = Preview("not-attempted")
     seconds: dict = field(default_factory=dict)   # phase -> seconds
@@ -96,6 +96,11 @@ class LayerResult:
     failed_phase: Optional[str] = None           # failed before a version was restored (choose, references)
     reason: Optional[str] = None
     seconds: dict = field(default_factory=dict)  # the phases before the version's own (choose, references)
+    # The measured RPO: what a restore of the chosen version now loses, 0 when it is the stack's newest state
+    # (`recovery.recovery_point.measured_rpo`); and the newer states: {versions, oldest: {version_id, time,
+    # serial} or None}.
+    rpo_seconds: Optional[float] = None
+    newer: Optional[dict] = None
 
     @property
     def outcome(self) -> str:
@@ -114,7 +119,9 @@ class LayerResult:
         failed_phase = self.failed_phase or (a.failed_phase if a else None)
         return {"layer": self.layer, "outcome": self.outcome, "skipped_reason": self.skipped,
                 "failed_phase": failed_phase, "reason": self.reason or (a.reason if a else None),
-                "age_seconds": self.age_seconds, "version": dict(a.version) if a else None,
+                "age_seconds": self.age_seconds, "rpo_seconds": self.rpo_seconds,
+                "newer": dict(self.newer) if self.newer is not None else None,
+                "version": dict(a.version) if a else None,
                 "decrypt": a.decrypt.to_dict() if a else None, "preview": a.preview.to_dict() if a else None,
                 "seconds": {**self.seconds, **(a.seconds if a else {})}, "choice": dict(self.choice),
                 "references": list(self.references), "others": [o.to_dict() for o in self.others],

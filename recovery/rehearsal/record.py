@@ -2,11 +2,14 @@
 
 Stored at `.groundctl/rehearsals/<env>/<newest-first>-<rehearsal_id>--<verdicts>.json` (never a stack's key):
 the name starts with the milliseconds left until 2286 (13 digits), so S3's ascending listing returns the
-newest record first, and ends with each layer's verdict and the age of the version it proved, e.g.
-`network.proven.3600s+cluster.drift.7200s+flux.skipped` (`failed` layers may have no age: nothing was
-chosen). A reader such as `fleet status` learns the latest result per layer, and the measured RPO, from a
-listing alone. The record itself holds, per layer: the version (key, S3 version id, serial, sha256, lineage,
-time), its age at the rehearsal (the RPO a restore now would give), the decryption (provider, result, why it
+newest record first, and ends with each layer's verdict and its measured RPO, e.g.
+`network.proven.0s+cluster.drift.7200s+flux.skipped` (`failed` layers may have none: nothing was chosen).
+The measured RPO is what a restore of the chosen version now would lose: 0 when it is the stack's newest
+state (a layer untouched for weeks loses nothing), else the age of the oldest state written after it
+(`recovery.recovery_point.measured_rpo`). A reader such as `fleet status` learns the latest result per layer,
+and the measured RPO, from a listing alone. The record itself holds, per layer: the version (key, S3 version
+id, serial, sha256, lineage, time), its age at the rehearsal, the measured RPO and the newer states (how many,
+the oldest), the decryption (provider, result, why it
 failed), the preview (no change / drift with the changed resources and fields / the engine's error), the
 seconds per phase, the references restored first, and the groundctl and Pulumi versions. No property value
 and no secret is kept; every text is redacted with the secrets the run knows of.
@@ -27,7 +30,7 @@ from recovery.rehearsal.judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1
 _END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
-_VERDICT = re.compile(r"^(?P<layer>[a-z][a-z0-9-]{0,62})\.(?P<outcome>[a-z]+)(?:\.(?P<age>\d{1,12})s)?$")
+_VERDICT = re.compile(r"^(?P<layer>[a-z][a-z0-9-]{0,62})\.(?P<outcome>[a-z]+)(?:\.(?P<rpo>\d{1,12})s)?$")
 PHASES = ("choose", "references", "restore", "decrypt", "preview")
 
 
@@ -45,19 +48,19 @@ def rehearsal_record(environment: str, layers: list[LayerResult], *, started: fl
 
 
 def record_name(record: dict) -> str:
-    """Newest first in a listing (to the millisecond), the id, then every layer's verdict and proven age."""
+    """Newest first in a listing (to the millisecond), the id, then every layer's verdict and measured RPO."""
     at = datetime.fromisoformat(record["at"].replace("Z", "+00:00")).timestamp()
     verdicts = []
     for layer in record["layers"]:
-        age = layer.get("age_seconds")
-        verdicts.append(f"{layer['layer']}.{layer['outcome']}" + (f".{int(age)}s" if age is not None else ""))
+        rpo = layer.get("rpo_seconds")
+        verdicts.append(f"{layer['layer']}.{layer['outcome']}" + (f".{int(rpo)}s" if rpo is not None else ""))
     tail = "+".join(verdicts) or record["outcome"]
     return f"{_END_OF_TIME_MS - round(at * 1000):013d}-{record['rehearsal_id']}--{tail}"
 
 
 def parse_name(name: str) -> Optional[dict]:
     """What `record_name` put in a name: {at, rehearsal_id, outcome (the run's, as `run_outcome` judges it),
-    layers: {layer: {outcome, age_seconds}}}; None for another shape. A name holds no reason: the record does.
+    layers: {layer: {outcome, rpo_seconds}}}; None for another shape. A name holds no reason: the record does.
     Pure."""
     head, sep, tail = name.removesuffix(".json").partition("--")
     inverted, _, rehearsal_id = head.partition("-")
@@ -70,7 +73,7 @@ def parse_name(name: str) -> Optional[dict]:
             m = _VERDICT.match(part)
             if not m or m["outcome"] not in OUTCOMES:
                 return None
-            layers[m["layer"]] = {"outcome": m["outcome"], "age_seconds": int(m["age"]) if m["age"] else None}
+            layers[m["layer"]] = {"outcome": m["outcome"], "rpo_seconds": int(m["rpo"]) if m["rpo"] else None}
         seen = {v["outcome"] for v in layers.values()}
         outcome = next((o for o in ("failed", "drift", "proven") if o in seen), "skipped")
     return {"rehearsal_id": rehearsal_id, "at": iso((_END_OF_TIME_MS - int(inverted)) / 1000), "outcome": outcome,
@@ -139,6 +142,14 @@ def load_rehearsal_record(body: Optional[bytes], key: str) -> dict:
                 raise ValueError("an entry of 'layers' is not an object")
             text(layer, "layer"), _outcome(layer, explained=("failed",)), prose(layer, "skipped_reason")
             _attempt_parts(layer)
+            number(layer, "rpo_seconds", low=0, high=1e11)
+            newer = obj(layer, "newer")
+            if newer:
+                whole(newer, "versions", low=0)
+                oldest = obj(newer, "oldest")
+                if oldest:
+                    text(oldest, "version_id", optional=True), when(oldest, "time"), whole(oldest, "serial",
+                                                                                          optional=True)
             for other in items(layer, "others", max_items=100):
                 if not isinstance(other, dict):
                     raise ValueError("an entry of 'others' is not an object")

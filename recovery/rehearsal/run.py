@@ -17,6 +17,7 @@ from bootstrap.engine.secrets_provider import PASSPHRASE, state_provider
 from bootstrap.errors import BadInput, GroundctlError
 from bootstrap.records.drift import drift_row
 from bootstrap.untrusted import epoch
+from recovery.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
 from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
                                       kms_region, preview_failure, preview_from_row, secrets_in)
@@ -109,8 +110,12 @@ def _layer(environment: str, step: Step, svc: Services, restored: dict, newest: 
     version = version_of(option.ident[0], option.ident[1], option.source, option.when, serial=option.serial,
                          sha256=option.sha256, lineage=option.lineage, label=option.label())
     attempt = _attempt(environment, step.layer, version, chosen.lineage, svc, at)
+    rpo, lost = measured_rpo(chosen.run.choice, at)
+    oldest = min(lost, key=lambda o: o.when) if lost else None
+    newer = {"versions": len(lost), "oldest": oldest and {"version_id": oldest.ident[1], "serial": oldest.serial,
+                                                         "time": oldest.when.isoformat()}}
     return LayerResult(step.layer, attempt, chosen.summary(), refs, tuple(others), tuple(passed_over),
-                       seconds=seconds)
+                       seconds=seconds, rpo_seconds=rpo, newer=newer)
 
 
 def _reference(environment: str, layer: str, svc: Services) -> dict:
