@@ -110,4 +110,3 @@ def write_plain_config(settings_file: Path, values: Mapping[str, str]) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
     os.replace(tmp, settings_file)
-
