@@ -16,7 +16,8 @@ bytes the rehearsal restores, with the config and lineage groundctl sets: the pr
 backend it runs it on. (On the real S3 stack the bare side would pay the emulator's round trips the rehearsal's
 preview does not, and the ratio would flatter the rehearsal.) What the ratio charges to groundctl is everything
 else: reading the ledger and the stack's versions to choose the one a recovery would restore, copying it into
-the scratch backend, the decryption proof (`stack export --show-secrets`), the workspace set-up. Target <= 1.2x;
+the scratch backend, the workspace set-up (the decryption's proof is the preview's own: only a failed preview
+is followed by a `stack export --show-secrets`). Target <= 1.2x;
 the rehearsal's own seconds per phase (its JSON record) are printed beside it.
 
 Part 2, --sizes environments (each its own state and records buckets, the network stand-in up; the set-up is

@@ -110,3 +110,41 @@ def test_cli_processes_of_one_layer_up_unchanged_and_applied(engine_cli):
     result = engine.up("network", use_saved_plan=True)
     assert result.outputs.values == {"vpc_id": "vpc-1"}
     assert cli == ["preview", "up", "stack output", "stack output --show-secrets", "stack history"]
+
+
+def test_a_stack_the_caller_placed_opens_without_starting_the_cli(monkeypatch, tmp_path):
+    # The rehearsal's scratch stack (issue 28): the caller wrote its state, so no `pulumi version` beyond the
+    # process's one check, no `stack select`, no export and no `config set-all`: the plain config lands in this
+    # run's settings file as set-all writes it. Decrypting is left to the command that needs it.
+    from pathlib import Path
+
+    import yaml
+    from pulumi.automation._cmd import CommandResult
+
+    import bootstrap.engine.preflight as preflight
+    from bootstrap.engine import layer_stacks
+    from bootstrap.engine.automation import PulumiEngine
+
+    monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
+    monkeypatch.setattr(preflight, "require_cli", lambda: "v3.259.0")
+    cli: list[str] = []
+    provider = "awskms://alias/groundctl-dev-state?region=eu-west-1"
+    deployment = {"resources": [], "secrets_providers": {"type": "cloud", "state": {"url": provider}}}
+
+    def run(self, args, cwd, additional_env, on_output=None, on_error=None):
+        cli.append(" ".join(a for a in args if a != "--non-interactive"))
+        return CommandResult(json.dumps({"version": 3, "deployment": deployment}), "", 0)
+
+    monkeypatch.setattr(layer_stacks._sdk_narrowed()[0], "run", run)
+    engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE, backend_override=tmp_path.as_uri(),
+                          secrets_provider=provider, placed={"network": deployment})
+    assert str(engine._command.version) == "3.259.0"
+    assert engine.stack_exists("network") and cli == []
+    stack = engine._stacks["network"]
+    settings = yaml.safe_load((Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml").read_text())
+    assert settings["config"] == engine._plain_config["network"] and settings["config"]["groundctl:lineage"] == LINEAGE
+    assert all(isinstance(v, str) for v in settings["config"].values())
+    engine.set_config("network", "groundctl:lineage", LINEAGE)
+    assert cli == []
+    assert engine.export_state("network")["deployment"] == deployment
+    assert cli == ["stack export --show-secrets --stack dev"]

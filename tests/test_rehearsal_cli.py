@@ -23,27 +23,35 @@ from tests.test_cli_up import cli  # noqa: F401 - fixture
 
 class ScratchStandIn:
     """Stands in for PulumiEngine on the scratch backend: what it exports and previews is what the rehearsal
-    placed in the scratch folder; `behaviour[layer]` makes one layer drift or fail."""
+    placed in the scratch folder (and handed it as `placed`); `behaviour[layer]` makes one layer drift or fail.
+    As Pulumi's, its preview cannot run with a wrong passphrase (it decrypts the state and the config first)."""
 
     behaviour: dict = {}
     seen: list = []
+    exported: list = []  # the layers whose state was exported with its secrets decrypted
 
-    def __init__(self, spec, *, backend_override=None, secrets_provider=None, lineage_for=None, **_):
+    def __init__(self, spec, *, backend_override=None, secrets_provider=None, lineage_for=None, placed=None, **_):
         assert backend_override and backend_override.startswith("file://"), backend_override
         self.root, self.env, self.provider = Path(urlparse(backend_override).path), spec.name, secrets_provider
+        assert placed and all(dep == self._state(layer) for layer, dep in placed.items())
 
     def _state(self, layer: str) -> dict:
         body = (self.root / layout.stack_key(layer, self.env)).read_bytes()
         self.seen.append((layer, hashlib.sha256(body).hexdigest(), self.provider))
         return json.loads(body)["checkpoint"]["latest"]
 
-    def export_state(self, layer: str) -> dict:
+    def _secrets_manager(self, layer: str) -> None:
         if self.behaviour.get(layer) == "wrong-passphrase":
             raise EngineError(f"Layer '{layer}': getting secrets manager: incorrect passphrase")
+
+    def export_state(self, layer: str) -> dict:
+        self.exported.append(layer)
+        self._secrets_manager(layer)
         return {"deployment": self._state(layer)}
 
     def preview(self, layer: str, **kw) -> Plan:
         assert kw == {"refresh": True, "expect_no_changes": True}
+        self._secrets_manager(layer)
         urns = [r["urn"] for r in self._state(layer)["resources"]]
         if self.behaviour.get(layer) == "drift":
             raise UnexpectedChanges(Plan(layer, self.env, (ResourceChange(urns[-1], "t", "update", ("cidrBlock",)),)))
@@ -58,6 +66,7 @@ def rehearse(cli, monkeypatch):  # noqa: F811 - the fixture imported above
     monkeypatch.setattr("bootstrap.engine.preflight.require_cli", lambda: "v3.259.0")
     monkeypatch.setattr(ScratchStandIn, "behaviour", {})
     monkeypatch.setattr(ScratchStandIn, "seen", [])
+    monkeypatch.setattr(ScratchStandIn, "exported", [])
     code, out, err = cli("up", "SPEC", "--yes", "--json")
     assert code == 0, err
 
@@ -97,6 +106,8 @@ def test_a_clean_environment_is_proven_layer_by_layer_with_the_ledger_heads_and_
         # The ledger head is the stack's newest version: nothing newer to lose, whatever its age.
         assert lay["rpo_seconds"] == 0 and lay["newer"] == {"versions": 0, "oldest": None}
         assert lay["decrypt"]["result"] == "ok" and lay["preview"]["result"] == "no-change"
+    # The previews decrypted every state: no layer paid for an export of its own.
+    assert ScratchStandIn.exported == []
     assert [r["layer"] for r in layers["cluster"]["references"]] == ["backend", "network"]
     assert all(r["restored"] for r in layers["cluster"]["references"])
     assert doc["pulumi_version"] == "v3.259.0" and doc["groundctl_version"]
@@ -135,6 +146,8 @@ def test_a_failed_preview_is_a_failure_with_the_engines_error_never_drift(rehear
     net = _layers(doc)["network"]
     assert code == 1 and (net["outcome"], net["failed_phase"]) == ("failed", "preview")
     assert "AccessDenied" in net["preview"]["error"]
+    # The export after the failed preview told that the secrets were not the cause.
+    assert ScratchStandIn.exported == ["network"] and net["decrypt"]["result"] == "ok"
 
 
 def test_a_corrupt_newest_version_falls_back_as_recover_would_and_names_the_version_proven(rehearse):

@@ -4,9 +4,10 @@ every failure of the SDK turned into one scrubbed paragraph."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from bootstrap.engine.errors import StackMissing, Where, map_error
 from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
@@ -27,9 +28,11 @@ class LayerStacks:
                  lineage_for: Callable[[str], str | None] | None = None,
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
-                 secrets_provider: str | None = None):
+                 secrets_provider: str | None = None, placed: Mapping[str, Mapping[str, Any]] | None = None):
         # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
+        # placed: layer → the deployment the caller itself wrote into that backend as the layer's stack (the
+        # rehearsal): neither `stack select` nor an export is needed to learn that it exists or what it holds.
         from bootstrap.engine.rundir import RunDir
 
         self.spec = spec
@@ -46,18 +49,26 @@ class LayerStacks:
         # and the layers whose state was found to hold none before their first preview, up or destroy.
         self._pending_seen: dict[str, list] = {}
         self._pending_checked: set[str] = set()
+        self._placed = dict(placed or {})
         self._run_dir = RunDir()
         require_pulumi()
         self._command = self._pulumi_command()
 
     def _pulumi_command(self):
         from pulumi.automation import PulumiCommand
+        from semver import VersionInfo
 
         from bootstrap.engine.preflight import require_cli
 
         # The floor first, in one paragraph (an older CLI fails later with a raw "unknown flag"); asked once
         # per process, and before the command writes anything.
-        require_cli()
+        reported = require_cli()
+        try:
+            version = VersionInfo.parse(reported.strip().lstrip("v"))
+        except (TypeError, ValueError):
+            version = None
+        if version is not None:
+            return _checked_command(version)
         try:
             # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
             return PulumiCommand()
@@ -90,6 +101,11 @@ class LayerStacks:
         from pulumi.automation.errors import StackNotFoundError
 
         work_dir, opts = self._workspace_options(layer)
+        if layer in self._placed:
+            # The caller put this stack's state in the backend: selecting it would only prove that it exists,
+            # and every command names its stack (--stack) anyway.
+            return self._call(layer, "stack selection", lambda: auto.Stack.select(
+                self.environment, _placed_workspace(**{**opts.__dict__, "work_dir": work_dir})))
 
         def select():
             try:
@@ -128,13 +144,22 @@ class LayerStacks:
     def _configure(self, layer: str, stack) -> None:
         from pulumi import automation as auto
 
+        from bootstrap.engine.rundir import write_plain_config
+
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
-        self._settle_secrets_provider(layer, stack)
-        plain = {k: auto.ConfigValue(value=v.value) for k, v in config.items() if not v.secret}
-        if plain:
-            self._call(layer, "config", lambda: stack.set_all_config(plain))
-        self._plain_config[layer] = {k: v.value for k, v in plain.items()}
+        placed = self._placed.pop(layer, None)  # what the stack holds only until this engine writes it
+        self._settle_secrets_provider(layer, stack, placed)
+        plain = {k: v.value for k, v in config.items() if not v.secret}
+        if plain and placed is not None and all(":" in k for k in plain):
+            # `config set-all --plaintext` would only write these into this run's settings file (namespaced keys
+            # are kept as given): written here, without starting the CLI, on the rehearsal's scratch stack.
+            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
+            self._call(layer, "config", lambda: write_plain_config(settings, plain))
+        elif plain:
+            self._call(layer, "config", lambda: stack.set_all_config(
+                {k: auto.ConfigValue(value=v) for k, v in plain.items()}))
+        self._plain_config[layer] = dict(plain)
         for key, value in config.items():
             if value.secret:
                 self._set_secret(layer, stack, key, value.value)
@@ -162,14 +187,17 @@ class LayerStacks:
                 raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
         self._call(layer, "config", run)
 
-    def _settle_secrets_provider(self, layer: str, stack) -> None:
+    def _settle_secrets_provider(self, layer: str, stack, placed: Mapping[str, Any] | None = None) -> None:
         """Before any config is set: refuse a state encrypted with another provider than the environment's;
         for a state that records none yet (a stack made but never updated), declare the environment's in
-        this run's settings file, which Pulumi otherwise fills with its default, a passphrase."""
+        this run's settings file, which Pulumi otherwise fills with its default, a passphrase. The state is
+        the one the caller placed, else a plain export."""
         from bootstrap.engine.rundir import write_secrets_provider
         from bootstrap.engine.secrets_provider import PASSPHRASE, check_state_provider, state_provider
 
-        found = state_provider(self._export_plain(layer, stack))
+        if placed is not None:
+            self._saw_pending(layer, dict(placed))
+        found = state_provider(placed if placed is not None else self._export_plain(layer, stack))
         expected = self.settings.secrets_provider
         check_state_provider(found, expected, environment=self.environment, layer=layer)
         if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
@@ -249,3 +277,34 @@ class LayerStacks:
             known[key] = value
         # else: already in Pulumi.<stack>.yaml, which lives in this run's private folder and only this engine
         # writes; setting it again would start the CLI (and pay the passphrase KDF) to rewrite the same file.
+
+
+# The SDK's classes, narrowed where groundctl already knows the answer; made on first use, as the SDK is
+# imported only when an engine runs.
+@functools.cache
+def _sdk_narrowed() -> tuple[type, type]:
+    from pulumi.automation import LocalWorkspace, PulumiCommand
+
+    class CheckedCommand(PulumiCommand):
+        """The `pulumi` on PATH at the version require_cli read once per process: PulumiCommand's own
+        constructor starts `pulumi version` again, for every engine a command builds."""
+
+        def __init__(self, version) -> None:  # no super().__init__(): that is the CLI run it saves
+            self.command = "pulumi"
+            self.version = version
+
+    class PlacedWorkspace(LocalWorkspace):
+        """A workspace whose stack selection starts no CLI: the caller placed the stack's state itself."""
+
+        def select_stack(self, stack_name: str) -> None:
+            return None
+
+    return CheckedCommand, PlacedWorkspace
+
+
+def _checked_command(version):
+    return _sdk_narrowed()[0](version)
+
+
+def _placed_workspace(**options):
+    return _sdk_narrowed()[1](**options)

@@ -91,3 +91,22 @@ def write_secrets_provider(settings_file: Path, provider: str) -> None:
     fd = os.open(settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         yaml.safe_dump({"secretsprovider": provider}, fh)
+
+
+def write_plain_config(settings_file: Path, values: Mapping[str, str]) -> None:
+    """Set plain config values in a settings file of this run, as `pulumi config set-all --plaintext` sets
+    namespaced keys (a string each, beside what the file already holds), replacing the file in one step."""
+    try:
+        current = yaml.safe_load(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInput(f"This run's stack settings file {settings_file} cannot be read ({type(exc).__name__}).") \
+            from None
+    doc = dict(current) if isinstance(current, Mapping) else {}
+    config = dict(doc.get("config") or {}) if isinstance(doc.get("config"), Mapping) else {}
+    config.update({k: str(v) for k, v in values.items()})
+    doc["config"] = config
+    tmp = settings_file.with_name(settings_file.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False)
+    os.replace(tmp, settings_file)

@@ -141,8 +141,8 @@ def run_outcome(layers: list[LayerResult]) -> str:
 
 
 def secrets_in(deployment: Any) -> tuple[int, set[str]]:
-    """How many secret values a deployment exported with --show-secrets holds, and their plaintexts (kept in
-    memory only, to redact from what the rehearsal prints and stores)."""
+    """How many secret values a deployment holds (as stored, or exported with --show-secrets), and the plaintexts
+    of an export (kept in memory only, to redact from what the rehearsal prints and stores)."""
     count, plain, todo, visited = 0, set(), [deployment], 0
     while todo and visited < MAX_WALK:
         value = todo.pop()

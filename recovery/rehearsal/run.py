@@ -1,7 +1,10 @@
 """The rehearsal's phases, layer by layer: choose (the recovery's choice), restore into the scratch backend
 (the references first), decrypt with the state's own secrets provider, preview with `--refresh
---expect-no-changes`; each timed. Every I/O goes through `Services`: the state bucket is only read, the engine
-only ever sees the scratch backend, and nothing here writes a record (the caller does, with the result)."""
+--expect-no-changes`; each timed. The preview is itself the decryption's proof (it cannot run without
+decrypting the state and the config); only a failed one is followed by an export that decrypts the state on
+its own, to tell whether the secrets were the cause. Every I/O goes through `Services`: the state bucket is
+only read, the engine only ever sees the scratch backend, and nothing here writes a record (the caller does,
+with the result)."""
 
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ _AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientErro
 class Services:
     store: Any                                                     # the state bucket: read, never written here
     scratch: Any                                                   # recovery.rehearsal.scratch.ScratchBackend
-    engine_for: Callable[[str, Optional[str], Optional[str]], Any]  # (layer, secrets provider, lineage) -> Engine
+    # (layer, secrets provider, lineage, the deployment placed as its stack) -> Engine
+    engine_for: Callable[[str, Optional[str], Optional[str], dict], Any]
     describe_key: Callable[[str, Optional[str]], KeyState]         # (key id, region) -> what KMS says of it
     choose: Callable[[Any, str, str], Chosen] = choose_version
     clock: Callable[[], float] = time.time
@@ -137,8 +141,8 @@ def _reference(environment: str, layer: str, svc: Services) -> dict:
                     "note": f"restored {option.label()}"}
 
 
-def _place(environment: str, layer: str, ident: tuple, sha256: Optional[str], svc: Services) -> Optional[str]:
-    """Copy one stored version into the scratch backend as the stack's state; its secrets provider."""
+def _place(environment: str, layer: str, ident: tuple, sha256: Optional[str], svc: Services) -> dict:
+    """Copy one stored version into the scratch backend as the stack's state; its deployment."""
     key, version_id = ident
     try:
         stored = svc.store.get(key, version_id)
@@ -158,7 +162,7 @@ def _place(environment: str, layer: str, ident: tuple, sha256: Optional[str], sv
         svc.scratch.place(layer, environment, plain)
     except OSError as exc:
         raise RestoreFailed(f"the scratch backend could not be written ({exc.strerror or exc})") from None
-    return state_provider(_deployment(doc))
+    return _deployment(doc)
 
 
 def _deployment(doc) -> dict:
@@ -177,40 +181,59 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
     age = round(at - epoch(version["last_modified"]), 3) if version.get("last_modified") else None
     svc.report(f"{layer}: restoring {label} into the scratch backend")
     try:
-        provider = _timed(svc, seconds, "restore", lambda: _place(
+        placed = _timed(svc, seconds, "restore", lambda: _place(
             environment, layer, (version["key"], version["version_id"]), version.get("sha256"), svc))
     except RestoreFailed as exc:
         return Attempt(version, age, seconds=seconds, failed_phase="restore",
                        reason=f"{label} could not be restored: {exc.reason}")
-    svc.report(f"{layer}: decrypting its secrets with {provider or PASSPHRASE}")
-    engine, decrypt = _timed(svc, seconds, "decrypt", lambda: _decrypt(layer, provider, lineage, svc))
-    if decrypt.result != "ok":
-        return Attempt(version, age, decrypt, seconds=seconds, failed_phase="decrypt", reason=decrypt.message)
-    svc.report(f"{layer}: previewing against the cloud (refresh, expecting no changes)")
-    preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer))
-    failed = preview.result == "failed"
-    return Attempt(version, age, decrypt, preview, seconds, "preview" if failed else None,
-                   f"The preview of {label} failed: {preview.error}" if failed else None)
+    provider = state_provider(placed)
+    svc.report(f"{layer}: opening it with its own secrets provider ({provider or PASSPHRASE})")
+    engine, decrypt = _timed(svc, seconds, "decrypt", lambda: _open(layer, provider, lineage, placed, svc))
+    if engine is not None:
+        svc.report(f"{layer}: previewing against the cloud, its secrets and config decrypted (refresh, expecting "
+                   "no changes)")
+        preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer))
+        if preview.result != "failed":
+            return Attempt(version, age, decrypt, preview, seconds)
+        # Whether the secrets were the cause, and the plaintexts to redact its error with: only a failed
+        # preview pays for the export that tells.
+        svc.report(f"{layer}: the preview failed; decrypting the state's secrets to tell why")
+        decrypt = _timed(svc, seconds, "decrypt", lambda: _decrypt(engine, layer, provider, svc))
+        if decrypt.result == "ok":
+            return Attempt(version, age, decrypt, preview, seconds, "preview",
+                           f"The preview of {label} failed: {preview.error}")
+    return Attempt(version, age, decrypt, seconds=seconds, failed_phase="decrypt", reason=decrypt.message)
 
 
-def _decrypt(layer: str, provider: Optional[str], lineage: Optional[str], svc: Services) -> tuple[Any, Decrypt]:
-    """The scratch stack opened with the state's own provider and every secret of the state decrypted
-    (`stack export --show-secrets`, held in memory only); or why that failed."""
+def _open(layer: str, provider: Optional[str], lineage: Optional[str], placed: dict,
+          svc: Services) -> tuple[Any, Decrypt]:
+    """The scratch stack's engine, opened with the state's own provider, and the decryption as the preview will
+    prove it: Pulumi's preview builds the stack's secrets manager (pkg/cmd/pulumi/operations/preview.go,
+    config/io.go getAndSaveSecretsManager), decrypts every secret of the state as it loads it (pkg/backend/diy
+    state.go getSnapshot, pkg/resource/stack/deployment.go DeserializeDeploymentV3 BatchDecrypt) and the
+    config before the program runs (pkg/engine/deployment.go), so a preview that ran decrypted them all. Or
+    why the engine could not be opened (no passphrase)."""
     try:
-        engine = svc.engine_for(layer, provider, lineage)
+        engine = svc.engine_for(layer, provider, lineage, placed)
     except BadInput as exc:
         if "passphrase" not in exc.message.lower():
             raise
         return None, decrypt_failure(provider, exc.message)
+    return engine, Decrypt("ok", provider or PASSPHRASE, secrets=secrets_in(placed)[0])
+
+
+def _decrypt(engine, layer: str, provider: Optional[str], svc: Services) -> Decrypt:
+    """Every secret of the state decrypted on its own (`stack export --show-secrets`, held in memory only), or
+    why that failed: the provider, the engine's error and what KMS says of the key."""
     try:
         deployment = engine.export_state(layer).get("deployment")
     except GroundctlError as exc:
         key_id = kms_key_id(provider)
         key = svc.describe_key(key_id, kms_region(provider)) if key_id else None
-        return engine, decrypt_failure(provider, exc.message, key)
+        return decrypt_failure(provider, exc.message, key)
     count, plaintexts = secrets_in(deployment)
     svc.secrets.update(plaintexts)
-    return engine, Decrypt("ok", provider or PASSPHRASE, secrets=count)
+    return Decrypt("ok", provider or PASSPHRASE, secrets=count)
 
 
 def _preview(engine, layer: str):

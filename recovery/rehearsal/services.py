@@ -13,9 +13,10 @@ from recovery.rehearsal.judge import KeyState
 
 
 def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
-    """(layer, secrets provider, lineage) -> an engine whose every stack lives in the scratch backend, opened
-    with the state's own secrets provider (None: the environment's), its errors scrubbed of every secret."""
-    def build(layer: str, provider: Optional[str], lineage: Optional[str]):
+    """(layer, secrets provider, lineage, the deployment placed as its stack) -> an engine whose every stack
+    lives in the scratch backend, opened with the state's own secrets provider (None: the environment's), its
+    errors scrubbed of every secret."""
+    def build(layer: str, provider: Optional[str], lineage: Optional[str], placed: dict):
         from bootstrap.engine import automation
         from bootstrap.engine.preflight import require_engine
         from bootstrap.engine.scrubbing import ScrubbingEngine
@@ -23,7 +24,7 @@ def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
         # Looked up when called: the engine tier stands its programs in by replacing the class.
         engine = automation.PulumiEngine(target.spec, endpoint_url=target.endpoint_url,
                                          lineage_for=lambda _layer: lineage, backend_override=backend_url,
-                                         secrets_provider=provider)
+                                         secrets_provider=provider, placed={layer: placed})
         require_engine(engine, [layer])
         return ScrubbingEngine(engine, secrets)
     return build
