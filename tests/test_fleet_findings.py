@@ -5,6 +5,7 @@ environment is its own row, and a spec's `fleet.status_role_arn` is the role its
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -17,15 +18,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
 from bootstrap.records.liveness import BREAKABLE, GONE, STALE_TTLS, Place, lock_verdict
 from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
-from recovery.fleet.status import Source, fleet_report, read_fleet
+from recovery.fleet.status import fleet_report, read_fleet
 from tests.conftest import REPO
-from tests.fleetseed import Seed, dump, seed_environment, seed_fleet, spec_data
+from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 # -- pure ----------------------------------------------------------------------------------------------
 
@@ -289,16 +289,8 @@ def test_the_page_stays_small_at_200_environments():
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def seeded(emulator_endpoint):
-    from bootstrap.aws.clients import AwsClients
-
-    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
-        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
-    now = time.time()
-    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"sf-{uuid.uuid4().hex[:8]}")
-    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
-    report = fleet_report(read_fleet(sources, workers=8), specs, now + 60)
-    return report, expected
+def seeded(seeded_fleet):
+    return copy.deepcopy(seeded_fleet)  # the session's seeded fleet (tests/conftest.py), which others read too
 
 
 def test_each_seeded_environment_has_the_level_its_story_calls_for(seeded):
