@@ -74,8 +74,9 @@ def _list_service_folders_once() -> None:
     """Make moto's server list its own service folders once, not on every request.
 
     moto (5.x) routes each request by asking whether its Host header names a service, and answers that by
-    listing moto's package folder and stat-ing each of its ~180 entries: about a tenth of the server's CPU per
-    request. The folder does not change while the process runs; the answer is the same.
+    listing moto's package folder and stat-ing each of its ~180 entries: seeding the fleet status tests' 50
+    environments (~2,000 S3 calls, client and server in one process) took a quarter less CPU without it. The
+    folder does not change while the process runs; the answer is the same.
     """
     import moto.backends as backends
 
