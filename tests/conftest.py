@@ -227,3 +227,23 @@ def newcomer():
     yield proc.pid
     proc.kill()
     proc.wait()
+
+
+@pytest.fixture(scope="session")
+def seeded_fleet(emulator_endpoint):
+    """The 50-environment fleet of tests/fleetseed.py seeded into the emulator and read by `fleet status`'s own
+    code: (report, {name: the level its story calls for}). Seeding it is ~2,000 requests (~20 s of CPU), so the
+    modules that only read it (the findings and the browser tests) share one; each takes its own copy."""
+    import time
+    import uuid
+
+    from bootstrap.aws.objectstore import ObjectStore
+    from recovery.fleet.status import Source, fleet_report, read_fleet
+    from tests.fleetseed import seed_fleet
+
+    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
+    now = time.time()
+    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"sf-{uuid.uuid4().hex[:8]}")
+    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
+    return fleet_report(read_fleet(sources, workers=8), specs, now + 60), expected

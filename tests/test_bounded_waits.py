@@ -4,7 +4,9 @@ with exit 4 and one paragraph, within a minute; `status` never calls such an env
 And on every thread (issue 19 item 1): a read that trickles in a worker thread (the ledger pool, the
 guide's ledger reader, the version read-ahead, any pool) ends by the call deadline too.
 
-Real processes (`python -m groundctl`) against small hostile servers on loopback, started here.
+Real processes (`python -m groundctl`) against small hostile servers on loopback, started here; the commands
+against an endpoint that answers at once (an empty 200, a refusal) run through the same front door in this
+process (tests/inprocess.py), where a process's start-up would be nearly all of each run's cost.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from bootstrap.aws import clients
 from bootstrap.errors import BadInput, CloudError
 from tests.conftest import REPO, local_spec_with_bucket
 from tests.faultproxy import FaultProxy
+from tests.inprocess import run_main
 
 
 class _Hostile:
@@ -85,12 +88,24 @@ def _empty_200(conn, stop):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 
 
-def _run(args: list[str], env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def _env(env_extra: dict | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", clients.DEADLINE_ENV)}
     env.update(PULUMI_CONFIG_PASSPHRASE="bounded-waits", **(env_extra or {}))
+    return env
+
+
+def _run(args: list[str], env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "groundctl", *args], capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=120)
+                          env=_env(env_extra), timeout=120)
+    return proc, time.monotonic() - started
+
+
+def _run_in_process(args: list[str], env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """`_run` through the front door in this process (tests/inprocess.py): for an endpoint that answers at once,
+    where a process's start-up would be nearly all of the run's cost."""
+    started = time.monotonic()
+    proc = run_main(args, _env(env_extra))
     return proc, time.monotonic() - started
 
 
@@ -142,6 +157,11 @@ def _every_command(url: str, env_extra: dict | None = None):
         return list(zip(COMMANDS, runs))
 
 
+def _every_command_in_process(url: str):
+    # One after another on the main thread (the front door installs signal handlers): each answer is immediate.
+    return [(c, _run_in_process([*c, "--endpoint-url", url])) for c in COMMANDS]
+
+
 @pytest.mark.timeout(300)
 def test_a_dripping_endpoint_trips_the_call_deadline_in_every_command(silent_lock_status):
     # A byte a second never trips a read timeout; only the deadline over the whole call ends it.
@@ -156,7 +176,7 @@ def test_a_dripping_endpoint_trips_the_call_deadline_in_every_command(silent_loc
 @pytest.mark.timeout(300)
 def test_an_empty_200_is_a_broken_endpoint_not_an_empty_environment_in_every_command():
     with _Hostile(_empty_200) as server:
-        results = _every_command(server.url)
+        results = _every_command_in_process(server.url)
     for command, (proc, _) in results:
         assert proc.returncode == 4, (command, proc.returncode, proc.stdout, proc.stderr)
         line = _one_paragraph(proc)
@@ -167,7 +187,7 @@ def test_an_empty_200_is_a_broken_endpoint_not_an_empty_environment_in_every_com
 @pytest.mark.timeout(300)
 def test_an_endpoint_that_refuses_every_request_is_a_cloud_failure_not_a_bug():
     with _Hostile(_access_denied) as server:
-        results = _every_command(server.url)
+        results = _every_command_in_process(server.url)
     for command, (proc, _) in results:
         assert proc.returncode == 4, (command, proc.returncode, proc.stderr)
         line = _one_paragraph(proc)  # a HEAD's 403 has no body: its code is the status

@@ -5,6 +5,7 @@ environment is its own row, and a spec's `fleet.status_role_arn` is the role its
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -17,15 +18,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
 from bootstrap.records.liveness import BREAKABLE, GONE, STALE_TTLS, Place, lock_verdict
 from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
-from recovery.fleet.status import Source, fleet_report, read_fleet
+from recovery.fleet.status import fleet_report, read_fleet
 from tests.conftest import REPO
-from tests.fleetseed import Seed, dump, seed_environment, seed_fleet, spec_data
+from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 # -- pure ----------------------------------------------------------------------------------------------
 
@@ -293,16 +293,8 @@ def test_the_page_stays_small_at_200_environments():
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def seeded(emulator_endpoint):
-    from bootstrap.aws.clients import AwsClients
-
-    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
-        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
-    now = time.time()
-    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"sf-{uuid.uuid4().hex[:8]}")
-    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
-    report = fleet_report(read_fleet(sources, workers=8), specs, now + 60)
-    return report, expected
+def seeded(seeded_fleet):
+    return copy.deepcopy(seeded_fleet)  # the session's seeded fleet (tests/conftest.py), which others read too
 
 
 def test_each_seeded_environment_has_the_level_its_story_calls_for(seeded):
@@ -368,13 +360,25 @@ def _fleet_dir(tmp_path, aws, endpoint, stories: dict[str, Seed]):
     return envs
 
 
-def _status(envs, *extra, env_extra=None, timeout=120):
+def _status_env(env_extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", "GROUNDCTL_CLOUD_DEADLINE")}
     env.update(env_extra or {})
+    return env
+
+
+def _status(envs, *extra, env_extra=None, timeout=120):
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "groundctl", "fleet", "status", "--environments", str(envs), *extra],
-                          capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout)
+                          capture_output=True, text=True, cwd=REPO, env=_status_env(env_extra), timeout=timeout)
     return proc, time.monotonic() - started
+
+
+def _status_in_process(envs, *extra, env_extra=None):
+    """`_status` through the front door in this process (tests/inprocess.py), sparing a process start-up; for
+    fleets whose every bucket answers (nothing is left running when the command returns)."""
+    from tests.inprocess import run_main
+
+    return run_main(["fleet", "status", "--environments", str(envs), *extra], _status_env(env_extra))
 
 
 def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoint):
@@ -383,7 +387,7 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
                                                                                        drifted_last=True)})
     # A drift outside production is a warning: it fails --fail-on warning, not --fail-on critical.
     for args, code in (((), 0), (("--fail-on", "critical"), 0), (("--fail-on", "warning"), 1)):
-        proc, _ = _status(envs, "--json", *args)
+        proc = _status_in_process(envs, "--json", *args)
         assert proc.returncode == code, (args, proc.stderr)
         doc = json.loads(proc.stdout)
         assert doc["failing"] is bool(code)
@@ -395,6 +399,7 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
         assert drift["since"] == drifty["drift"]["at"] and drift["since_age_seconds"] is not None
     failed = _fleet_dir(tmp_path / "b", aws, emulator_endpoint, {
         "broken": Seed(drift_records=3, drill_records=4, failed_kinds=("state-loss",))})
+    # A real process: the table on stdout, the report on stderr, as separate streams.
     proc, _ = _status(failed, "--fail-on", "critical", env_extra={"COLUMNS": "400"})
     assert proc.returncode == 1, proc.stderr
     # The counts, naming the critical ones, head the table (and close the report on stderr).
@@ -404,7 +409,7 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
     assert "next: groundctl drill history broken (runbooks/fleet-findings.md#drill-failed)" in proc.stderr
     # The table's next step column: the worst finding's command, on the environment's row.
     assert "groundctl drill history broken" in next(line for line in proc.stdout.splitlines() if " broken " in line)
-    proc, _ = _status(failed, "--fail-on", "attention")
+    proc = _status_in_process(failed, "--fail-on", "attention")
     assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
 
 

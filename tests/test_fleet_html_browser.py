@@ -9,19 +9,17 @@ or driver is installed. The screenshot of the first viewport is kept as /tmp/fle
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.spec import parse_spec
 from recovery.fleet.html import render
-from recovery.fleet.status import Source, fleet_report, read_fleet
-from tests.fleetseed import T0, drill_report, seed_fleet, spec_data
+from recovery.fleet.status import fleet_report
+from tests.fleetseed import T0, drill_report, spec_data
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome"))
                  if p), None)
@@ -81,15 +79,8 @@ return r.top >= 0 && r.left >= 0 && r.bottom <= h && r.right <= w && r.width > 0
 
 
 @pytest.fixture(scope="module")
-def seeded_page(emulator_endpoint, tmp_path_factory):
-    from bootstrap.aws.clients import AwsClients
-
-    s3 = AwsClients("us-east-1", emulator_endpoint, credentials={
-        "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}).client("s3")
-    now = time.time()
-    specs, expected = seed_fleet(s3, emulator_endpoint, now, f"hb-{uuid.uuid4().hex[:8]}")
-    sources = [Source(spec, ObjectStore(s3, spec.backend.bucket), s3) for spec in specs.values()]
-    report = fleet_report(read_fleet(sources, workers=8), specs, now + 60)
+def seeded_page(seeded_fleet, tmp_path_factory):
+    report, expected = copy.deepcopy(seeded_fleet)  # the session's seeded fleet (tests/conftest.py)
     path = tmp_path_factory.mktemp("fleet") / "fleet-status.html"
     path.write_text(render(report))
     return path, report, expected

@@ -70,6 +70,27 @@ def _list_versions_without_copying_bodies() -> None:
     s3_models.copy = CopyForListings()
 
 
+def _list_service_folders_once() -> None:
+    """Make moto's server list its own service folders once, not on every request.
+
+    moto (5.x) routes each request by asking whether its Host header names a service, and answers that by
+    listing moto's package folder and stat-ing each of its ~180 entries: seeding the fleet status tests' 50
+    environments (~2,000 S3 calls, client and server in one process) took a quarter less CPU without it. The
+    folder does not change while the process runs; the answer is the same.
+    """
+    import moto.backends as backends
+
+    if getattr(backends.list_of_moto_modules, "groundctl_once", False):
+        return
+    folders = tuple(backends.list_of_moto_modules())
+
+    def list_of_moto_modules():
+        return iter(folders)
+
+    list_of_moto_modules.groundctl_once = True
+    backends.list_of_moto_modules = list_of_moto_modules
+
+
 class Emulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
         try:
@@ -81,6 +102,7 @@ class Emulator:
                 "`python -m pip install 'moto[server]'` (it is part of the `test` extra) and re-run."
             ) from None
         _list_versions_without_copying_bodies()
+        _list_service_folders_once()
         self._serve = lambda: make_server(host, port, DomainDispatcherApplication(create_backend_app), threaded=True)
         self._host, self._port, self._verbose = host, port, verbose
         self._server = None
