@@ -73,17 +73,19 @@ def run_up(stack, args, on_event):
 
 @pytest.fixture
 def engine_cli(monkeypatch, tmp_path):
-    """(engine, cli, stacks): a PulumiEngine whose stacks are CliStacks, the CLI processes they started, and the
-    stacks made (outputs: set `outputs` and `shown` on the returned namespace before the first call)."""
+    """(engine, cli, made): a PulumiEngine whose stacks are CliStacks, the CLI processes they started, and what
+    they hold (set `outputs`, `shown`, `missing`, or `stored`, the bucket's copy of the state, before the first
+    call)."""
     import bootstrap.engine.preflight as preflight
     from bootstrap.engine import sdk_objects
     from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
-    engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE)
+    made = SimpleNamespace(stacks=[], outputs={"vpc_id": "vpc-1"}, shown={"vpc_id": "vpc-1"}, missing=False,
+                           stored=None)
+    engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE, state_of=lambda layer: made.stored)
     cli: list[str] = []
-    made = SimpleNamespace(stacks=[], outputs={"vpc_id": "vpc-1"}, shown={"vpc_id": "vpc-1"}, missing=False)
 
     def stack_in(name, work_dir, opts):
         stack = CliStack(cli, engine.settings.secrets_provider, work_dir, made.outputs, made.shown)
@@ -150,3 +152,22 @@ def test_secret_outputs_cost_one_read_of_their_plaintext_and_stay_marked(engine_
     result = engine.up("network", use_saved_plan=True)
     assert result.outputs.values == made.shown and result.outputs.secret_keys == {"token"}
     assert cli == ["preview", "up", "stack output --show-secrets"]
+
+
+def test_the_state_read_from_the_bucket_spares_the_export(engine_cli):
+    from bootstrap.engine.pending import PendingOperationsLeft
+
+    engine, cli, made = engine_cli
+    made.stored = {"resources": [{"type": "pulumi:pulumi:Stack", "urn": "urn:pulumi:dev::network::root",
+                                  "outputs": {"vpc_id": "vpc-9"}}],
+                   "secrets_providers": {"type": "cloud", "state": {"url": engine.settings.secrets_provider}}}
+    assert engine.stack_exists("network")
+    engine.preview("network", save_plan=True)
+    assert engine.outputs("network").values == {"vpc_id": "vpc-9"}
+    assert cli == ["preview"]
+    # What the bucket holds is checked as an export would be: pending operations refuse the layer, no CLI run.
+    again = type(engine)(engine.spec, lineage_for=lambda layer: LINEAGE, state_of=lambda layer: {
+        **made.stored, "pending_operations": [{"type": "creating", "resource": {"urn": "urn:x", "type": "t"}}]})
+    with pytest.raises(PendingOperationsLeft):
+        again.preview("network")
+    assert cli == ["preview"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from bootstrap.engine.errors import StackMissing, Where, map_error
 from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
@@ -27,9 +27,13 @@ class LayerStacks:
                  lineage_for: Callable[[str], str | None] | None = None,
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
-                 secrets_provider: str | None = None):
+                 secrets_provider: str | None = None,
+                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None):
         # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
+        # state_of: a layer's deployment as the backend's bucket holds it now, read where a `stack export` would
+        # be (None where it cannot tell: the export runs then).
+        self._state_of = state_of
         from bootstrap.engine.rundir import RunDir
 
         self.spec = spec
@@ -93,6 +97,11 @@ class LayerStacks:
 
         work_dir, opts = self._workspace_options(layer)
         stack = self._call(layer, "stack selection", lambda: sdk_objects.stack_in(self.environment, work_dir, opts))
+        stored = self._state_of(layer) if self._state_of else None
+        if isinstance(stored, Mapping):  # the stack file the export would print, read without a CLI process
+            deployment = dict(stored)
+            self._saw_state(layer, deployment)
+            return stack, deployment
         deployment = self._export_plain(layer, stack, missing_ok=True)
         return None if deployment is None else (stack, deployment)
 
