@@ -33,9 +33,9 @@ class LayerStacks:
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
         # state_of: a layer's deployment as the backend's bucket holds it now, read where a `stack export` would
         # be (None where it cannot tell: the export runs then).
-        self._state_of = state_of
         from bootstrap.engine.rundir import RunDir
 
+        self._state_of = state_of
         self.spec = spec
         self.environment = spec.name
         self.endpoint_url = endpoint_url
@@ -90,9 +90,10 @@ class LayerStacks:
                                                          secrets_provider=self.settings.secrets_provider)
 
     def _select(self, layer: str):
-        """The layer's stack (never created) and its state, or None when it does not exist: the export its
-        configuration needs fails for a missing stack as `pulumi stack select` would ("no stack named ...
-        found"), so no select runs (bootstrap/engine/sdk_objects.py)."""
+        """The layer's stack (never created) and its state, or None when it does not exist; no `pulumi stack
+        select` runs (bootstrap/engine/sdk_objects.py). The state is the bucket's copy where `state_of` reads
+        one, else the export its configuration needs, which fails for a missing stack as the select would ("no
+        stack named ... found")."""
         from bootstrap.engine import sdk_objects
 
         work_dir, opts = self._workspace_options(layer)
@@ -239,9 +240,13 @@ class LayerStacks:
 
         if not holds_secret(state_outputs):
             return StackOutputs(dict(state_outputs))
-        shown = self._call(layer, "outputs", lambda: json.loads(
-            stack._run_pulumi_cmd_sync(["stack", "output", "--json", "--show-secrets"]).stdout))
-        return StackOutputs(dict(shown), frozenset(k for k, v in state_outputs.items() if is_secret(v)))
+        def read() -> dict:
+            shown = json.loads(stack._run_pulumi_cmd_sync(["stack", "output", "--json", "--show-secrets"]).stdout)
+            if not isinstance(shown, dict):
+                raise ValueError("`pulumi stack output --json` printed no JSON object")
+            return shown
+        return StackOutputs(self._call(layer, "outputs", read),
+                            frozenset(k for k, v in state_outputs.items() if is_secret(v)))
 
     def _require_no_pending(self, layer: str, operation: str, stack) -> None:
         """Refuse `operation` (preview, up, destroy) while the layer's state holds pending operations; asked
