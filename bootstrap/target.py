@@ -84,8 +84,8 @@ def pulumi_engine(ctx: EngineContext) -> Engine:
     from bootstrap.engine.automation import PulumiEngine
     from bootstrap.engine.preflight import stored_states
 
-    # Each layer's state read from the bucket when the engine first meets its stack (a fresh reader each time:
-    # the engine asks again only after a write of its own), instead of a `pulumi stack export` per layer.
+    # Each layer's state read from the bucket, freshly, when the engine first meets its stack, instead of a
+    # `pulumi stack export` per layer (after a write of its own the engine exports).
     return PulumiEngine(ctx.spec, endpoint_url=ctx.endpoint_url, lineage_for=ctx.lineage_for,
                         state_of=lambda layer: stored_states(ctx.store, ctx.spec.name)(layer))
 

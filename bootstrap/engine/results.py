@@ -35,7 +35,6 @@ def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutput
                         frozenset(k for k, v in items.items() if getattr(v, "secret", False)))
 
 
-
 def is_secret(value: Any) -> bool:
     return isinstance(value, Mapping) and value.get(SECRET_SIG[0]) == SECRET_SIG[1]
 
