@@ -21,8 +21,9 @@ sides see the same load on a shared machine. Bare Pulumi runs the same program w
 (workspace_settings), the same project file (run_project) and the stack's config as groundctl sets it.
 
 Target: each ratio <= 1.15x (issue 29 §2). The breakdown per phase comes from the run records groundctl
-writes to the state bucket (.groundctl/runs/<env>/): the median seconds of each phase over the runs.
-(`up` writes one; where a command writes none, e.g. `plan` and `drift` today, the bench says so.)
+writes to the state bucket (.groundctl/runs/<env>/): the median seconds of each phase over the runs. `plan`
+and `drift` keep theirs in memory (bootstrap/apply/preview.py), which the bench keeps too: their preflight
+phases; their previews run outside any phase.
 Needs the Pulumi CLI on PATH (`pulumi`, `pulumi-language-python`, `pulumi-resource-pulumi-python`);
 without it the bench prints SKIP and exits 0. It builds and downloads nothing.
 """
@@ -76,6 +77,8 @@ class Bench:
         install_stacks_dir(self.tier.stacks)
         self.cidr = CIDRS[0]
         self.plans = tmp / "plans"
+        self._preview_logs: list = []
+        self._keep_preview_logs()
         code, out, err = self.tier.cli("up", "SPEC", "--layers", LAYER, "--yes")
         if code != 0:
             raise SystemExit(f"set-up: groundctl up exited {code}:\n{err[-2000:]}{out[-2000:]}")
@@ -99,6 +102,23 @@ class Bench:
                     if r["type"] == "pulumi:pulumi:Stack")
         self.config["groundctl:lineage"] = root["outputs"]["groundctl_lineage"]
         self._write_bare_config()
+
+    def _keep_preview_logs(self) -> None:
+        import bootstrap.apply.preview as preview
+
+        start_run = preview.start_run
+
+        def keep(*args, **kwargs):
+            log = start_run(*args, **kwargs)
+            self._preview_logs.append(log)
+            return log
+        preview.start_run = keep
+
+    def preview_record(self) -> dict | None:
+        """The in-memory run record of the `plan` or `drift` just run, if it kept one."""
+        record = self._preview_logs[-1].record.to_dict() if self._preview_logs else None
+        self._preview_logs.clear()
+        return record
 
     def _write_bare_config(self) -> None:
         import yaml
@@ -261,7 +281,8 @@ def measure(bench: Bench, runs: int, with_subprocess: bool) -> list:
                 bench.flip()
             g.append(bench.groundctl(work))
             keys, record = bench.newest_record(keys)
-            phase_runs.append(phases(record))
+            preview_record = bench.preview_record()
+            phase_runs.append(phases(record or preview_record))
             if change:
                 bench.flip()  # the bare side changes the stack back: each of its runs is one change too
             b.append(bench.bare(work))
@@ -270,6 +291,7 @@ def measure(bench: Bench, runs: int, with_subprocess: bool) -> list:
                     bench.flip()
                 sub.append(bench.groundctl(work, subprocess_=True))
                 keys, _ = bench.newest_record(keys)
+                bench.preview_record()
                 if change:
                     bench.flip()
                     bench.bare(work)  # back to where the next groundctl run expects the stack (untimed)

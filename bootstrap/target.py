@@ -82,8 +82,12 @@ EngineCheck = Callable[[], None]
 
 def pulumi_engine(ctx: EngineContext) -> Engine:
     from bootstrap.engine.automation import PulumiEngine
+    from bootstrap.engine.preflight import stored_states
 
-    return PulumiEngine(ctx.spec, endpoint_url=ctx.endpoint_url, lineage_for=ctx.lineage_for)
+    # Each layer's state read from the bucket, freshly, when the engine first meets its stack, instead of a
+    # `pulumi stack export` per layer (after a write of its own the engine exports).
+    return PulumiEngine(ctx.spec, endpoint_url=ctx.endpoint_url, lineage_for=ctx.lineage_for,
+                        state_of=lambda layer: stored_states(ctx.store, ctx.spec.name)(layer))
 
 
 def require_pulumi() -> None:

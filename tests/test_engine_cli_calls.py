@@ -1,21 +1,27 @@
 """The Pulumi CLI processes one layer's `up` starts, counted over a stand-in SDK stack (no binary): each pays the
 CLI's start and, with passphrase secrets, the passphrase KDF, so a repeated one is waste (issue 29 §2).
 
-The stand-in counts what the SDK runs for each call (pulumi/automation/_stack.py, _local_workspace.py): `up`
-runs the update, then `stack output` twice (masked and --show-secrets) and `stack history`; `outputs()` the
-two `stack output` runs.
+What the SDK would run for each call (pulumi/automation/_stack.py, _local_workspace.py; see
+bootstrap/engine/sdk_objects.py): `select_stack` a `stack select`, `set_all_config` a `config set-all`,
+`up` the update then `stack output` twice and `stack history`, `outputs()` the two `stack output` runs.
+The engine runs none of those: the export that configures a stack answers whether it exists and what its
+outputs are, the settings file is this run's own, and the update's events carry its counts and outputs.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
+from bootstrap.engine.results import SECRET_SIG
 from bootstrap.spec import load_spec
 
 LINEAGE = "lineage-1"
+SECRET = {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": "v1:abc"}
 
 
 class CliStack:
@@ -23,22 +29,25 @@ class CliStack:
 
     name = "dev"
 
-    def __init__(self, cli: list, secrets_provider: str, work_dir: str):
+    def __init__(self, cli: list, secrets_provider: str, work_dir: str, outputs: dict, shown: dict):
         self.cli = cli
-        self.deployment = {"resources": [], "secrets_providers": {"type": "cloud", "state": {"url": secrets_provider}}}
+        self.outputs_in_state, self.shown = outputs, shown
+        self.deployment = {"resources": [{"type": "pulumi:pulumi:Stack", "urn": "urn:pulumi:dev::network::root",
+                                          "outputs": outputs}],
+                           "secrets_providers": {"type": "cloud", "state": {"url": secrets_provider}}}
+        self.missing = False
         self.workspace = SimpleNamespace(work_dir=work_dir, env_vars={}, pulumi_home=None)
 
     def _run_pulumi_cmd_sync(self, args):
         from pulumi.automation._cmd import CommandResult
+        from pulumi.automation.errors import StackNotFoundError
 
-        self.cli.append(" ".join(args[:2]))
+        self.cli.append(" ".join(args[:2]) + (" --show-secrets" if "--show-secrets" in args else ""))
+        if self.missing:
+            raise StackNotFoundError(CommandResult("", "error: no stack named 'dev' found", 255))
+        if args[:2] == ["stack", "output"]:
+            return CommandResult(json.dumps(self.shown), "", 0)
         return CommandResult(json.dumps({"version": 3, "deployment": self.deployment}), "", 0)
-
-    def set_all_config(self, config):
-        self.cli.append("config set-all")
-
-    def set_config(self, key, value):
-        self.cli.append(f"config set {key}")
 
     def preview(self, *, plan=None, **kwargs):
         self.cli.append("preview")
@@ -46,70 +55,122 @@ class CliStack:
             with open(plan, "w", encoding="utf-8") as fh:
                 fh.write("{}")
 
-    def up(self, **kwargs):
-        self.cli.append("up")
-        outputs = self.outputs()
-        self.cli.append("stack history")
-        return SimpleNamespace(summary=SimpleNamespace(resource_changes={"update": 1}), outputs=outputs)
 
-    def outputs(self):
-        from pulumi.automation import OutputValue
+def run_up(stack, args, on_event):
+    """The update, with the summary and root outputs events Pulumi streams at its end."""
+    from pulumi.automation.events import EngineEvent
 
-        self.cli.extend(["stack output", "stack output --show-secrets"])
-        return {"vpc_id": OutputValue("vpc-1", False)}
+    stack.cli.append(" ".join(args[:1]))
+    root = {"type": "pulumi:pulumi:Stack", "urn": "urn:pulumi:dev::network::root", "id": "", "parent": "",
+            "provider": "", "outputs": stack.outputs_in_state}
+    for event in ({"sequence": 1, "timestamp": 0, "resOutputsEvent": {"metadata": {
+                       "op": "same", "urn": root["urn"], "type": root["type"], "provider": "", "new": root}}},
+                  {"sequence": 2, "timestamp": 0, "summaryEvent": {
+                       "maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {"update": 1, "same": 4},
+                       "PolicyPacks": {}}}):
+        on_event(EngineEvent.from_json(event))
 
 
 @pytest.fixture
 def engine_cli(monkeypatch, tmp_path):
-    """(engine, cli): a PulumiEngine whose stacks are CliStacks and the CLI processes they started."""
-    import pulumi.automation as auto
-
+    """(engine, cli, made): a PulumiEngine whose stacks are CliStacks, the CLI processes they started, and what
+    they hold (set `outputs`, `shown`, `missing`, or `stored`, the bucket's copy of the state, before the first
+    call)."""
     import bootstrap.engine.preflight as preflight
+    from bootstrap.engine import sdk_objects
     from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
-    engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE)
+    made = SimpleNamespace(stacks=[], outputs={"vpc_id": "vpc-1"}, shown={"vpc_id": "vpc-1"}, missing=False,
+                           stored=None)
+    engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE, state_of=lambda layer: made.stored)
     cli: list[str] = []
 
-    def select_stack(name, *, work_dir, opts):
-        cli.append("stack select")
-        return CliStack(cli, engine.settings.secrets_provider, work_dir)
+    def stack_in(name, work_dir, opts):
+        stack = CliStack(cli, engine.settings.secrets_provider, work_dir, made.outputs, made.shown)
+        stack.missing = made.missing
+        made.stacks.append(stack)
+        return stack
 
-    monkeypatch.setattr(auto, "select_stack", select_stack)
-    return engine, cli
+    monkeypatch.setattr(sdk_objects, "stack_in", stack_in)
+    monkeypatch.setattr(sdk_objects, "run_up", run_up)
+    return engine, cli, made
 
 
-def test_setting_the_lineage_the_stack_was_configured_with_starts_no_cli(engine_cli):
-    # `pulumi config set` rewrites Pulumi.<stack>.yaml in this run's private folder, which only this engine writes:
-    # the value the stack was configured with on selection is already there.
-    engine, cli = engine_cli
+def settings_config(stack) -> dict:
+    return yaml.safe_load((Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml").read_text())["config"]
+
+
+def test_config_is_written_to_this_runs_settings_file_with_no_cli(engine_cli):
+    # Pulumi.<stack>.yaml lives in this run's private folder and only this engine writes it: no `config set`.
+    engine, cli, made = engine_cli
     assert engine.stack_exists("network")
-    assert cli == ["stack select", "stack export", "config set-all"]
-    engine.set_config("network", "groundctl:lineage", LINEAGE)
-    assert cli == ["stack select", "stack export", "config set-all"]
+    assert cli == ["stack export"]
+    config = settings_config(made.stacks[0])
+    assert config["groundctl:env"] == "dev" and config["groundctl:lineage"] == LINEAGE
+    assert all(isinstance(v, str) for v in config.values())
     engine.set_config("network", "groundctl:lineage", "lineage-2")  # a new lineage (a stack made anew)
-    engine.set_config("network", "groundctl:lineage", "lineage-2")
-    engine.set_config("network", "groundctl:lineage", LINEAGE)
-    assert cli[3:] == ["config set groundctl:lineage", "config set groundctl:lineage"]
+    assert settings_config(made.stacks[0])["groundctl:lineage"] == "lineage-2"
+    assert settings_config(made.stacks[0])["groundctl:env"] == "dev"  # the rest kept
+    assert cli == ["stack export"]
+
+
+def test_a_missing_stack_is_found_by_the_export_alone(engine_cli):
+    engine, cli, made = engine_cli
+    made.missing = True
+    assert engine.stack_exists("network") is False
+    assert cli == ["stack export"]
 
 
 def test_cli_processes_of_one_layer_up_unchanged_and_applied(engine_cli):
-    engine, cli = engine_cli
-    # No change: select, the plain export (secrets provider and pending operations), the config, the preview
-    # and the contract's outputs read.
+    engine, cli, _ = engine_cli
+    # No change: the plain export (existence, secrets provider, pending operations, outputs) and the preview.
     assert engine.stack_exists("network")
     engine.set_config("network", "groundctl:lineage", LINEAGE)
     engine.preview("network", save_plan=True)
-    engine.outputs("network")
-    assert cli == ["stack select", "stack export", "config set-all", "preview", "stack output",
-                   "stack output --show-secrets"]
-    # A change: the up's own result carries the outputs the contract checks (bootstrap/apply/layer_up.py).
+    assert engine.outputs("network").values == {"vpc_id": "vpc-1"}
+    assert cli == ["stack export", "preview"]
+    # A change: the update's own events carry its counts and the outputs the contract checks.
     del cli[:]
     engine.preview("network", save_plan=True)
     result = engine.up("network", use_saved_plan=True)
-    assert result.outputs.values == {"vpc_id": "vpc-1"}
-    assert cli == ["preview", "up", "stack output", "stack output --show-secrets", "stack history"]
+    assert result.outputs.values == {"vpc_id": "vpc-1"} and result.counts == {"same": 4, "update": 1}
+    assert engine.outputs("network").values == {"vpc_id": "vpc-1"}
+    assert cli == ["preview", "up"]
+
+
+def test_secret_outputs_cost_one_read_of_their_plaintext_and_stay_marked(engine_cli):
+    engine, cli, made = engine_cli
+    made.outputs = {"vpc_id": "vpc-1", "token": SECRET, "nested": {"inner": SECRET}}
+    made.shown = {"vpc_id": "vpc-1", "token": "t0ken-value", "nested": {"inner": "n3sted"}}
+    outputs = engine.outputs("network")
+    assert outputs.values == made.shown and outputs.secret_keys == {"token"}
+    assert cli == ["stack export", "stack output --show-secrets"]
+    del cli[:]
+    engine.preview("network", save_plan=True)
+    result = engine.up("network", use_saved_plan=True)
+    assert result.outputs.values == made.shown and result.outputs.secret_keys == {"token"}
+    assert cli == ["preview", "up", "stack output --show-secrets"]
+
+
+def test_the_state_read_from_the_bucket_spares_the_export(engine_cli):
+    from bootstrap.engine.pending import PendingOperationsLeft
+
+    engine, cli, made = engine_cli
+    made.stored = {"resources": [{"type": "pulumi:pulumi:Stack", "urn": "urn:pulumi:dev::network::root",
+                                  "outputs": {"vpc_id": "vpc-9"}}],
+                   "secrets_providers": {"type": "cloud", "state": {"url": engine.settings.secrets_provider}}}
+    assert engine.stack_exists("network")
+    engine.preview("network", save_plan=True)
+    assert engine.outputs("network").values == {"vpc_id": "vpc-9"}
+    assert cli == ["preview"]
+    # What the bucket holds is checked as an export would be: pending operations refuse the layer, no CLI run.
+    again = type(engine)(engine.spec, lineage_for=lambda layer: LINEAGE, state_of=lambda layer: {
+        **made.stored, "pending_operations": [{"type": "creating", "resource": {"urn": "urn:x", "type": "t"}}]})
+    with pytest.raises(PendingOperationsLeft):
+        again.preview("network")
+    assert cli == ["preview"]
 
 
 def test_a_stack_the_caller_placed_opens_without_starting_the_cli(monkeypatch, tmp_path):
@@ -122,7 +183,7 @@ def test_a_stack_the_caller_placed_opens_without_starting_the_cli(monkeypatch, t
     from pulumi.automation._cmd import CommandResult
 
     import bootstrap.engine.preflight as preflight
-    from bootstrap.engine import layer_stacks
+    from bootstrap.engine import sdk_objects
     from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
@@ -135,9 +196,10 @@ def test_a_stack_the_caller_placed_opens_without_starting_the_cli(monkeypatch, t
         cli.append(" ".join(a for a in args if a != "--non-interactive"))
         return CommandResult(json.dumps({"version": 3, "deployment": deployment}), "", 0)
 
-    monkeypatch.setattr(layer_stacks._sdk_narrowed()[0], "run", run)
+    monkeypatch.setattr(sdk_objects.KnownCli, "run", run)
     engine = PulumiEngine(load_spec("dev"), lineage_for=lambda layer: LINEAGE, backend_override=tmp_path.as_uri(),
-                          secrets_provider=provider, placed={"network": deployment})
+                          secrets_provider=provider,
+                          state_of=lambda layer: deployment if layer == "network" else None)
     assert str(engine._command.version) == "3.259.0"
     assert engine.stack_exists("network") and cli == []
     stack = engine._stacks["network"]

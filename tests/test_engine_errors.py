@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from pulumi.automation import PulumiCommand
 from pulumi.automation import errors as auto_errors
@@ -137,23 +139,17 @@ def test_unexpected_changes_carry_the_plan():
 class BrokenStack:
     name = "dev"
 
-    class workspace:  # noqa: N801 - plays the SDK's LocalWorkspace attributes the engine reads
-        env_vars: dict = {}
-        pulumi_home = None
-        work_dir = "."
-
-    def set_config(self, key, value):
-        raise command_error(f"error: could not set {key}: value {value.value} rejected by the secrets provider")
-
 
 @pytest.fixture
-def engine(monkeypatch):
+def engine(monkeypatch, tmp_path):
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", CANARY + "-pass")
     spec = load_spec("local")
     eng = PulumiEngine(spec, endpoint_url="http://127.0.0.1:1")
     eng._stacks["flux"] = BrokenStack()
+    # A run folder that is gone: the plain config's settings file cannot be written.
+    eng._stacks["flux"].workspace = SimpleNamespace(env_vars={}, pulumi_home=None, work_dir=str(tmp_path / "gone"))
     eng._command = type("Cmd", (), {"command": "pulumi"})()
 
     def broken_cli(argv, *, input=None, **kwargs):  # a secret (on stdin) echoed back by a failing CLI
@@ -170,6 +166,7 @@ def test_a_secret_set_through_the_engine_never_reaches_its_error(engine):
 
 
 def test_the_passphrase_is_scrubbed_too(engine):
+    # A plain value is written to this run's settings file, not given to the CLI; its failure names no value.
     with pytest.raises(EngineError) as raised:
         engine.set_config("flux", "flux:other", CANARY + "-pass")
     assert CANARY not in raised.value.message

@@ -11,7 +11,7 @@ from pulumi.automation import events as ev
 from bootstrap.engine.events import (
     DELETED_MARK, changes_from_events, counts_from_summary, plan_from_events, progress_message,
 )
-from bootstrap.engine.results import outputs_from_automation
+from bootstrap.engine.results import SECRET_SIG, outputs_from_automation
 from bootstrap.engine.workspace import backend_url, workspace_settings
 from bootstrap.errors import BadInput
 from bootstrap.spec import load_spec
@@ -226,9 +226,12 @@ class StubStack:
         self.events, self.fail_with, self.calls = events, fail_with, []
 
     def _run_pulumi_cmd_sync(self, args):
-        # `stack export`, read for the pending-operations check before the first preview or up: none here.
         from pulumi.automation._cmd import CommandResult
 
+        if args[:2] == ["stack", "output"]:  # the plaintext of the outputs, read as one holds a secret
+            self.calls.append(("stack output", args))
+            return CommandResult(json.dumps({"vpc_id": "vpc-1", "kubeconfig": CANARY}), "", 0)
+        # `stack export`, read for the pending-operations check before the first preview or up: none here.
         return CommandResult(json.dumps({"version": 3, "deployment": {"resources": []}}), "", 0)
 
     def preview(self, *, on_event, **kwargs):
@@ -238,27 +241,30 @@ class StubStack:
         if self.fail_with:
             raise self.fail_with
 
-    def up(self, *, on_event, **kwargs):
-        self.calls.append(("up", kwargs))
-        for e in self.events:
+    def run_up(self, args, on_event):
+        """What bootstrap.engine.sdk_objects.run_up streams: the steps, the root's outputs (a secret blinded
+        as Pulumi blinds it) and the summary."""
+        self.calls.append(("up", args))
+        root = state("pulumi:pulumi:Stack", urn("network", "pulumi:pulumi:Stack", "network-dev"), outputs={
+            "vpc_id": "vpc-1", "kubeconfig": {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": "[secret]"}})
+        md = ev.StepEventMetadata(op=ev.OpType("same"), urn=root.urn, type=root.type, provider="", new=root)
+        for e in [*self.events, ev.EngineEvent(sequence=8, timestamp=0, res_outputs_event=ev.ResOutputsEvent(md)),
+                  ev.EngineEvent(sequence=9, timestamp=0, summary_event=ev.SummaryEvent(
+                      maybe_corrupt=False, duration_seconds=1, resource_changes={ev.OpType("create"): 1,
+                                                                                 ev.OpType("same"): 2},
+                      policy_packs={}))]:
             on_event(e)
-
-        class Summary:
-            resource_changes = {"create": 1, "same": 2}
-
-        class Result:
-            summary = Summary()
-            outputs = {"vpc_id": OutputValue("vpc-1", False), "kubeconfig": OutputValue(CANARY, True)}
-        return Result()
 
 
 @pytest.fixture
 def shell(monkeypatch):
     import bootstrap.engine.preflight as preflight
+    from bootstrap.engine import sdk_objects
     from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
+    monkeypatch.setattr(sdk_objects, "run_up", lambda stack, args, on_event: stack.run_up(args, on_event))
     return PulumiEngine(load_spec("dev"))
 
 
@@ -288,8 +294,10 @@ def test_expecting_no_changes_turns_drift_into_an_error_that_carries_the_plan(sh
 
 
 def test_up_returns_counts_from_the_summary_and_secret_output_keys(shell):
-    shell._stacks["network"] = StubStack([pre("create", SUBNET, "a")])
+    shell._stacks["network"] = stack = StubStack([pre("create", SUBNET, "a")])
     result = shell.up("network")
     assert (result.layer, result.operation, result.counts) == ("network", "up", {"create": 1, "same": 2})
     assert result.outputs.secret_keys == frozenset({"kubeconfig"})
+    assert result.outputs.values == {"vpc_id": "vpc-1", "kubeconfig": CANARY}
+    assert [c[0] for c in stack.calls] == ["up", "stack output"]
     assert CANARY not in repr(result.outputs.public())

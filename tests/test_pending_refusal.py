@@ -157,6 +157,9 @@ class StateStack:
     def destroy(self, **kwargs):
         return self._op("destroy", **kwargs)
 
+    def info(self):  # `stack history`: the update's summary, where its events gave none
+        return SimpleNamespace(resource_changes={})
+
     def outputs(self):
         return {}
 
@@ -164,10 +167,12 @@ class StateStack:
 @pytest.fixture
 def engine(monkeypatch):
     import bootstrap.engine.preflight as preflight
+    from bootstrap.engine import sdk_objects
     from bootstrap.engine.automation import PulumiEngine
 
     monkeypatch.setattr(preflight, "pulumi_available", lambda: True)
     monkeypatch.setattr(PulumiEngine, "_pulumi_command", lambda self: None)
+    monkeypatch.setattr(sdk_objects, "run_up", lambda stack, args, on_event: stack._op("up"))
     return PulumiEngine(load_spec("dev"))
 
 
@@ -175,7 +180,7 @@ def _configured(engine, deployment: dict) -> StateStack:
     """The layer's stack as `_configure` leaves it: selected, its secrets provider checked on a plain export."""
     stack = StateStack({**deployment,
                         "secrets_providers": {"type": "cloud", "state": {"url": engine.settings.secrets_provider}}})
-    engine._settle_secrets_provider("network", stack)
+    engine._settle_secrets_provider("network", stack, engine._export_plain("network", stack))
     engine._stacks["network"] = stack
     return stack
 

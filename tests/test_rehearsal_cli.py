@@ -14,6 +14,7 @@ import pytest
 
 from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.errors import EngineError
+from bootstrap.layers import LAYER_NAMES
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.records import layout
 from bootstrap.records.ledger import read_ledger
@@ -23,17 +24,18 @@ from tests.test_cli_up import cli  # noqa: F401 - fixture
 
 class ScratchStandIn:
     """Stands in for PulumiEngine on the scratch backend: what it exports and previews is what the rehearsal
-    placed in the scratch folder (and handed it as `placed`); `behaviour[layer]` makes one layer drift or fail.
+    placed in the scratch folder (and handed it as `state_of`); `behaviour[layer]` makes one layer drift or fail.
     As Pulumi's, its preview cannot run with a wrong passphrase (it decrypts the state and the config first)."""
 
     behaviour: dict = {}
     seen: list = []
     exported: list = []  # the layers whose state was exported with its secrets decrypted
 
-    def __init__(self, spec, *, backend_override=None, secrets_provider=None, lineage_for=None, placed=None, **_):
+    def __init__(self, spec, *, backend_override=None, secrets_provider=None, lineage_for=None, state_of=None, **_):
         assert backend_override and backend_override.startswith("file://"), backend_override
         self.root, self.env, self.provider = Path(urlparse(backend_override).path), spec.name, secrets_provider
-        assert placed and all(dep == self._state(layer) for layer, dep in placed.items())
+        placed = [layer for layer in LAYER_NAMES if state_of(layer) is not None]
+        assert len(placed) == 1 and state_of(placed[0]) == self._state(placed[0])
 
     def _state(self, layer: str) -> dict:
         body = (self.root / layout.stack_key(layer, self.env)).read_bytes()

@@ -9,11 +9,13 @@ import atexit
 import os
 import shutil
 import tempfile
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from bootstrap.engine import sdk_objects
 from bootstrap.engine.errors import UnexpectedChanges, Where, expected_no_changes, map_error
 from bootstrap.engine.events import (changed_fields, coerce_event, counts_from_summary, plan_from_events,
-                                     progress_message)
+                                     progress_message, root_outputs, summary_changes)
 from bootstrap.engine.layer_stacks import LayerStacks
 from bootstrap.engine.plan_deviation import PlanDeviation, applied_steps, diagnostics, find_deviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
@@ -94,6 +96,16 @@ class PulumiEngine(LayerStacks):
         counts = counts_from_summary(getattr(summary, "resource_changes", None) if summary else None)
         return OperationResult(layer, operation, counts, outputs if outputs is not None else self.outputs(layer))
 
+    def _update_result(self, layer: str, stack, events: list) -> tuple[Any, StackOutputs]:
+        """An update's counts and the outputs it left, from its own summary and root outputs events; a stack
+        history read (and two outputs reads) where an event is missing, as the SDK's up always runs them."""
+        changes, outputs = summary_changes(events), root_outputs(events)
+        summary = stack.info() if changes is None else SimpleNamespace(resource_changes=changes)
+        if outputs is None:
+            return summary, outputs_from_automation(stack.outputs())
+        self._outputs_seen[layer] = outputs
+        return summary, self._outputs_of(layer, stack, outputs)
+
     # -- Engine protocol --------------------------------------------------------------------------
 
     def supports_saved_plans(self) -> bool:
@@ -155,10 +167,12 @@ class PulumiEngine(LayerStacks):
         def run():
             try:
                 if reviewed:
-                    return self._reviewed_up(stack, plan_file, events, on_progress)
-                res = stack.up(on_event=self._events(events, on_progress), color="never", message="groundctl up",
-                               suppress_outputs=True, plan=plan_file)
-                return res.summary, outputs_from_automation(res.outputs)
+                    self._reviewed_up(stack, plan_file, events, on_progress)
+                else:  # the SDK's up without the reads after it (bootstrap/engine/sdk_objects.py)
+                    sdk_objects.run_up(stack, ["up", "--yes", "--skip-preview", "--color", "never", "--suppress-outputs",
+                                               "--message", "groundctl up", *(["--plan", plan_file] if plan_file else [])],
+                                       self._events(events, on_progress))
+                return self._update_result(layer, stack, events)
             except Exception as exc:  # noqa: BLE001 - a deviation is a refusal; anything else goes to map_error
                 found = find_deviation(diagnostics(events), str(exc), self._diff_keys.get(layer, {})) \
                     if use_saved_plan else None
@@ -172,7 +186,7 @@ class PulumiEngine(LayerStacks):
                 self._drop_saved_plan(layer)
         return self._result(layer, "up", summary, outputs)
 
-    def _reviewed_up(self, stack, plan_file: str, events: list, on_progress: Optional[ProgressFn]):
+    def _reviewed_up(self, stack, plan_file: str, events: list, on_progress: Optional[ProgressFn]) -> None:
         """`pulumi up --plan FILE` with the update's own preview first: the SDK's up always skips it
         (--skip-preview), and then a deviating step is found only once the steps before it have run; the
         preview finds it before any step runs (pkg/backend/apply.go, PreviewThenPromptThenExecute)."""
@@ -189,7 +203,6 @@ class PulumiEngine(LayerStacks):
                 message = progress_message(event)
                 if message:
                     on_progress(message)
-        return stack.info(), outputs_from_automation(stack.outputs())
 
     def _new_plan_file(self, layer: str) -> str:
         # A plan file holds resource inputs (secrets encrypted): a private folder, removed after the up.
@@ -228,12 +241,15 @@ class PulumiEngine(LayerStacks):
 
     def outputs(self, layer: str) -> StackOutputs:
         stack = self._stack(layer)
+        seen = self._outputs_seen.get(layer)
+        if seen is not None:  # the state as this run last exported or updated it, not written since
+            return self._outputs_of(layer, stack, seen)
         return outputs_from_automation(self._call(layer, "outputs", stack.outputs))
 
     def export_state(self, layer: str) -> dict:
         stack = self._stack(layer)
         dep = self._call(layer, "state export", stack.export_stack)
-        self._saw_pending(layer, dep.deployment if isinstance(dep.deployment, dict) else {})
+        self._saw_state(layer, dep.deployment if isinstance(dep.deployment, dict) else {})
         return {"version": dep.version, "deployment": dep.deployment}
 
     def import_resources(self, layer: str, import_plan: dict, *,

@@ -177,6 +177,29 @@ def counts_from_summary(resource_changes: Optional[Mapping[Any, int]]) -> dict[s
     return dict(sorted((_op(k), int(v)) for k, v in (resource_changes or {}).items() if v))
 
 
+def root_outputs(events: Iterable[Any]) -> Optional[dict]:
+    """The outputs an update's root stack resource left, from its outputs event (emitted for a `same` root
+    too), secret values blinded as Pulumi's secret objects; None when no event says."""
+    found = None
+    for raw in events:
+        item = coerce_event(raw).res_outputs_event
+        md = item.metadata if item is not None else None
+        if md is not None and md.type == "pulumi:pulumi:Stack" and md.new is not None:
+            found = dict(md.new.outputs or {})
+    return found
+
+
+def summary_changes(events: Iterable[Any]) -> Optional[Mapping[Any, int]]:
+    """The per-operation counts of an operation's summary event (what `stack history` records for it), or
+    None when it wrote none."""
+    found = None
+    for raw in events:
+        summary = coerce_event(raw).summary_event
+        if summary is not None:
+            found = summary.resource_changes or {}
+    return found
+
+
 def progress_message(raw: Any) -> Optional[str]:
     """A short line for the operator ("vpc: create", "vpc: create done"), or None to stay quiet.
 

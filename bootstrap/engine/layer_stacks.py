@@ -4,7 +4,6 @@ every failure of the SDK turned into one scrubbed paragraph."""
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -28,13 +27,15 @@ class LayerStacks:
                  lineage_for: Callable[[str], str | None] | None = None,
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
-                 secrets_provider: str | None = None, placed: Mapping[str, Mapping[str, Any]] | None = None):
+                 secrets_provider: str | None = None,
+                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None):
         # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
-        # placed: layer → the deployment the caller itself wrote into that backend as the layer's stack (the
-        # rehearsal): neither `stack select` nor an export is needed to learn that it exists or what it holds.
+        # state_of: a layer's deployment as the backend's bucket holds it now, read where a `stack export` would
+        # be (None where it cannot tell: the export runs then).
         from bootstrap.engine.rundir import RunDir
 
+        self._state_of = state_of
         self.spec = spec
         self.environment = spec.name
         self.endpoint_url = endpoint_url
@@ -48,30 +49,23 @@ class LayerStacks:
         # The pending operations of each layer's state as this run last exported it (dropped by a write),
         # and the layers whose state was found to hold none before their first preview, up or destroy.
         self._pending_seen: dict[str, list] = {}
+        # The outputs of each layer's root stack as this run last saw its state (export or update), until a write.
+        self._outputs_seen: dict[str, dict] = {}
         self._pending_checked: set[str] = set()
-        self._placed = dict(placed or {})
         self._run_dir = RunDir()
         require_pulumi()
         self._command = self._pulumi_command()
 
     def _pulumi_command(self):
-        from pulumi.automation import PulumiCommand
-        from semver import VersionInfo
-
+        from bootstrap.engine import sdk_objects
         from bootstrap.engine.preflight import require_cli
 
         # The floor first, in one paragraph (an older CLI fails later with a raw "unknown flag"); asked once
         # per process, and before the command writes anything.
         reported = require_cli()
         try:
-            version = VersionInfo.parse(reported.strip().lstrip("v"))
-        except (TypeError, ValueError):
-            version = None
-        if version is not None:
-            return _checked_command(version)
-        try:
-            # Runs `pulumi version` from PATH; never PulumiCommand.install (no download, ever).
-            return PulumiCommand()
+            # The `pulumi` on PATH at the version just read; never PulumiCommand.install (no download, ever).
+            return sdk_objects.KnownCli(reported)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one paragraph
             raise map_error(exc, Where(self.environment, "-", "version check"), self._secrets) from None
 
@@ -96,31 +90,29 @@ class LayerStacks:
                                                          secrets_provider=self.settings.secrets_provider)
 
     def _select(self, layer: str):
-        """The layer's stack, selected (never created: `pulumi stack select` without --create), or None."""
-        from pulumi import automation as auto
-        from pulumi.automation.errors import StackNotFoundError
+        """The layer's stack (never created) and its state, or None when it does not exist; no `pulumi stack
+        select` runs (bootstrap/engine/sdk_objects.py). The state is the bucket's copy where `state_of` reads
+        one, else the export its configuration needs, which fails for a missing stack as the select would ("no
+        stack named ... found")."""
+        from bootstrap.engine import sdk_objects
 
         work_dir, opts = self._workspace_options(layer)
-        if layer in self._placed:
-            # The caller put this stack's state in the backend: selecting it would only prove that it exists,
-            # and every command names its stack (--stack) anyway.
-            return self._call(layer, "stack selection", lambda: auto.Stack.select(
-                self.environment, _placed_workspace(**{**opts.__dict__, "work_dir": work_dir})))
-
-        def select():
-            try:
-                return auto.select_stack(self.environment, work_dir=work_dir, opts=opts)
-            except StackNotFoundError:
-                return None
-        return self._call(layer, "stack selection", select)
+        stack = self._call(layer, "stack selection", lambda: sdk_objects.stack_in(self.environment, work_dir, opts))
+        stored = self._state_of(layer) if self._state_of else None
+        if isinstance(stored, Mapping):  # the stack file the export would print, read without a CLI process
+            deployment = dict(stored)
+            self._saw_state(layer, deployment)
+            return stack, deployment
+        deployment = self._export_plain(layer, stack, missing_ok=True)
+        return None if deployment is None else (stack, deployment)
 
     def stack_exists(self, layer: str) -> bool:
         if layer in self._stacks:
             return True
-        stack = self._select(layer)
-        if stack is not None:
-            self._configure(layer, stack)
-        return stack is not None
+        found = self._select(layer)
+        if found is not None:
+            self._configure(layer, *found)
+        return found is not None
 
     def create_stack(self, layer: str) -> None:
         from pulumi import automation as auto
@@ -130,36 +122,25 @@ class LayerStacks:
         work_dir, opts = self._workspace_options(layer)
         stack = self._call(layer, "stack creation", lambda: auto.create_stack(
             self.environment, work_dir=work_dir, opts=opts))
-        self._configure(layer, stack)
+        self._configure(layer, stack, self._export_plain(layer, stack) or {})
 
     def _stack(self, layer: str):
         if layer in self._stacks:
             return self._stacks[layer]
-        stack = self._select(layer)
-        if stack is None:
+        found = self._select(layer)
+        if found is None:
             raise StackMissing(self.environment, layer)
-        self._configure(layer, stack)
-        return stack
+        self._configure(layer, *found)
+        return found[0]
 
-    def _configure(self, layer: str, stack) -> None:
-        from pulumi import automation as auto
-
-        from bootstrap.engine.rundir import write_plain_config
-
+    def _configure(self, layer: str, stack, deployment: dict) -> None:
         config = self._layer_config(layer)
         self._secrets.update(v.value for v in config.values() if v.secret and v.value)
-        placed = self._placed.pop(layer, None)  # what the stack holds only until this engine writes it
-        self._settle_secrets_provider(layer, stack, placed)
+        self._settle_secrets_provider(layer, stack, deployment)
         plain = {k: v.value for k, v in config.items() if not v.secret}
-        if plain and placed is not None and all(":" in k for k in plain):
-            # `config set-all --plaintext` would only write these into this run's settings file (namespaced keys
-            # are kept as given): written here, without starting the CLI, on the rehearsal's scratch stack.
-            settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
-            self._call(layer, "config", lambda: write_plain_config(settings, plain))
-        elif plain:
-            self._call(layer, "config", lambda: stack.set_all_config(
-                {k: auto.ConfigValue(value=v) for k, v in plain.items()}))
-        self._plain_config[layer] = dict(plain)
+        if plain:
+            self._write_plain_config(layer, stack, plain)
+        self._plain_config[layer] = plain
         for key, value in config.items():
             if value.secret:
                 self._set_secret(layer, stack, key, value.value)
@@ -187,45 +168,85 @@ class LayerStacks:
                 raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
         self._call(layer, "config", run)
 
-    def _settle_secrets_provider(self, layer: str, stack, placed: Mapping[str, Any] | None = None) -> None:
+    def _write_plain_config(self, layer: str, stack, values: dict[str, str]) -> None:
+        """What `pulumi config set-all --plaintext` writes, written here: the settings file is this run's
+        private one (bootstrap/engine/rundir.py), and the CLI would start (and pay the passphrase KDF) only to
+        write it."""
+        from bootstrap.engine.rundir import write_plain_config
+
+        settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
+        self._call(layer, "config", lambda: write_plain_config(settings, values))
+
+    def _settle_secrets_provider(self, layer: str, stack, deployment: dict) -> None:
         """Before any config is set: refuse a state encrypted with another provider than the environment's;
         for a state that records none yet (a stack made but never updated), declare the environment's in
-        this run's settings file, which Pulumi otherwise fills with its default, a passphrase. The state is
-        the one the caller placed, else a plain export."""
+        this run's settings file, which Pulumi otherwise fills with its default, a passphrase."""
         from bootstrap.engine.rundir import write_secrets_provider
         from bootstrap.engine.secrets_provider import PASSPHRASE, check_state_provider, state_provider
 
-        if placed is not None:
-            self._saw_pending(layer, dict(placed))
-        found = state_provider(placed if placed is not None else self._export_plain(layer, stack))
+        found = state_provider(deployment)
         expected = self.settings.secrets_provider
         check_state_provider(found, expected, environment=self.environment, layer=layer)
         if found is None and expected != PASSPHRASE and self._run_dir.stack_settings(layer, stack.name) is None:
             settings = Path(stack.workspace.work_dir) / f"Pulumi.{stack.name}.yaml"
             self._call(layer, "config", lambda: write_secrets_provider(settings, expected))
 
-    def _export_plain(self, layer: str, stack) -> dict:
-        """The stack's deployment, its secrets left encrypted; its pending operations are kept for the check
-        before the layer's first preview, up or destroy, which so costs no export of its own."""
+    def _export_plain(self, layer: str, stack, *, missing_ok: bool = False) -> dict | None:
+        """The stack's deployment, its secrets left encrypted (None for a missing stack when `missing_ok`); its
+        pending operations are kept for the check before the layer's first preview, up or destroy, and its
+        outputs for the next outputs read, which so cost no CLI process of their own."""
         import json
 
-        # Without --show-secrets the export decrypts nothing (pkg/cmd/pulumi/stack/stack_export.go).
-        exported = self._call(layer, "state export", lambda: stack._run_pulumi_cmd_sync(["stack", "export"]))
+        from pulumi.automation.errors import StackNotFoundError
+
+        def export():
+            try:
+                # Without --show-secrets the export decrypts nothing (pkg/cmd/pulumi/stack/stack_export.go).
+                return stack._run_pulumi_cmd_sync(["stack", "export"])
+            except StackNotFoundError:
+                if missing_ok:
+                    return None
+                raise
+        exported = self._call(layer, "state export", export)
+        if exported is None:
+            return None
         try:
             deployment = json.loads(exported.stdout).get("deployment") or {}
         except (ValueError, AttributeError):
             self._state_written(layer)  # what it holds is unknown
             return {}
         deployment = deployment if isinstance(deployment, dict) else {}
-        self._saw_pending(layer, deployment)
+        self._saw_state(layer, deployment)
         return deployment
 
-    def _saw_pending(self, layer: str, deployment: dict) -> None:
+    def _saw_state(self, layer: str, deployment: dict) -> None:
+        from bootstrap.engine.results import state_root_outputs
+
         ops = deployment.get("pending_operations")
         self._pending_seen[layer] = list(ops) if isinstance(ops, list) else []
+        self._outputs_seen[layer] = state_root_outputs(deployment)
 
     def _state_written(self, layer: str) -> None:
         self._pending_seen.pop(layer, None)
+        self._outputs_seen.pop(layer, None)
+
+    def _outputs_of(self, layer: str, stack, state_outputs: dict):
+        """The stack's outputs from what its state holds (secrets encrypted or blinded): as they are when
+        nothing in them is secret; else their plaintext from one `stack output --show-secrets`, the keys held
+        secret marked (the SDK's outputs() reads a masked copy too: _local_workspace.py:699-712)."""
+        import json
+
+        from bootstrap.engine.results import StackOutputs, holds_secret, is_secret
+
+        if not holds_secret(state_outputs):
+            return StackOutputs(dict(state_outputs))
+        def read() -> dict:
+            shown = json.loads(stack._run_pulumi_cmd_sync(["stack", "output", "--json", "--show-secrets"]).stdout)
+            if not isinstance(shown, dict):
+                raise ValueError("`pulumi stack output --json` printed no JSON object")
+            return shown
+        return StackOutputs(self._call(layer, "outputs", read),
+                            frozenset(k for k, v in state_outputs.items() if is_secret(v)))
 
     def _require_no_pending(self, layer: str, operation: str, stack) -> None:
         """Refuse `operation` (preview, up, destroy) while the layer's state holds pending operations; asked
@@ -263,8 +284,6 @@ class LayerStacks:
                             endpoint_url=self.settings.emulator_endpoint, program_dir=self.stacks_dir / layer)
 
     def set_config(self, layer: str, key: str, value: str, *, secret: bool = False) -> None:
-        from pulumi.automation import ConfigValue
-
         if secret and value:
             self._secrets.add(value)
         stack = self._stack(layer)
@@ -273,38 +292,7 @@ class LayerStacks:
             self._set_secret(layer, stack, key, value)
             known.pop(key, None)
         elif known.get(key) != value:
-            self._call(layer, "config", lambda: stack.set_config(key, ConfigValue(value=value)))
+            self._write_plain_config(layer, stack, {key: value})
             known[key] = value
         # else: already in Pulumi.<stack>.yaml, which lives in this run's private folder and only this engine
-        # writes; setting it again would start the CLI (and pay the passphrase KDF) to rewrite the same file.
-
-
-# The SDK's classes, narrowed where groundctl already knows the answer; made on first use, as the SDK is
-# imported only when an engine runs.
-@functools.cache
-def _sdk_narrowed() -> tuple[type, type]:
-    from pulumi.automation import LocalWorkspace, PulumiCommand
-
-    class CheckedCommand(PulumiCommand):
-        """The `pulumi` on PATH at the version require_cli read once per process: PulumiCommand's own
-        constructor starts `pulumi version` again, for every engine a command builds."""
-
-        def __init__(self, version) -> None:  # no super().__init__(): that is the CLI run it saves
-            self.command = "pulumi"
-            self.version = version
-
-    class PlacedWorkspace(LocalWorkspace):
-        """A workspace whose stack selection starts no CLI: the caller placed the stack's state itself."""
-
-        def select_stack(self, stack_name: str) -> None:
-            return None
-
-    return CheckedCommand, PlacedWorkspace
-
-
-def _checked_command(version):
-    return _sdk_narrowed()[0](version)
-
-
-def _placed_workspace(**options):
-    return _sdk_narrowed()[1](**options)
+        # writes.

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+# A secret value in a state or an event: an object with this signature key and value
+# (sdk/go/common/resource/sig/sig.go Secret), its plaintext encrypted or blinded.
+SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
 
 @dataclass(frozen=True)
 class StackOutputs:
@@ -30,3 +34,24 @@ def outputs_from_automation(output_map: Mapping[str, Any] | None) -> StackOutput
     return StackOutputs({k: getattr(v, "value", v) for k, v in items.items()},
                         frozenset(k for k, v in items.items() if getattr(v, "secret", False)))
 
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get(SECRET_SIG[0]) == SECRET_SIG[1]
+
+
+def holds_secret(value: Any) -> bool:
+    """Whether a value from a state or an event is, or holds anywhere within it, a secret. Pure."""
+    if is_secret(value):
+        return True
+    if isinstance(value, Mapping):
+        return any(holds_secret(v) for v in value.values())
+    return isinstance(value, list) and any(holds_secret(v) for v in value)
+
+
+def state_root_outputs(deployment: Mapping[str, Any]) -> dict:
+    """The outputs of a deployment's root stack resource (none for a stack never updated). Pure."""
+    for res in deployment.get("resources") or []:
+        if isinstance(res, Mapping) and res.get("type") == "pulumi:pulumi:Stack":
+            outputs = res.get("outputs")
+            return dict(outputs) if isinstance(outputs, Mapping) else {}
+    return {}

@@ -94,19 +94,18 @@ def write_secrets_provider(settings_file: Path, provider: str) -> None:
 
 
 def write_plain_config(settings_file: Path, values: Mapping[str, str]) -> None:
-    """Set plain config values in a settings file of this run, as `pulumi config set-all --plaintext` sets
-    namespaced keys (a string each, beside what the file already holds), replacing the file in one step."""
-    try:
-        current = yaml.safe_load(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInput(f"This run's stack settings file {settings_file} cannot be read ({type(exc).__name__}).") \
-            from None
-    doc = dict(current) if isinstance(current, Mapping) else {}
-    config = dict(doc.get("config") or {}) if isinstance(doc.get("config"), Mapping) else {}
-    config.update({k: str(v) for k, v in values.items()})
-    doc["config"] = config
-    tmp = settings_file.with_name(settings_file.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Set plain config values in a stack's settings file of this run as `pulumi config set-all --plaintext`
+    does (`config: {KEY: string}`), keeping what else it holds (the secrets provider, its salt or data key,
+    secret values the CLI set). Written whole to a private file, then moved into place."""
+    bad = [key for key, value in values.items() if not isinstance(value, str) or ":" not in key]
+    if bad:  # the spec's config is namespaced strings (bootstrap/engine/stack_config.py)
+        raise ValueError(f"plain config must be namespaced strings: {', '.join(sorted(bad))}")
+    data: Any = yaml.safe_load(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
+    data = dict(data) if isinstance(data, Mapping) else {}
+    config = data.get("config")
+    data["config"] = {**(config if isinstance(config, Mapping) else {}), **values}
+    part = settings_file.with_name(settings_file.name + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(doc, fh, sort_keys=False)
-    os.replace(tmp, settings_file)
+        yaml.safe_dump(data, fh, sort_keys=False)
+    os.replace(part, settings_file)

@@ -24,7 +24,8 @@ def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
         # Looked up when called: the engine tier stands its programs in by replacing the class.
         engine = automation.PulumiEngine(target.spec, endpoint_url=target.endpoint_url,
                                          lineage_for=lambda _layer: lineage, backend_override=backend_url,
-                                         secrets_provider=provider, placed={layer: placed})
+                                         secrets_provider=provider,
+                                         state_of=lambda name: placed if name == layer else None)
         require_engine(engine, [layer])
         return ScrubbingEngine(engine, secrets)
     return build
