@@ -15,7 +15,6 @@ such a signal again, so it is raised where the run can unwind.
 from __future__ import annotations
 
 import _thread
-import os
 import signal
 import sys
 import threading
@@ -59,8 +58,18 @@ def shielded() -> Iterator[None]:
 
 def _send_again(signum: int) -> None:
     # From another thread: `signal.raise_signal` runs the handler at once, inside the hook, where its
-    # exception would be dropped too. This one lands at a later bytecode of the main thread.
-    _thread.start_new_thread(os.kill, (os.getpid(), signum))
+    # exception would be dropped too. Sent to the main thread itself, so that a wait it is blocked in
+    # (`emulator start`'s) is cut; a signal taken by another thread would leave that wait asleep.
+    _thread.start_new_thread(signal.pthread_kill, (threading.main_thread().ident, signum))
+
+
+def wait_for_signal() -> None:
+    """Block until SIGINT or SIGTERM, then raise KeyboardInterrupt. Waits in short slices: a signal whose
+    exception was lost on the way (see above) still ends the wait, by the flag its handler set."""
+    idle = threading.Event()
+    while not received:
+        idle.wait(0.5)
+    raise KeyboardInterrupt(signal.Signals(_last).name if _last else "signal")
 
 
 def _redeliver(unraisable) -> None:

@@ -6,11 +6,9 @@ loses every bucket, key and state in it, which is what a throwaway local environ
 
 from __future__ import annotations
 
-import threading
-
 import typer
 
-from bootstrap import console
+from bootstrap import console, interrupts
 from groundctl.cli import app
 from groundctl.common import Group, json_opt
 from bootstrap.target import ENDPOINT_ENV
@@ -40,7 +38,7 @@ def start(
                          "`groundctl up local --yes`. Ctrl-C stops it; everything in it is lost then.")
         # Ctrl-C and SIGTERM arrive here as KeyboardInterrupt (the front door's handler): the emulator
         # stops below and the command ends as interrupted, exit 130.
-        threading.Event().wait()
+        interrupts.wait_for_signal()
     finally:
         emulator.stop()
         console.info("AWS emulator stopped.")

@@ -3,9 +3,10 @@ stderr a `python -m groundctl` process gives, without paying its start-up (the i
 
 What a fresh process starts with, and what a command changes in the process, is set for each run and put back
 after it: the environment (exactly the one given), argv, the working folder, stdout and stderr, the SIGINT and
-SIGTERM handlers the front door installs, and the process's budget for unanswered AWS calls. Runs on the main
-thread (signal handlers can be installed only there), one at a time. What only a real process shows (a signal,
-a broken pipe, stdout and stderr as separate file descriptors) is tested on real processes.
+SIGTERM handlers and the unraisable hook the front door installs, and the process's budget for unanswered AWS
+calls. Runs on the main thread (signal handlers can be installed only there), one at a time. What only a real
+process shows (a signal, a broken pipe, stdout and stderr as separate file descriptors) is tested on real
+processes.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run_main(args: list[str], env: Mapping[str, str], cwd=REPO) -> subprocess.Co
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
     saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    saved_budget, saved_running = clients.BUDGET, groundctl._running
+    saved_budget, saved_running, saved_hook = clients.BUDGET, groundctl._running, sys.unraisablehook
     code: object = 0
     _set_environ(env)
     sys.argv = ["groundctl", *args]
@@ -57,6 +58,6 @@ def run_main(args: list[str], env: Mapping[str, str], cwd=REPO) -> subprocess.Co
         os.chdir(saved_cwd)
         for signum, handler in saved_signals.items():
             signal.signal(signum, handler)
-        clients.BUDGET, groundctl._running = saved_budget, saved_running
+        clients.BUDGET, groundctl._running, sys.unraisablehook = saved_budget, saved_running, saved_hook
     returncode = 0 if code is None else code if isinstance(code, int) else 1
     return subprocess.CompletedProcess(["groundctl", *args], returncode, out.getvalue(), err.getvalue())
