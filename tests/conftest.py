@@ -146,6 +146,19 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one test file runs in this process, as before xdist; a worker's start-up
+    (its imports, its own emulator) would only add to it, and loadfile gives a file to one worker anyway. More
+    files: xdist's own answer (the cores, or PYTEST_XDIST_AUTO_NUM_WORKERS)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    files = {arg.split("::", 1)[0] for arg in config.args}
+    if len(files) == 1 and Path(config.invocation_params.dir, *files).is_file():
+        return 0
+    return None
+
+
 def pytest_terminal_summary(terminalreporter, config):
     # pytest-randomly names its seed in the header, which -q hides: a failure that depends on the order needs it.
     seed = getattr(config.option, "randomly_seed", None)
