@@ -175,7 +175,7 @@ def pytest_terminal_summary(terminalreporter, config):
     seed = getattr(config.option, "randomly_seed", None)
     if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
         terminalreporter.write_line(f"shuffled with --randomly-seed={seed} (repeat the order with that option; "
-                                    "-p no:randomly runs the files in order)")
+                                    "-p no:randomly runs each file's tests in order)")
 
 
 @pytest.fixture(scope="session")
