@@ -13,7 +13,9 @@ whatever its time (its log is kept and named).
 
 The goals hold on a 2-core machine at a 1-minute load average of 2 or less: the load at the start and the end of
 every run is printed beside its time, and so is the CPU time of the run (user + sys, its child processes
-included); a wall time far above the CPU time over the cores waited for a busy neighbour.
+included: pytest-xdist's workers too); a wall time far above the CPU time over the cores waited for a busy
+neighbour. Each run is the README's command, so it has as many workers as `-n auto` gives (the cores, or
+PYTEST_XDIST_AUTO_NUM_WORKERS); `-- -n 0` times one process.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def tier_env(tier: str, bin_dir: str | None) -> dict[str, str]:
     if bin_dir and tier != "default":  # the default tier is timed as a contributor without them runs it
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+def workers(extra: list[str]) -> str:
+    """How many pytest-xdist workers a run has: pyproject's `-n auto`, unless the arguments after `--` say."""
+    value = "auto"
+    for i, arg in enumerate(extra):
+        if arg in ("-n", "--numprocesses") and i + 1 < len(extra):
+            value = extra[i + 1]
+        elif arg.startswith("--numprocesses="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-n") and len(arg) > 2:
+            value = arg[2:]
+    if value in ("auto", "logical"):
+        value = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or str(len(os.sched_getaffinity(0)))
+    return "one process (-n 0)" if value == "0" else f"{value} pytest-xdist workers"
 
 
 def summary_line(log: str) -> str:
@@ -93,7 +110,7 @@ def main() -> int:
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="suite-time-"))
     log_dir.mkdir(parents=True, exist_ok=True)
 
-    print(f"{os.cpu_count()} CPUs; logs in {log_dir}")
+    print(f"{os.cpu_count()} CPUs, {workers(args.pytest_args)}; logs in {log_dir}")
     missed = False
     for tier in tiers:
         env = tier_env(tier, args.bin)

@@ -17,6 +17,15 @@ from bootstrap.aws.clients import AwsClients
 from bootstrap.spec import load_spec
 from tests.plugin_releases import STAND_IN_FAILURE  # noqa: F401 - what the stand-in CLI says to anything else
 
+# pytest imports readline before this file (_pytest/capture.py), and GNU readline exports COLUMNS=80 and LINES=24
+# into the C environment, unseen by os.environ: every process started without env= inherits them, an xdist worker
+# among them (there os.environ has them), whose groundctl then wraps its lines and tables at 80 columns where one
+# run by hand without a terminal does not (bootstrap/console.py). What the user did not set is taken back out here,
+# before the workers start.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
+
 REPO = Path(__file__).resolve().parent.parent
 # Real state files recorded by Pulumi runs of other projects; tests/data/pulumi-states/README.md names each source.
 STATES = REPO / "tests" / "data" / "pulumi-states"
@@ -134,7 +143,9 @@ def pytest_collection_modifyitems(items):
     """After the shuffle (pytest-randomly's hook runs first): the engine and cluster tiers build one environment
     per module, test after test (what one leaves for the next is in `tier.notes`), so their tests keep their file
     order wherever their module lands. Tests marked `last` wait for work a session fixture started early (a slow
-    wait that runs alongside the other tests): they run after every other test, in their collected order."""
+    wait that runs alongside the other tests): they run after every other test, in their collected order; under
+    xdist (--dist loadfile) a file is one unit of work, so they run after every other test of their file, on the
+    worker whose session fixture it was."""
     tiers: dict = {}
     for i, item in enumerate(items):
         if item.get_closest_marker("engine") or item.get_closest_marker("cluster"):
@@ -146,12 +157,25 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one test file runs in this process, as before xdist; a worker's start-up
+    (its imports, its own emulator) would only add to it, and loadfile gives a file to one worker anyway. More
+    files: xdist's own answer (the cores, or PYTEST_XDIST_AUTO_NUM_WORKERS)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    files = {arg.split("::", 1)[0] for arg in config.args}
+    if len(files) == 1 and Path(config.invocation_params.dir, *files).is_file():
+        return 0
+    return None
+
+
 def pytest_terminal_summary(terminalreporter, config):
     # pytest-randomly names its seed in the header, which -q hides: a failure that depends on the order needs it.
     seed = getattr(config.option, "randomly_seed", None)
     if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
         terminalreporter.write_line(f"shuffled with --randomly-seed={seed} (repeat the order with that option; "
-                                    "-p no:randomly runs the files in order)")
+                                    "-p no:randomly runs each file's tests in order)")
 
 
 @pytest.fixture(scope="session")

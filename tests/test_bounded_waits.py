@@ -143,8 +143,8 @@ def _access_denied(conn, stop):
 @pytest.fixture(scope="session")
 def silent_lock_status():
     """`lock status` against a silent endpoint at the default deadline, started by this module's first test and
-    waited for by a test marked `last` (run after every other test): its 40 s of waiting overlaps the rest of
-    the suite instead of adding to its time."""
+    waited for by a test marked `last` (run after every other test, or of this file on an xdist worker): its 40 s
+    of waiting overlaps the rest of the suite, or of the file, instead of adding to its time."""
     server = _Hostile(_silent).__enter__()
     pool = ThreadPoolExecutor(1)
     run = pool.submit(lambda: (*_run(["lock", "status", "local", "--endpoint-url", server.url]), time.monotonic()))
