@@ -14,8 +14,8 @@ whatever its time (its log is kept and named).
 The goals hold on a 2-core machine at a 1-minute load average of 2 or less: the load at the start and the end of
 every run is printed beside its time, and so is the CPU time of the run (user + sys, its child processes
 included: pytest-xdist's workers too); a wall time far above the CPU time over the cores waited for a busy
-neighbour. Each run is the README's command, so it has as many workers as `-n auto` gives (the cores, or
-PYTEST_XDIST_AUTO_NUM_WORKERS); `-- -n 0` times one process.
+neighbour. Each run is the README's command, so it has as many workers as `-n auto` gives (the cores and one
+more, tests/conftest.py, or PYTEST_XDIST_AUTO_NUM_WORKERS); `-- -n 0` times one process.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def workers(extra: list[str]) -> str:
         elif arg.startswith("-n") and len(arg) > 2:
             value = arg[2:]
     if value in ("auto", "logical"):
-        value = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or str(len(os.sched_getaffinity(0)))
+        # tests/conftest.py's pytest_xdist_auto_num_workers: the cores and one more
+        value = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or str(len(os.sched_getaffinity(0)) + 1)
     return "one process (-n 0)" if value == "0" else f"{value} pytest-xdist workers"
 
 

@@ -161,13 +161,20 @@ def pytest_collection_modifyitems(items):
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject's addopts): one test file runs in this process, as before xdist; a worker's start-up
     (its imports, its own emulator) would only add to it, and loadfile gives a file to one worker anyway. More
-    files: xdist's own answer (the cores, or PYTEST_XDIST_AUTO_NUM_WORKERS)."""
+    files: one worker per core and one more, unless PYTEST_XDIST_AUTO_NUM_WORKERS says. Many tests wait rather
+    than compute (a deadline run out, a storm waited through, a signalled process): the extra worker's files use
+    the core such a wait leaves idle. On 2 cores at a load of 0.6, 3 workers ran the suite in 270 s, 2 in 367 s."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     files = {arg.split("::", 1)[0] for arg in config.args}
     if len(files) == 1 and Path(config.invocation_params.dir, *files).is_file():
         return 0
-    return None
+    return auto_workers()
+
+
+def auto_workers() -> int:
+    """The workers `-n auto` starts for the suite: the cores this process may run on, and one more."""
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_terminal_summary(terminalreporter, config):
