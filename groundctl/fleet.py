@@ -113,7 +113,8 @@ def status(
     kind and its RTO trend, lock, ledger head age, bucket protection vs RPO."""
     from bootstrap.aws.clients import call_deadline
     from recovery.fleet.access import sources
-    from recovery.fleet.status import failing, fleet_report, read_fleet
+    from recovery.fleet.reading import read_fleet
+    from recovery.fleet.status import failing, fleet_report
 
     if fail_on is not None and fail_on not in ("critical", "warning"):
         raise BadInput(f"--fail-on '{fail_on[:40]}' is not a level; use --fail-on critical (exit 1 on critical findings) "

@@ -269,7 +269,8 @@ def seeded_fleet(emulator_endpoint):
     import uuid
 
     from bootstrap.aws.objectstore import ObjectStore
-    from recovery.fleet.status import Source, fleet_report, read_fleet
+    from recovery.fleet.reading import Source, read_fleet
+    from recovery.fleet.status import fleet_report
     from tests.fleetseed import seed_fleet
 
     s3 = AwsClients("us-east-1", emulator_endpoint, credentials={

@@ -23,7 +23,8 @@ from recovery.fleet.cadence import longest_gap_minutes
 from bootstrap.records.liveness import BREAKABLE, GONE, STALE_TTLS, Place, lock_verdict
 from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
-from recovery.fleet.status import fleet_report, read_fleet
+from recovery.fleet.reading import read_fleet
+from recovery.fleet.status import fleet_report
 from tests.conftest import REPO
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 

@@ -15,7 +15,8 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.drift import drift_record, parse_name, record_name, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.fleet.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
-from recovery.fleet.status import Source, drill_kind, failing, fleet_report, read_environment, read_fleet
+from recovery.fleet.reading import Source, drill_kind, read_environment, read_fleet
+from recovery.fleet.status import failing, fleet_report
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 pytestmark = pytest.mark.emulator

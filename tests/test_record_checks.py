@@ -17,7 +17,8 @@ from bootstrap.records.drift import failed_drift_record, load_drift_record, reco
 from bootstrap.spec import parse_spec
 from bootstrap.untrusted import Unreadable
 from recovery.drills.stored import load_drill_record
-from recovery.fleet.status import Source, fleet_report, read_fleet
+from recovery.fleet.reading import Source, read_fleet
+from recovery.fleet.status import fleet_report
 from recovery.rehearsal.record import load_rehearsal_record, rehearsal_record
 from tests.conftest import REPO
 from tests.fleetseed import T0, Seed, seed_environment, spec_data

@@ -15,8 +15,7 @@ from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK,
 from recovery.fleet.manifests import drills_allowed, schedules
 from recovery.fleet.protection import judge
 from recovery.fleet.rehearsals import summarize_rehearsals
-from recovery.fleet.reading import (DRILL_KINDS, MAX_DRILLS_PER_KIND, Source, drill_kind,  # noqa: F401
-                                    read_environment, read_fleet)
+from recovery.fleet.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind
 
 # A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
 MISSED_RUNS = 2
