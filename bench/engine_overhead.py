@@ -215,16 +215,11 @@ def main() -> int:
     version = subprocess.run(["pulumi", "version"], capture_output=True, text=True).stdout.strip()
     load_start, began = load(), time.perf_counter()
 
-    from bootstrap.aws.emulator import Emulator
+    from bootstrap.aws.emulator import running_emulator
 
-    emulator = Emulator()
-    endpoint = emulator.start()
-    try:
-        with tempfile.TemporaryDirectory(prefix="engine-overhead-") as tmp:
-            bench = Bench(Path(tmp), endpoint)
-            rows = measure(bench, args.runs, args.subprocess)
-    finally:
-        emulator.stop()
+    with running_emulator() as endpoint, tempfile.TemporaryDirectory(prefix="engine-overhead-") as tmp:
+        bench = Bench(Path(tmp), endpoint)
+        rows = measure(bench, args.runs, args.subprocess)
     load_end = load()
 
     print(f"engine overhead bench: Pulumi {version}, the network stand-in (5 dynamic resources), DIY S3 backend "

@@ -241,17 +241,12 @@ def main() -> int:
     version = subprocess.run(["pulumi", "version"], capture_output=True, text=True).stdout.strip()
     load_start, began = load(), time.perf_counter()
 
-    from bootstrap.aws.emulator import Emulator
+    from bootstrap.aws.emulator import running_emulator
 
-    emulator = Emulator()
-    endpoint = emulator.start()
-    try:
-        with tempfile.TemporaryDirectory(prefix="rehearsal-overhead-") as tmp:
-            g, b, ph = part1(Path(tmp) / "one", endpoint, args.runs)
-            print(f"part 1 done in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-            rows = part2(Path(tmp) / "many", endpoint, args.sizes, args.workers)
-    finally:
-        emulator.stop()
+    with running_emulator() as endpoint, tempfile.TemporaryDirectory(prefix="rehearsal-overhead-") as tmp:
+        g, b, ph = part1(Path(tmp) / "one", endpoint, args.runs)
+        print(f"part 1 done in {time.perf_counter() - began:.0f} s", file=sys.stderr)
+        rows = part2(Path(tmp) / "many", endpoint, args.sizes, args.workers)
     load_end = load()
 
     print(f"rehearsal overhead bench: Pulumi {version}, the network stand-in (5 dynamic resources), DIY S3 backend "
