@@ -45,8 +45,11 @@ def _alive(pid: int) -> bool:
 
 
 def _run_child(tmp_path) -> tuple[subprocess.Popen, int]:
+    # A shell's background job starts with SIGINT ignored, and a Python started so never turns it into a
+    # KeyboardInterrupt: the child starts with the disposition an interactive pytest has, whatever ours is.
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
-                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pid = int(child.stdout.readline())
     assert _alive(pid)
     return child, pid
@@ -66,5 +69,8 @@ def _gone(pid: int, timeout: float = 60.0) -> bool:
 def test_the_clusters_processes_die_with_the_test_process(tmp_path, how):
     child, pid = _run_child(tmp_path)
     child.send_signal(how)
-    child.wait(60)
+    try:
+        child.wait(60)
+    finally:
+        child.kill()  # never left behind, even when the test fails
     assert _gone(pid), f"etcd (pid {pid}) outlived a test process ended by {how.name}"
