@@ -229,3 +229,9 @@ def inert(value: str, *, keep_newlines: bool = True) -> str:
 def clip(value: str, limit: int = 200) -> str:
     """A value quoted in a message, cut to `limit` characters with how much was left out."""
     return value if len(value) <= limit else f"{value[:limit]}… ({len(value) - limit:,} more characters)"
+
+
+def one_line(value: str, limit: int = 120) -> str:
+    """`value` from outside (a CLI's output, a path from the environment) quoted inside a one-paragraph message:
+    trimmed, inert with its newlines too, and clipped to `limit`."""
+    return clip(inert(value.strip(), keep_newlines=False), limit)
