@@ -92,6 +92,8 @@ def test_one_line_quotes_an_outside_value_inside_a_paragraph():
     # escapes, its trailing newline dropped, and a long one cut with how much was left out.
     assert one_line("  exited: bad\x1b[31m\nsecond line\u202e\n") == "exited: bad\\x1b[31m\\nsecond line\\u202e"
     assert one_line("/opt/pulumi/bin") == "/opt/pulumi/bin"
+    # What hides or breaks text without being a control character: a zero-width space, a line separator.
+    assert one_line("pulu\u200bmi\u2028v3\ufeff") == "pulu\\u200bmi\\u2028v3\\ufeff"
     long = one_line("x" * 500)
     assert long == "x" * 120 + "… (380 more characters)"
     assert one_line("\x1b" * 100) == "\\x1b" * 30 + "… (280 more characters)"  # the bound is on what is shown
