@@ -25,7 +25,7 @@ writes to the state bucket (.groundctl/runs/<env>/): the median seconds of each 
 and `drift` keep theirs in memory (bootstrap/apply/preview.py), which the bench keeps too: their preflight
 phases; their previews run outside any phase.
 Needs the Pulumi CLI on PATH (`pulumi`, `pulumi-language-python`, `pulumi-resource-pulumi-python`);
-without it the bench prints SKIP and exits 0. It builds and downloads nothing.
+without it the bench says so and exits 2 (bench/prerequisites.py). It builds and downloads nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -207,11 +206,9 @@ def main() -> int:
     parser.add_argument("--subprocess", action="store_true",
                         help="also time each groundctl command as a child process")
     args = parser.parse_args()
-    if shutil.which("pulumi") is None:
-        print("SKIP engine overhead bench: the Pulumi CLI is not on PATH (it needs `pulumi`, "
-              "`pulumi-language-python` and `pulumi-resource-pulumi-python`); install it from "
-              "https://www.pulumi.com/docs/install/ and run again.")
-        return 0
+    from bench.prerequisites import require_engine
+
+    require_engine("engine overhead bench")
     version = subprocess.run(["pulumi", "version"], capture_output=True, text=True).stdout.strip()
     load_start, began = load(), time.perf_counter()
 

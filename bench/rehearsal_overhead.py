@@ -26,7 +26,7 @@ state rehearse ...`), --workers at a time. Time per stack = the batch's wall tim
 largest size within 1.25x of that at the smallest.
 
 Needs the Pulumi CLI on PATH (`pulumi`, `pulumi-language-python`, `pulumi-resource-pulumi-python`); without it
-the bench says so and exits 2. It builds and downloads nothing.
+the bench says so and exits 2 (bench/prerequisites.py). It builds and downloads nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.engine_overhead import fmt, load, verdict  # noqa: E402
+from bench.prerequisites import require_engine  # noqa: E402
 
 OVERHEAD_TARGET = 1.2
 SCALE_TARGET = 1.25
@@ -232,12 +232,7 @@ def main() -> int:
     parser.add_argument("--workers", type=bounded("--workers", 64), default=8, metavar="N",
                         help="part 2: rehearsals running at once, 1 to 64")
     args = parser.parse_args()
-    missing = [b for b in ("pulumi", "pulumi-language-python", "pulumi-resource-pulumi-python") if not shutil.which(b)]
-    if missing:
-        print(f"rehearsal overhead bench cannot run: {', '.join(missing)} not on PATH. It needs the Pulumi CLI "
-              "and its Python hosts (on this project's machines: export PATH=/root/engine/bin:$PATH), then run "
-              "it again.", file=sys.stderr)
-        return 2
+    require_engine("rehearsal overhead bench")
     version = subprocess.run(["pulumi", "version"], capture_output=True, text=True).stdout.strip()
     load_start, began = load(), time.perf_counter()
 

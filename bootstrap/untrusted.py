@@ -24,9 +24,11 @@ MAX_TEXT = 1024               # a user, host, run id, key or time; free text (me
 MAX_PID = 1 << 22             # Linux's pid_max ceiling; Windows pids fit too
 
 # C0 controls (but newline and tab, which groundctl's own multi-line messages use), DEL, C1 controls
-# (0x9b is a one-byte CSI on some terminals) and the bidirectional overrides that reorder what is shown.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# (0x9b is a one-byte CSI on some terminals); the bidirectional marks and overrides, which reorder what is shown;
+# the zero-width characters, which hide text; the line and paragraph separators, which some viewers break on.
+_INVISIBLE = "\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
+_CONTROL_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
 
 
 class Unreadable(ValueError):
@@ -229,3 +231,9 @@ def inert(value: str, *, keep_newlines: bool = True) -> str:
 def clip(value: str, limit: int = 200) -> str:
     """A value quoted in a message, cut to `limit` characters with how much was left out."""
     return value if len(value) <= limit else f"{value[:limit]}… ({len(value) - limit:,} more characters)"
+
+
+def one_line(value: str, limit: int = 120) -> str:
+    """`value` from outside (a CLI's output, a path from the environment) quoted inside a one-paragraph message:
+    trimmed, inert with its newlines too, and clipped to `limit`."""
+    return clip(inert(value.strip(), keep_newlines=False), limit)

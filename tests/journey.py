@@ -69,34 +69,26 @@ def checkout_copy(repo: Path, target: Path) -> Path:
     return target
 
 
-BACKEND_STAND_IN = '''"""Stand-in for stacks/backend: the output contract, and a record so the stack owns a resource."""
-import pulumi
-import pulumi_aws  # noqa: F401  (as the real layer: the engine check asks for the aws plugin)
+# Appended to the backend stand-in's program, so that its stack owns a resource.
+OWNED_RECORD = """
+from record_provider import Record  # noqa: E402
 
-from record_provider import Record
-
-be, gc = pulumi.Config("backend"), pulumi.Config("groundctl")
-bucket, alias = be.require("bucketName"), be.require("kmsAlias")
 Record("bucket", f"{pulumi.get_stack()}/backend/bucket", {"bucket": bucket}, gc.require("awsEndpoint"))
-pulumi.export("bucket_name", bucket)
-pulumi.export("bucket_arn", f"arn:aws:s3:::{bucket}")
-pulumi.export("kms_key_arn", "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000")
-pulumi.export("kms_alias", alias)
-pulumi.export("secrets_provider", f"awskms://{alias}")
-pulumi.export("groundctl_lineage", gc.get("lineage") or "")
-'''
+"""
 
 
 def stand_in_stacks(folder: Path) -> Path:
-    """The stand-in programs: the engine tier's network and cluster, a backend that owns a record, the real flux
-    (skipped on the emulator); each importing its layer's SDK."""
-    for layer in ("network", "cluster"):
+    """The stand-in programs: the engine tier's network and cluster, the cluster tier's backend owning a record,
+    the real flux (skipped on the emulator); each importing its layer's SDK."""
+    for layer in ("network", "cluster", "backend"):
         shutil.copytree(PROGRAMS / layer, folder / layer)
         main = folder / layer / "__main__.py"
         main.write_text(main.read_text().replace("import pulumi\n", "import pulumi\nimport pulumi_aws  # noqa\n", 1))
-    shutil.copytree(PROGRAMS / "network", folder / "backend", ignore=shutil.ignore_patterns("__main__.py"))
+    with open(folder / "backend" / "__main__.py", "a") as program:
+        program.write(OWNED_RECORD)
+    # The backend stand-in's own project file (the cluster tier's) leaves the toolchain unset; here every program
+    # pins pip, as each layer's project does.
     (folder / "backend" / "Pulumi.yaml").write_text(
-        (folder / "backend" / "Pulumi.yaml").read_text().replace("name: network", "name: backend"))
-    (folder / "backend" / "__main__.py").write_text(BACKEND_STAND_IN)
+        (PROGRAMS / "network" / "Pulumi.yaml").read_text().replace("name: network", "name: backend"))
     shutil.copytree(REPO / "stacks" / "flux", folder / "flux", ignore=shutil.ignore_patterns("__pycache__"))
     return folder

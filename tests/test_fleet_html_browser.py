@@ -4,8 +4,9 @@ driven by Selenium. On the seeded 50-environment fleet (tests/fleetseed.py, read
 its finding and next step whole (inside the viewport, not clipped by its cell); info-level cells are grey and
 critical ones red; a row's link opens its collapsed details, whose drill bars are drawn; the page loads nothing
 from outside and keeps a hostile record's markup (and key) as text. Skipped, with the reason, where no browser
-or driver is installed. The screenshot of the first viewport is kept as /tmp/fleet-status-first-viewport.png
-(and in $GROUNDCTL_SCREENSHOTS when set)."""
+or driver is installed. The screenshot of the first viewport, taken before it is judged, is kept in the test's
+tmp_path (pytest keeps the last three runs' under its base temporary folder) as fleet-status-first-viewport.png,
+and copied into $GROUNDCTL_SCREENSHOTS when set."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
                                        "(.ci/run does)")
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
-SCREENSHOT = Path("/tmp/fleet-status-first-viewport.png")
+SCREENSHOT = "fleet-status-first-viewport.png"
 WIDTH, HEIGHT = 1366, 768
 
 
@@ -86,12 +87,19 @@ def seeded_page(seeded_fleet, tmp_path_factory):
     return path, report, expected
 
 
-def test_the_first_viewport_shows_every_critical_environment_and_no_info_only_one(seeded_page, browser):
+def test_the_first_viewport_shows_every_critical_environment_and_no_info_only_one(seeded_page, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
     path, report, expected = seeded_page
     browser.get(path.as_uri())
     assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [WIDTH, HEIGHT]
+    # Taken first, so that a failing run leaves what the browser showed.
+    shot = tmp_path / SCREENSHOT
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000, shot
+    keep = os.environ.get("GROUNDCTL_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / SCREENSHOT)
     critical = sorted(n for n, lvl in expected.items() if lvl == "critical")
     info_only = sorted(n for n, lvl in expected.items() if lvl == "info")
     assert len(critical) == 9 and len(info_only) == 22
@@ -129,12 +137,6 @@ def test_the_first_viewport_shows_every_critical_environment_and_no_info_only_on
     assert color("stage-cache", 5) == "rgb(166, 75, 0)"        # its drift: a warning
     strip = browser.find_element(By.ID, "summary").text
     assert "9 critical" in strip and "11 warning" in strip and all(n in strip for n in critical)
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
-    keep = os.environ.get("GROUNDCTL_SCREENSHOTS")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(SCREENSHOT, Path(keep) / SCREENSHOT.name)
 
 
 def test_a_rows_link_opens_its_details_with_the_drill_bars_drawn(seeded_page, browser):

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from bootstrap import console
-from bootstrap.untrusted import MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, text, whole
+from bootstrap.untrusted import (MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, one_line, text,
+                                 whole)
 
 
 @pytest.mark.parametrize("body, why", [
@@ -84,6 +85,18 @@ def test_the_console_prints_every_control_character_as_its_escape(capsys, hostil
 def test_inert_keeps_what_groundctls_own_messages_use():
     assert inert("line one\n\tline two — ok [x]") == "line one\n\tline two — ok [x]"
     assert inert("a\x1bb") == "a\\x1bb"
+
+
+def test_one_line_quotes_an_outside_value_inside_a_paragraph():
+    # A CLI's stderr or a path from the environment: its newline, escape and bidirectional override shown as
+    # escapes, its trailing newline dropped, and a long one cut with how much was left out.
+    assert one_line("  exited: bad\x1b[31m\nsecond line\u202e\n") == "exited: bad\\x1b[31m\\nsecond line\\u202e"
+    assert one_line("/opt/pulumi/bin") == "/opt/pulumi/bin"
+    # What hides or breaks text without being a control character: a zero-width space, a line separator.
+    assert one_line("pulu\u200bmi\u2028v3\ufeff") == "pulu\\u200bmi\\u2028v3\\ufeff"
+    long = one_line("x" * 500)
+    assert long == "x" * 120 + "… (380 more characters)"
+    assert one_line("\x1b" * 100) == "\\x1b" * 30 + "… (280 more characters)"  # the bound is on what is shown
 
 
 def test_a_recovery_report_shows_control_characters_as_escapes():

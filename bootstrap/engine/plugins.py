@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
 from bootstrap.errors import EngineError
+from bootstrap.untrusted import one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
@@ -42,12 +43,6 @@ PROGRAM, STATE = "program", "state"
 OPERATION_NEEDS = {"plan": {PROGRAM}, "preview": {PROGRAM}, "up": {PROGRAM}, "refresh": {STATE},
                    "destroy": {STATE}, "drift": {PROGRAM, STATE}, "recover": {PROGRAM, STATE}}
 _BUILTIN = {"pulumi"}  # `pulumi:providers:pulumi` is built into the engine: no plugin
-
-
-def inert(text: str, limit: int = 120) -> str:
-    """`text` from outside (a CLI's output, an environment value) safe to print: one line, bounded. Pure."""
-    flat = "".join(ch if ch.isprintable() else "?" for ch in text.strip())
-    return flat if len(flat) <= limit else flat[:limit] + "…"
 
 
 @dataclass(frozen=True, order=True)
@@ -270,7 +265,7 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
     release = pinned if pinned and pinned.version == plugin.version else versions.Release(
         plugin.name, plugin.version, repository=pinned.repository if pinned else f"pulumi/pulumi-{plugin.name}")
     digest = release.digest(platform)
-    prefix = f"PULUMI_HOME={inert(home)} " if home else ""
+    prefix = f"PULUMI_HOME={one_line(home)} " if home else ""
     command = f"`{prefix}{' '.join(versions.plugin_install_argv(release, digest or '<sha256>'))}`"
     return command if digest else (f"{command} with the sha256 of {release.tarball(platform)} from "
                                    f"{release.checksums}")
@@ -307,7 +302,7 @@ def missing_plugins_message(missing: Mapping[Plugin, Sequence[tuple[str, str]]],
     return ("A Pulumi provider plugin this run needs is not installed, so nothing was changed: "
             + "; ".join(parts)
             + f". groundctl looked where Pulumi does: {names} {where}, and no resource-<name>-v<version> folder "
-            f"in {inert(places.plugin_dir)}. It never downloads plugins; install them as shown (or put the "
+            f"in {one_line(places.plugin_dir)}. It never downloads plugins; install them as shown (or put the "
             "plugin binary on PATH), then run the command again.")
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bootstrap.engine.errors import missing_cli_error
-from bootstrap.engine.plugins import (OPERATION_NEEDS, STATE, command_needs, inert, layer_plugins, require_plugins,
+from bootstrap.engine.plugins import (OPERATION_NEEDS, STATE, command_needs, layer_plugins, require_plugins,
                                       state_plugins)
 from bootstrap.engine.toolchain import require_pip
 from bootstrap.engine.versions import PULUMI_CLI_MIN, PULUMI_CLI_PINNED, platform_key
 from bootstrap.errors import EngineError
+from bootstrap.untrusted import one_line
 
 VERSION_TIMEOUT = 30.0  # seconds `pulumi version` may take (a Go binary answers in well under one)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
@@ -46,7 +47,7 @@ def cli_version_problem(reported: str, minimum: str = PULUMI_CLI_MIN,
                "groundctl never downloads the CLI.")
     if found is None:
         return (f"The Pulumi CLI on PATH did not report a version groundctl can read (`pulumi version` printed "
-                f"'{inert(reported)}'), so it cannot tell whether it is v{minimum} or later, which it needs. "
+                f"'{one_line(reported)}'), so it cannot tell whether it is v{minimum} or later, which it needs. "
                 f"Nothing was changed. {install}")
     if found < parse_version(minimum):
         return (f"The Pulumi CLI on PATH is v{'.'.join(map(str, found))}, but groundctl needs v{minimum} or later "
@@ -69,14 +70,14 @@ def _reported_version(path: str) -> str:
             done = subprocess.run([path, "version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
                                   env=env, check=False)
         except subprocess.TimeoutExpired:
-            raise EngineError(f"The Pulumi CLI at {inert(path)} did not answer `pulumi version` within "
+            raise EngineError(f"The Pulumi CLI at {one_line(path)} did not answer `pulumi version` within "
                               f"{VERSION_TIMEOUT:.0f} s, so groundctl cannot use it. Nothing was changed. Check "
                               "that `pulumi version` works in this shell, and run the command again.") from None
         except OSError as exc:
-            raise missing_cli_error(inert(f"{path}: {exc.strerror or exc}")) from None
+            raise missing_cli_error(one_line(f"{path}: {exc.strerror or exc}")) from None
         if done.returncode != 0:
-            raise EngineError(f"The Pulumi CLI at {inert(path)} failed to report its version (`pulumi version` "
-                              f"exited {done.returncode}: {inert(done.stderr or done.stdout)}). Nothing was "
+            raise EngineError(f"The Pulumi CLI at {one_line(path)} failed to report its version (`pulumi version` "
+                              f"exited {done.returncode}: {one_line(done.stderr or done.stdout)}). Nothing was "
                               "changed. Check that `pulumi version` works in this shell, and run the command "
                               "again.")
         _probed[key] = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""

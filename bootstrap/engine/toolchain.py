@@ -16,8 +16,8 @@ import subprocess
 import sys
 from typing import Mapping, Optional
 
-from bootstrap.engine.plugins import inert
 from bootstrap.errors import EngineError
+from bootstrap.untrusted import one_line
 
 PIP_TIMEOUT = 60.0  # seconds `python -m pip --version` may take (it imports pip: a second or two when loaded)
 
@@ -32,14 +32,14 @@ def program_python(env: Mapping[str, str]) -> Optional[str]:
 def pip_problem(python: Optional[str], has_pip: bool, asked: str) -> Optional[str]:
     """The one-paragraph problem, or None when the programs' Python has pip. Pure."""
     if python is None:
-        return (f"No Python to run the layer programs was found ({inert(asked)} is not on PATH), so nothing was "
+        return (f"No Python to run the layer programs was found ({one_line(asked)} is not on PATH), so nothing was "
                 "changed. Put it on PATH, or set PULUMI_PYTHON_CMD to a Python 3.11+ with groundctl installed, and "
                 "run the command again.")
     if has_pip:
         return None
-    return (f"The Python that runs the layer programs ({inert(python)}) has no pip, and Pulumi's pip toolchain, which "
-            "every layer pins, runs `python -m pip list` on every operation and fails without it. Nothing was "
-            f"changed. Install pip into it with `{inert(python)} -m ensurepip --upgrade` (in an environment made "
+    return (f"The Python that runs the layer programs ({one_line(python)}) has no pip, and Pulumi's pip toolchain, "
+            "which every layer pins, runs `python -m pip list` on every operation and fails without it. Nothing was "
+            f"changed. Install pip into it with `{one_line(python)} -m ensurepip --upgrade` (in an environment made "
             "with uv: `uv pip install pip`, or create it with `uv venv --seed`), then run the command again.")
 
 

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
-from bootstrap.untrusted import clip, inert
+from bootstrap.untrusted import one_line
 from recovery.rehearsal.judge import KeyState
 
 
@@ -32,7 +32,7 @@ def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
 
 
 def _bounded(value: object) -> Optional[str]:
-    return clip(inert(str(value), keep_newlines=False), 300) if value is not None else None
+    return one_line(str(value), 300) if value is not None else None
 
 
 def key_reader(clients) -> Callable[[str, Optional[str]], KeyState]:
