@@ -24,11 +24,14 @@ MAX_TEXT = 1024               # a user, host, run id, key or time; free text (me
 MAX_PID = 1 << 22             # Linux's pid_max ceiling; Windows pids fit too
 
 # C0 controls (but newline and tab, which groundctl's own multi-line messages use), DEL, C1 controls
-# (0x9b is a one-byte CSI on some terminals); the bidirectional marks and overrides, which reorder what is shown;
-# the zero-width characters, which hide text; the line and paragraph separators, which some viewers break on.
-_INVISIBLE = "\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff"
-_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
-_CONTROL_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+# (0x9b is a one-byte CSI on some terminals) and the bidirectional overrides that reorder what is shown.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Printed as escapes too, though a record may hold them (a joiner in an emoji, a reason's separator): the
+# zero-width characters hide text, the line and paragraph separators break a line in some viewers.
+_HIDDEN = "\u200b-\u200d\u2028\u2029\u2060\ufeff"
+_SHOWN = re.compile(f"{_CONTROL.pattern[:-1]}{_HIDDEN}]")
+_SHOWN_LINE = re.compile(f"{_CONTROL_LINE.pattern[:-1]}{_HIDDEN}]")
 
 
 class Unreadable(ValueError):
@@ -222,7 +225,7 @@ def epoch(stamp: str) -> float:
 def inert(value: str, *, keep_newlines: bool = True) -> str:
     """`value` with every control character shown as its escape (`\\x1b`), so what a record holds is printed
     as text and never acted on by the terminal. Newlines and tabs are kept unless `keep_newlines` is off."""
-    pattern = _CONTROL if keep_newlines else _CONTROL_LINE
+    pattern = _SHOWN if keep_newlines else _SHOWN_LINE
     if not pattern.search(value):
         return value
     return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)

@@ -94,6 +94,8 @@ def test_one_line_quotes_an_outside_value_inside_a_paragraph():
     assert one_line("/opt/pulumi/bin") == "/opt/pulumi/bin"
     # What hides or breaks text without being a control character: a zero-width space, a line separator.
     assert one_line("pulu\u200bmi\u2028v3\ufeff") == "pulu\\u200bmi\\u2028v3\\ufeff"
+    # A record may hold them (a joiner in an emoji): it is read, and printed inert.
+    assert text({"reason": "ok \u200d done"}, "reason") == "ok \u200d done"
     long = one_line("x" * 500)
     assert long == "x" * 120 + "… (380 more characters)"
     assert one_line("\x1b" * 100) == "\\x1b" * 30 + "… (280 more characters)"  # the bound is on what is shown
