@@ -11,6 +11,12 @@ runs: a local manifest must be a regular, readable file within MAX_MANIFEST_BYTE
 `bootstrap.user_files`) whose sha256 is the pinned one when one is pinned. A URL is not fetched here: the
 program fetches and checks it before an update (stacks/flux/__main__.py), which is the check a by-hand
 `pulumi up` passes through too; a second download here would prove only that copy.
+
+The shipped production example pins PLACEHOLDER_SHA256, as it names a made-up account: no manifest has that
+digest, so without a check of its own a URL's placeholder surfaced only when the program's download failed to
+match it, after the layers before flux were applied. `spec check` and every engine run refuse it by name,
+saying how to record the real one; the offline plan, which applies and downloads nothing, still shows the
+example's posture.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from bootstrap.user_files import UnusableFile, read_user_file
 from stacks.common.manifest import MAX_MANIFEST_BYTES, RELEASE_URL, is_url, mismatch, sha256_hex
 
 FIELD = "flux.manifest_path"
+DIGEST_FIELD = "flux.manifest_sha256"
+PLACEHOLDER_SHA256 = "0" * 64  # environments/prod.yaml's: never the digest of any file
 
 
 def repository_of(spec_file: Path) -> Path:
@@ -73,12 +81,26 @@ def manifest_source(spec) -> str:
     return spec.flux.manifest_path or RELEASE_URL.format(version=spec.flux.version)
 
 
-def manifest_problem(spec) -> Optional[tuple[str, str]]:
+def placeholder_text(spec, actual: Optional[str] = None) -> str:
+    """What a spec pinning PLACEHOLDER_SHA256 is told: that it is one, and how to record the real digest. Pure."""
+    version = spec.flux.version
+    found = (f"; the file it names has sha256 {actual}, which is the one to record only once it matches that line"
+             if actual else "")
+    return (f"is the example's placeholder ({PLACEHOLDER_SHA256[:8]}…, 64 zeros), not the digest Flux published for "
+            f"{version}'s install.yaml: no manifest has it, so the flux layer could never be applied; record the "
+            f"real one: the install.yaml line of flux_{version.lstrip('v')}_checksums.txt from "
+            f"https://github.com/fluxcd/flux2/releases/download/{version}/ (check its cosign signature first), as "
+            f"the README's 'Pinning the Flux install manifest' shows{found}")
+
+
+def manifest_problem(spec, *, placeholder_ok: bool = False) -> Optional[tuple[str, str]]:
     """(field, what is wrong) for a local manifest that is not a regular readable file within the limit, or whose
-    sha256 is not the pinned one; None when it is fine, or the manifest is a URL (checked where it is fetched)."""
+    sha256 is not the pinned one, and for a pinned PLACEHOLDER_SHA256 (unless `placeholder_ok`); None when it is
+    fine, or the manifest is a URL (checked where it is fetched)."""
     path = spec.flux.manifest_path
+    placeholder = spec.flux.manifest_sha256 == PLACEHOLDER_SHA256 and not placeholder_ok
     if not path or is_url(path):
-        return None
+        return (DIGEST_FIELD, placeholder_text(spec)) if placeholder else None
     path = os.path.abspath(path)
     try:
         data = read_user_file(path, what="", fix="", max_bytes=MAX_MANIFEST_BYTES)
@@ -88,13 +110,15 @@ def manifest_problem(spec) -> Optional[tuple[str, str]]:
                        "or an https URL with flux.manifest_sha256")
     pinned = spec.flux.manifest_sha256
     actual = sha256_hex(data)
+    if placeholder:
+        return DIGEST_FIELD, placeholder_text(spec, actual)
     if pinned and actual != pinned:
-        return "flux.manifest_sha256", mismatch(path, pinned, actual)
+        return DIGEST_FIELD, mismatch(path, pinned, actual)
     return None
 
 
-def require_manifest(spec) -> None:
+def require_manifest(spec, *, placeholder_ok: bool = False) -> None:
     """SpecError (exit 2) naming the field when `manifest_problem` finds one."""
-    problem = manifest_problem(spec)
+    problem = manifest_problem(spec, placeholder_ok=placeholder_ok)
     if problem:
         raise SpecError(f"the spec of '{spec.name}'", [problem])

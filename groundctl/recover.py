@@ -45,16 +45,17 @@ def state_may_have_changed(transcript: dict) -> bool:
     return any(p.get("attempted") and p.get("phase") in WRITES for p in transcript.get("phases") or ())
 
 
-def engine_ready(target, layer: str) -> None:
+def engine_ready(target, layer: str, chosen=None) -> None:
     """What the phases after the restore need, checked before it: the account of the credentials in use, the
-    Pulumi CLI and its version, the engine's settings (the passphrase) and the layer's provider plugins."""
+    Pulumi CLI and its version, the engine's settings (the passphrase) and the provider plugins: the layer
+    program's, and the versions the `chosen` state (its providers) binds them to, which its refresh runs."""
     from bootstrap.aws.backend import check_account
     from bootstrap.engine.preflight import require_engine
 
     try:
         check_account(target.spec, target.clients)
         target.engine_check()
-        require_engine(target.engine, [layer])
+        require_engine(target.engine, [layer], operation="recover", states=lambda _layer: chosen)
     except GroundctlError as exc:
         message = (f"Nothing was restored or written: the phases after the restore (reconcile, import, pending "
                    f"creates, verify) could not run here. {exc.message}")
@@ -127,7 +128,8 @@ def recover(
             store=target.store, engine=lambda: target.engine,
             inventory=lambda env, name: collect(target.clients, env, name),
             lock_factory=lambda store, env, run_id: EnvironmentLock(store, env, run_id),
-            confirm=console.confirm, lock_status=lock_status, ready=lambda: engine_ready(target, lay.name),
+            confirm=console.confirm, lock_status=lock_status,
+            ready=lambda chosen: engine_ready(target, lay.name, chosen),
             flux_ready=_flux_ready(target) if lay.name == "flux" and not target.emulated else None,
             secrets_provider=lambda: secrets_provider(target))
         console.info(f"Recovering {lay.name}/{target.name} (run {opts.run_id})"

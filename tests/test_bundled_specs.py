@@ -24,7 +24,7 @@ def groundctl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-@pytest.mark.parametrize("args", [["spec", "check", "dev"], ["spec", "check", "prod", "--json"],
+@pytest.mark.parametrize("args", [["spec", "check", "dev"], ["spec", "roles", "prod", "--json"],
                                   ["plan", "dev", "--offline", "--json", "--out", "plans"]])
 def test_a_bundled_example_is_named_on_every_run(tmp_path, args):
     for _ in range(2):

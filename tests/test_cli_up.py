@@ -183,6 +183,54 @@ def test_pending_operations_a_state_gains_after_the_preflight_are_refused_at_tha
                                                                           ("network", "refused")]
 
 
+def test_destroy_and_drift_need_the_plugin_version_the_state_records_and_up_does_not(cli, tmp_path):
+    """Issue 27 §3 through the front door: a check over the states existed but no run handed it the states
+    (41c825a). The network layer's state in the bucket binds its provider to aws v7.40.0, which is not installed,
+    while the installed SDK's version is: destroy and drift (which run the state's provider) stop in the engine
+    phase, exit 4, naming that version and why, before anything is refreshed or destroyed; up (the program's
+    providers) goes on. The engine is the in-memory one, given the shipped programs' folder and a PULUMI_HOME."""
+    from types import SimpleNamespace
+
+    from bootstrap.engine.plugins import layer_plugins
+    from bootstrap.layers import STACKS_DIR
+    from tests.test_preflight import install
+
+    assert cli("up", "SPEC", "--yes")[0] == 0
+    key = ".pulumi/stacks/network/local.json"
+    doc = json.loads(cli.store.get(key).body)
+    doc["checkpoint"]["latest"]["resources"].insert(0, {
+        "urn": "urn:pulumi:local::network::pulumi:providers:aws::default_7_40_0", "type": "pulumi:providers:aws",
+        "custom": True, "id": "0b9c4a9e", "inputs": {"version": "7.40.0"}})
+    cli.store.put(key, json.dumps(doc).encode())
+    home = tmp_path / "pulumi-home"
+    program = layer_plugins(STACKS_DIR, "network", str(STACKS_DIR.parent))
+    assert program and all(p.version != "7.40.0" for p in program)
+    for plugin in program:
+        install(home, plugin.name, plugin.version)
+    cli.engine.stacks_dir = STACKS_DIR
+    cli.engine.settings = SimpleNamespace(env={"PULUMI_HOME": str(home), "PATH": str(tmp_path / "no-plugins"),
+                                               "PULUMI_PYTHON_CMD": sys.executable,
+                                               "PYTHONPATH": str(STACKS_DIR.parent)})
+    calls = len(cli.engine.calls)
+    for command in (("destroy", "SPEC", "--layers", "network", "--yes", "--json"),
+                    ("drift", "SPEC", "--layers", "network", "--json")):
+        code, out, err = cli(*command)
+        said = " ".join(err.split())
+        assert code == 4, (command, err)
+        assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider: " \
+               "refresh and destroy run that version" in said, said
+        assert "pulumi plugin install resource aws v7.40.0 --exact" in said
+        assert [f"v{p.version}" in said for p in program] == [False] * len(program)  # installed: not named
+    assert [c for c in cli.engine.calls[calls:] if c[0] in ("preview", "refresh", "destroy", "up")] == []
+    assert cli.store.get(key) is not None and len(cli.engine.state["network"]) == 3  # nothing destroyed
+
+    code, out, err = cli("up", "SPEC", "--layers", "network", "--yes", "--json")
+    assert code == 0 and json.loads(out)["outcome"] == "succeeded", err
+    install(home, "aws", "7.40.0")  # the version the state records: drift runs
+    code, out, err = cli("drift", "SPEC", "--layers", "network", "--json")
+    assert code == 0 and json.loads(out)["drift"] is False, err
+
+
 def test_destroy_production_needs_its_flag(monkeypatch, capsys):
     from groundctl import main
 

@@ -211,7 +211,7 @@ def test_up_refuses_a_flux_another_tool_also_owns_and_names_each_object_as_the_a
 def test_a_manifest_whose_sha256_is_not_the_pinned_one_is_refused_before_anything_is_applied(flux_tier, tmp_path):
     kube = flux_tier.notes["kube"]
     assert hashlib.sha256(MANIFEST.read_bytes()).hexdigest() == MANIFEST_SHA256  # what every `up` here verified
-    wrong = "0" * 64
+    wrong = "ab" * 32  # a digest of other bytes (64 zeros are the example's placeholder: refused as one)
     data = yaml.safe_load(flux_tier.spec_path.read_text())
     data["flux"]["manifest_sha256"] = wrong
     spec = tmp_path / "local.yaml"

@@ -17,6 +17,7 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
+import yaml
 
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
@@ -413,6 +414,37 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
     proc = _status_in_process(failed, "--fail-on", "attention")
     assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
 
+
+
+def test_a_lock_past_its_ttl_held_on_another_host_is_lock_unknown_read_from_the_bucket(tmp_path, aws,
+                                                                                         emulator_endpoint):
+    """The lock rules above on rows made by hand; here the lock object is in the bucket, its heartbeat aged by the
+    bucket's own clock: held on another host (a CI runner, another pod) and past its TTL, but not 3 TTLs old, it
+    is the lock-unknown warning whose next step is lock break --force, through fleet status --json."""
+    from bootstrap.aws.objectstore import ObjectStore
+    from bootstrap.records import layout
+    from bootstrap.records.lock_object import LockInfo
+    from bootstrap.records.lock_status import lock_status
+
+    ttl = 15  # STALE_TTLS of them leave fleet status half a minute to read it, on a loaded machine
+    envs = _fleet_dir(tmp_path, aws, emulator_endpoint, {"held-away": Seed(drift_records=2, drill_records=4)})
+    bucket = yaml.safe_load((envs / "held-away.yaml").read_text())["backend"]["bucket"]
+    store = ObjectStore(aws.client("s3"), bucket)
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    store.put(layout.lock_key("held-away"), LockInfo(
+        "held-away", "ci", "runner-7", 4242, "run-x", started, started, ttl,
+        "6f7b6d4a-5d3c-4b8e-9a61-0c2d1e3f4a5b", 4026531836).body())
+    deadline = time.monotonic() + 120
+    while (lock_status(store, "held-away", with_pulumi_locks=False).heartbeat_age_seconds or 0) <= ttl:
+        assert time.monotonic() < deadline, "the lock's heartbeat did not age past its TTL by the bucket's clock"
+        time.sleep(1)
+    proc = _status_in_process(envs, "--json")
+    (row,) = json.loads(proc.stdout)["environments"]
+    assert row["lock"]["verdict"] == "unknown" and row["lock"]["stale"] is False, row["lock"]
+    (found,) = [f for f in row["findings"] if f["rule"].startswith("lock-")]
+    assert found["rule"] == "lock-unknown" and found["level"] == "warning", found
+    assert found["next"]["command"] == "groundctl lock break held-away --force"
+    assert "another host (runner-7)" in found["what"] and "past its TTL" in found["what"]
 
 
 def test_an_unreadable_environment_is_unreadable_and_needs_attention(tmp_path, aws, emulator_endpoint):

@@ -180,6 +180,39 @@ def test_the_pinned_file_passes(repo, monkeypatch, capsys):
     assert code == 0, err
 
 
+def test_spec_check_refuses_the_shipped_production_examples_placeholder_digest_and_says_how_to_record_one(
+        monkeypatch, capsys, tmp_path):
+    """environments/prod.yaml pins 64 zeros (its account is made up too): `spec check prod` passed and only the
+    program's download, after the layers before flux, found no manifest matching it. Now spec check says what it
+    is and where the real digest comes from; the example's offline plan (nothing applied or downloaded) still runs
+    (tests/test_offline_plan.py)."""
+    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from tests.test_cli_errors import assert_refused
+
+    assert load_spec("prod").flux.manifest_sha256 == PLACEHOLDER_SHA256 and load_spec("prod").production
+    monkeypatch.chdir(tmp_path)  # no environments/ here: the bundled example, as a newcomer meets it
+    assert_refused(groundctl(monkeypatch, capsys, "spec", "check", "prod"), 2,
+                   "at flux.manifest_sha256: is the example's placeholder", "64 zeros",
+                   "not the digest Flux published for v2.4.0's install.yaml",
+                   "the install.yaml line of flux_2.4.0_checksums.txt from "
+                   "https://github.com/fluxcd/flux2/releases/download/v2.4.0/",
+                   "'Pinning the Flux install manifest'")
+
+
+def test_a_local_manifest_pinned_by_the_placeholder_is_told_so_with_the_files_own_digest(repo, monkeypatch, capsys):
+    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from tests.test_cli_errors import assert_refused
+
+    path = repo.write(manifest_path="manifests/flux.yaml", manifest_sha256=PLACEHOLDER_SHA256)
+    assert_refused(groundctl(monkeypatch, capsys, "spec", "check", str(path)), 2,
+                   "at flux.manifest_sha256: is the example's placeholder",
+                   f"the file it names has sha256 {DIGEST}, which is the one to record only once it matches that line")
+    # The offline plan refuses it as any digest the file does not have, naming both.
+    code, _, err = groundctl(monkeypatch, capsys, "plan", str(path), "--offline", "--out", str(repo.path / "plans"))
+    said = " ".join(err.split())
+    assert code == 2 and f"has sha256 {DIGEST}, but flux.manifest_sha256 pins {PLACEHOLDER_SHA256}" in said, said
+
+
 def test_every_engine_run_checks_the_file_before_pulumi_reads_it(repo):
     from bootstrap.engine.layer_stacks import LayerStacks
 

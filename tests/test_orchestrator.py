@@ -160,6 +160,29 @@ def test_up_fails_with_fluxs_reason_when_the_root_kustomization_never_gets_ready
     assert 600 <= phase["seconds"] <= 630 and sum(clock.sleeps) <= 600 and 5 <= len(kube.polls) <= 40
 
 
+def test_a_placeholder_flux_digest_is_refused_before_the_first_layer_not_at_the_flux_layer(world, local_spec):
+    """environments/prod.yaml's all-zeros flux.manifest_sha256 (issue 27 §4): the engine opened the flux layer,
+    and the program found no manifest matching it, only after backend, network and cluster were applied. The
+    engine phase refuses it by name (exit 2) before any layer; a run without the flux layer is not held up."""
+    from bootstrap.errors import SpecError, StateBucketMissing
+    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+
+    engine, open_, clock = world
+    spec = local_spec.model_copy(update={"flux": local_spec.flux.model_copy(
+        update={"manifest_sha256": PLACEHOLDER_SHA256})})
+    with open_(spec) as target:
+        outcome = run(target, build_up(spec, None, emulated=False), services(clock), UpOptions(yes=True))
+        with pytest.raises(StateBucketMissing):  # stopped before the backend: nothing written
+            target.require_bucket()
+    assert isinstance(outcome.error, SpecError) and outcome.exit_code == 2, outcome.error
+    said = " ".join(outcome.error.message.split())
+    assert "at flux.manifest_sha256: is the example's placeholder" in said, said
+    assert "flux_2.4.0_checksums.txt from https://github.com/fluxcd/flux2/releases/download/v2.4.0/" in said
+    assert outcome.record.stopped_at == "engine" and ops(engine, "preview", "up") == []
+    outcome, stored, _ = up(lambda: open_(spec), clock, yes=True)  # on the emulator: no flux layer to install
+    assert outcome.error is None and _flux(stored)["achieved"] == "skipped"
+
+
 def test_up_fails_naming_the_controllers_that_are_not_available(world, local_spec):
     engine, open_, clock = world
     kube = FakeKubeApi().set_flux(**flux_up())

@@ -380,15 +380,19 @@ def test_the_engine_check_refuses_a_python_without_pip_before_looking_at_plugins
 # -- the recovery stops before its restore -----------------------------------------------------------
 
 
-def deleted_state(store, env: str):
-    """Three recorded updates of network/<env>, then its state object deleted: a recovery would restore it."""
+def deleted_state(store, env: str, provider: str | None = None):
+    """Three recorded updates of network/<env>, then its state object deleted: a recovery would restore it.
+    With `provider`, its states bind an aws provider to that plugin version."""
     from bootstrap.records import layout
     from tests.fakes.engine import BucketEngine, FakeResource, LINEAGE_CONFIG, quick_append
 
     engine = BucketEngine(env, store=store)
     engine.set_config("network", LINEAGE_CONFIG, "11111111-1111-4111-8111-111111111111")
+    bound = [FakeResource("pulumi:providers:aws", f"default_{provider.replace('.', '_')}", {"version": provider},
+                          id="3f1c8e2a-0d4b-4c6e-9a7f-5b2d1e0c9a8b")] if provider else []
     for i in range(3):
-        engine.declare("network", [FakeResource("aws:ec2/vpc:Vpc", f"vpc-{j}", {"n": j}) for j in range(i + 1)])
+        engine.declare("network", bound + [FakeResource("aws:ec2/vpc:Vpc", f"vpc-{j}", {"n": j})
+                                           for j in range(i + 1)])
         engine.up("network")
         quick_append(store, "network", env, operation="up", run_id=f"run-{i}",
                      lineage="11111111-1111-4111-8111-111111111111")
@@ -412,7 +416,7 @@ def test_the_guide_checks_the_way_forward_once_before_its_first_write(aws, bucke
     engine = deleted_state(store, env)
     before, calls = versions(store), []
 
-    def ready():
+    def ready(chosen):
         calls.append("ready")
         raise EngineError("The Pulumi CLI is not installed or not on PATH.")
 
@@ -430,6 +434,58 @@ def test_the_guide_checks_the_way_forward_once_before_its_first_write(aws, bucke
     calls.clear()
     dry = run_guide(GuideOptions(env, "network", yes=True, dry_run=True), svc)
     assert calls == [] and dry.exit_code == 0
+
+
+def test_recover_checks_the_plugin_version_the_chosen_state_records_before_its_restore(aws, bucket, tmp_path,
+                                                                                     monkeypatch):
+    """Issue 27 §3: the refresh and import after a restore run the plugin version the chosen state binds its
+    provider to. `recover`'s check before the restore (engine_ready) was given the program's plugins only, so a
+    version the SDK upgrade left behind failed the verification after the restore had written; now it names it
+    and nothing is written."""
+    from types import SimpleNamespace
+
+    from bootstrap.aws.objectstore import ObjectStore
+    from bootstrap.records.locks import EnvironmentLock
+    from groundctl.recover import engine_ready
+    from recovery.guide.flow import run_guide
+    from recovery.guide.model import GuideOptions, GuideServices
+    from recovery.inventory import collect
+    from tests.fakes.engine import quick_append
+
+    store, env = ObjectStore(aws.client("s3"), bucket), f"e{uuid.uuid4().hex[:8]}"
+    engine = deleted_state(store, env, provider="7.40.0")
+    home = tmp_path / "home"
+    program = plugins.layer_plugins(STACKS_DIR, "network", str(STACKS_DIR.parent))
+    for plugin in program:
+        install(home, plugin.name, plugin.version)
+    engine.stacks_dir = STACKS_DIR
+    engine.settings = SimpleNamespace(env={"PULUMI_HOME": str(home), "PATH": str(tmp_path / "no-plugins"),
+                                           "PYTHONPATH": str(STACKS_DIR.parent), "PULUMI_PYTHON_CMD": sys.executable})
+    monkeypatch.setattr("bootstrap.aws.backend.check_account", lambda spec, clients: "123456789012")
+    target = SimpleNamespace(spec=None, clients=None, engine=engine, engine_check=lambda: None)
+    given = []
+    before = versions(store)
+
+    def ready(chosen):
+        given.append(chosen)
+        engine_ready(target, "network", chosen)
+
+    svc = GuideServices(store=store, engine=lambda: engine, inventory=lambda e, layer: collect(aws, e, layer),
+                        lock_factory=lambda s, e, run_id: EnvironmentLock(s, e, run_id, settle_seconds=0),
+                        confirm=lambda q: True, append_record=quick_append, ready=ready)
+    transcript = run_guide(GuideOptions(env, "network", yes=True), svc)
+    phases = {c.phase: c for c in transcript.conditions}
+    assert transcript.exit_code == 4 and phases["restore"].status == "failed", phases["restore"].message
+    message = " ".join(phases["restore"].message.split())
+    assert "Nothing was restored or written" in message
+    assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider" in message
+    assert all(f"v{p.version}" not in message for p in program)  # the program's are installed
+    assert versions(store) == before
+    (chosen,) = given
+    assert [(r["type"], r["inputs"]["version"]) for r in chosen["resources"]] == [
+        ("pulumi:providers:aws", "7.40.0")]
+    install(home, "aws", "7.40.0")
+    engine_ready(target, "network", chosen)  # the version the chosen state records is there: the way is open
 
 
 def test_recover_without_the_pulumi_cli_stops_before_the_restore(tmp_path, aws, bucket, emulator_endpoint):

@@ -75,6 +75,15 @@ def test_anything_else_is_a_spec_error_naming_the_field(schedule, why):
     assert why in what, what
 
 
+@pytest.mark.parametrize("schedule", ["0 0 ? * MON", "*-5 * * * *", "?/10 * * * *"])
+def test_a_term_kubernetes_reads_as_a_star_is_refused_as_the_readers_refusal_not_kubernetes(schedule):
+    """The API server accepts these (robfig reads the term as *: tests/test_cluster_tier_schedules.py); cronsim
+    does not, so they stay refused, and the refusal no longer says Kubernetes would not take them."""
+    (where, what), = _problems(_with("drift_schedule", schedule))
+    assert where == "fleet.drift_schedule"
+    assert what.startswith("groundctl (cronsim) does not accept it, though Kubernetes reads that term as *"), what
+
+
 def test_the_issue_schedule_turns_the_freshness_rule_on():
     """`0 6 * * MON-FRI` passed the spec check but had no gap, so drift-stale was silently off."""
     spec = parse_spec(_with("drift_schedule", "0 6 * * MON-FRI"), "environments/dev.yaml")

@@ -64,8 +64,13 @@ def preflight_phase(name: str, target: Target, services: Services, log: RunLog, 
             note["detail"] = f"run {log.record.run_id}"
             return lock
         elif name == "engine":
-            # Before the first write: the CLI, its version and settings (building the engine checks them),
-            # and the provider plugins the `layers` programs need.
+            # Before the first write: the Flux manifest the flux layer will install (the engine checks it again
+            # when it opens that layer, after the layers before it were applied), the CLI, its version and
+            # settings (building the engine checks them), and the provider plugins the `layers` programs need.
+            if "flux" in layers:
+                from bootstrap.flux_manifest import require_manifest
+
+                require_manifest(target.spec)
             target.engine_check()
             # `operation` (the command) decides whether the plugins the states record are needed too.
             engine_preflight.require_engine(target.engine, layers, operation=operation,

@@ -74,7 +74,9 @@ def run_offline(spec: EnvironmentSpec, *, on_layer: Callable[[str], None] = lamb
     from bootstrap.flux_manifest import require_manifest
     from bootstrap.planning.mockrun import run_program
 
-    require_manifest(spec)  # a local Flux manifest that is missing, a folder or not the pinned one: exit 2
+    # A local Flux manifest that is missing, a folder or not the pinned one: exit 2. A placeholder digest is
+    # `spec check`'s and the engine's to refuse: this plan applies and downloads nothing.
+    require_manifest(spec, placeholder_ok=True)
     started = clock()
     environ = offline_environ()
     runs: dict[str, ProgramRun] = {}

@@ -8,7 +8,8 @@ step (`*/15`, `1-5/2`, `5/15`); month names JAN-DEC, day names SUN-SAT, any case
 and the reason: `?`, `L`, `W`, `#`, `H` and descriptors such as `@daily` (one side only), day-of-week 7 (robfig
 allows 0-6), a reversed range, and a day-of-month with a day-of-week where the two would disagree on
 whether a day needs both to match or either (robfig: unless one is `*`; cronsim: unless one starts with `*`).
-Pure.
+A refusal says whose it is: robfig reads `?` and a range starting `*` or `?` (`*-5`) as `*`, so those are
+cronsim's refusals (the API server accepts them: tests/test_cluster_tier_schedules.py). Pure.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def _field_problem(text: str, field: tuple) -> Optional[str]:
     return None
 
 
+def _robfig_star_term(term: str) -> bool:
+    """robfig/cron reads a term whose range starts with `*` or `?` (`?`, `*-5`, `?/10`) as `*` (getRange)."""
+    return term.split("/", 1)[0].split("-", 1)[0] in ("*", "?")
+
+
 def _robfig_star(text: str) -> bool:
     """robfig/cron's star bit: a term `*` (or `*/1`), which makes the other day field decide alone."""
     return any(t == "*" or t == "*/1" for t in text.split(","))
@@ -93,7 +99,10 @@ def schedule_problem(text: str) -> Optional[str]:
     for part, field in zip(fields, FIELDS):
         problem = _field_problem(part, field)
         if problem:
-            return f"Kubernetes CronJobs do not accept it: {problem}"
+            odd = [t for t in part.split(",") if not _TERM.fullmatch(t)]
+            who = ("groundctl (cronsim) does not accept it, though Kubernetes reads that term as *"
+                   if odd and all(_robfig_star_term(t) for t in odd) else "Kubernetes CronJobs do not accept it")
+            return f"{who}: {problem}"
     dom, dow = fields[2], fields[4]
     robfig_and = _robfig_star(dom) or _robfig_star(dow)
     cronsim_and = dom.startswith("*") or dow.startswith("*")

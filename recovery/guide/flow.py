@@ -32,6 +32,17 @@ def _now(clock: Callable[[], float]) -> str:
     return datetime.fromtimestamp(clock(), timezone.utc).isoformat(timespec="seconds")
 
 
+def _chosen_providers(run: Run) -> Optional[dict]:
+    """The chosen state's provider resources as the engine's plugin check reads a deployment (None when nothing
+    was chosen). The parsed state keeps a resource's outputs, and a provider's outputs are its inputs, the
+    version it is bound to among them (tests/data/pulumi-states/aws-bucket.json)."""
+    if run.chosen_candidate is None:
+        return None
+    doc = run.evaluator.load(run.chosen_candidate)
+    return {"resources": [{"type": r.type, "inputs": r.outputs} for r in doc.resources
+                          if r.type.startswith("pulumi:providers:")]}
+
+
 def run_guide(opts: GuideOptions, svc: GuideServices,
               on_condition: Callable[[Condition], None] = lambda c: None) -> Transcript:
     """Run the phases `plan_phases` gives, in order; stop at the first refusal or failure."""
@@ -60,7 +71,7 @@ def _run_phases(run: Run, opts: GuideOptions, svc: GuideServices,
             try:
                 if phase in WRITES and not checked:
                     checked = True
-                    svc.ready()
+                    svc.ready(_chosen_providers(run))
                 cond = _STEPS[phase](run)
             except Stop as stop:
                 outcome = stop.outcome

@@ -60,8 +60,10 @@ class GuideServices:
     lock_status: Optional[Callable] = None         # (store, environment) -> LockStatus
     after_restore_step: Optional[Callable[[int, str], None]] = None
     # Raises (a GroundctlError saying what is missing) when the phases after a write could not run: called
-    # once, before the first phase that writes, so nothing is written when the way forward is blocked.
-    ready: Optional[Callable[[], None]] = None
+    # once, before the first phase that writes, so nothing is written when the way forward is blocked. It is
+    # given the chosen state's providers ({"resources": [...]}, None when nothing was chosen): the refresh and
+    # import after the restore run the plugin versions they are bound to.
+    ready: Optional[Callable[[Optional[dict]], None]] = None
     # Flux's own readiness (`bootstrap.flux.check.flux_readiness`), waited for once a recovered flux layer's
     # plan is clean; None where there is no Kubernetes API to ask (the emulator) or the layer is not flux.
     flux_ready: Optional[Callable[[], Any]] = None
