@@ -2,10 +2,10 @@
 
 Nothing is written before the engine is known to run (`bootstrap.apply.preflight`). Per layer, `up` runs
 the phases in `bootstrap.apply.layer_up` and `destroy` those in `bootstrap.apply.destroy`; the run record is
-saved after every phase. A failure stops at that layer with the record kept; a re-run resumes cleanly
-because a layer that is already up to date previews to no changes and is not applied again. Everything
-the runner calls that is not the engine comes in through `Services`, so tests can count, fail or replace
-any of it.
+saved before and after every phase that changes something (`bootstrap.records.runs`). A failure stops at that
+layer with the record kept; a re-run resumes cleanly because a layer that is already up to date previews to no
+changes and is not applied again. Everything the runner calls that is not the engine comes in through
+`Services`, so tests can count, fail or replace any of it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The run record: what one `up`/`destroy` run attempted and what it achieved, for audit and resume.
 
-Stored at `.groundctl/runs/<env>/<run_id>.json` in the state bucket and rewritten after every phase,
-so a run that dies part-way still says where it stopped. Attempted and achieved are kept apart per
-layer (a layer whose `up` was attempted but failed says so). Nothing secret is ever stored: only
-counts, fingerprints, serials and messages, and every message is passed through `redact` with the
-secret values the run knows of (passphrase, deploy key, secret outputs) before it is kept.
+Stored at `.groundctl/runs/<env>/<run_id>.json` in the state bucket and rewritten before and after every
+phase that changes something (and when a phase fails), so a run that dies part-way still says where it
+stopped. Attempted and achieved are kept apart per layer (a layer whose `up` was attempted but failed says
+so). Nothing secret is ever stored: only counts, fingerprints, serials and messages, and every message is
+passed through `redact` with the secret values the run knows of (passphrase, deploy key, secret outputs)
+before it is kept.
 """
 
 from __future__ import annotations
@@ -25,8 +26,15 @@ from bootstrap import untrusted
 # Layer outcomes. "not-reached" is a layer the run meant to handle but stopped before.
 ACHIEVED = ("pending", "applied", "unchanged", "destroyed", "previewed", "skipped", "refused", "failed", "not-reached")
 REDACTED = "[redacted]"
-# Phases long enough (or dangerous enough) that the record should say "running" while they run.
-SAVED_AT_START = frozenset({"backend", "lock", "preview", "up", "destroy"})
+# Phases that change something besides the record (the state backend, the lock, a stack's state, the ledger). The
+# stored record names each as running before it starts and says how it ended before the next phase starts, so a
+# run that dies anywhere leaves a record naming every change it made or was making. The phases between two of them
+# only read (and decide), and their ends ride along with the next save: one `up` of a layer saves its record 8
+# times, not once per phase boundary (~15 PUTs).
+MUTATING = frozenset({"backend", "lock", "create", "adopt", "up", "destroy", "ledger", "unlock"})
+# Phases long enough that the record should say "running" while they run: the mutating ones, the previews, the
+# wait for Flux.
+SAVED_AT_START = MUTATING | {"preview", "re-preview", "flux-ready"}
 
 
 def iso(ts: float) -> str:
@@ -111,7 +119,9 @@ def error_outcome(exc: BaseException) -> str:
 
 
 class RunLog:
-    """Builds a RunRecord phase by phase and saves it after each change once a sink is attached.
+    """Builds a RunRecord phase by phase and, once a sink is attached, saves it where a crash would otherwise
+    lose what the run changed: at the start of each phase in SAVED_AT_START, before the phase after a mutating
+    one, when a phase fails and at the finish.
 
     The sink is attached only once the state bucket is known to exist (after the backend step);
     until then the record is kept in memory and written at the first save that can happen.
@@ -124,6 +134,8 @@ class RunLog:
         self._secret_values = secret_values
         self._sink: Optional[Callable[[str, bytes], object]] = None
         self.save_error: Optional[str] = None
+        self._owed = False  # a mutating phase ended (or the sink came) since the last stored save
+        self.saves = 0  # PUTs of the record, for the tests that pin how many one run costs
 
     # -- persistence --------------------------------------------------------------------------------
 
@@ -136,8 +148,9 @@ class RunLog:
         return self._sink is not None and self.save_error is None
 
     def attach(self, sink: Callable[[str, bytes], object]) -> None:
+        # Stored before the next phase starts, with the phase that attached it ended.
         self._sink = sink
-        self.save()
+        self._owed = True
 
     def to_bytes(self) -> bytes:
         text = json.dumps(self.record.to_dict(), indent=2, sort_keys=True)
@@ -147,8 +160,10 @@ class RunLog:
         if self._sink is None:
             return
         try:
+            self.saves += 1
             self._sink(self.key, self.to_bytes())
             self.save_error = None
+            self._owed = False
         except GroundctlError as exc:
             # Losing the audit record must not hide the real outcome of the run; it is reported.
             self.save_error = self.clean(exc.message)
@@ -159,8 +174,8 @@ class RunLog:
     # -- building -----------------------------------------------------------------------------------
 
     def _update(self, **changes) -> None:
-        # Saved at phase boundaries and at the end, not on every change: one PUT per step is enough
-        # for the record to say where a run stopped, and each PUT is a version in the bucket.
+        # Saved where `phase` and `finish` say, not on every change: each PUT is a round trip and a version in the
+        # bucket.
         self.record = replace(self.record, **changes)
 
     def plan_layers(self, layers: list[str], attempted: str) -> None:
@@ -176,7 +191,7 @@ class RunLog:
         """Record a phase's start, end and outcome. The yielded dict may carry `detail`/`outcome`."""
         start = self.clock()
         self._put_phase(layer, Phase(name, iso(start)))
-        if name in SAVED_AT_START:
+        if name in SAVED_AT_START or self._owed:
             self.save()
         note: dict = {}
         try:
@@ -193,7 +208,8 @@ class RunLog:
             self.save()
             raise
         self._end_phase(layer, name, start, note.get("outcome", "ok"), self.clean(note.get("detail", "")))
-        self.save()
+        if name in MUTATING:
+            self._owed = True
 
     def _put_phase(self, layer: Optional[str], phase: Phase) -> None:
         if layer is None:
