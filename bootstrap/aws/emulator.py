@@ -91,6 +91,32 @@ def _list_service_folders_once() -> None:
     backends.list_of_moto_modules = list_of_moto_modules
 
 
+# What every answer of this emulator carries: its writes run one at a time, so a conditional write (If-None-Match,
+# If-Match) is checked and stored with no other write in between, as S3 does it. moto's server alone checks and
+# stores in separate steps on concurrent threads: two writers can both be told they created an object.
+ATOMIC_WRITES_HEADER = "x-groundctl-emulator"
+ATOMIC_WRITES_VALUE = "atomic-conditional-writes"
+
+
+def _writes_one_at_a_time(app):
+    """The WSGI app with its S3 writes (PUT, DELETE, a multipart completion or a multi-object delete) run under one
+    lock, and every answer marked so (ATOMIC_WRITES_HEADER). Reads, and the other services' POSTs (one of which
+    may build a region's backends for half a minute), are not held up by it."""
+    lock = threading.Lock()
+
+    def serve(environ, start_response):
+        def marked(status, headers, exc_info=None):
+            return start_response(status, [*headers, (ATOMIC_WRITES_HEADER, ATOMIC_WRITES_VALUE)], exc_info)
+
+        method, query = environ.get("REQUEST_METHOD", ""), environ.get("QUERY_STRING", "")
+        writes = method in ("PUT", "DELETE") or (method == "POST" and ("uploadId=" in query or "delete" in query))
+        if not writes:
+            return app(environ, marked)
+        with lock:
+            return app(environ, marked)
+    return serve
+
+
 class Emulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
         try:
@@ -103,7 +129,8 @@ class Emulator:
             ) from None
         _list_versions_without_copying_bodies()
         _list_service_folders_once()
-        self._serve = lambda: make_server(host, port, DomainDispatcherApplication(create_backend_app), threaded=True)
+        app = _writes_one_at_a_time(DomainDispatcherApplication(create_backend_app))
+        self._serve = lambda: make_server(host, port, app, threaded=True)
         self._host, self._port, self._verbose = host, port, verbose
         self._server = None
         self._thread: threading.Thread | None = None

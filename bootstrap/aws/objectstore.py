@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Iterator, Optional
+from urllib.parse import urlparse
 
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
+from bootstrap.aws.emulator import ATOMIC_WRITES_HEADER, ATOMIC_WRITES_VALUE
 from bootstrap.errors import CloudError
 
 
@@ -62,12 +64,27 @@ def _s3_shaped(resp: dict, field: str, what: str) -> dict:
     return resp
 
 
+def _on_aws(client) -> bool:
+    """Whether `client` talks to S3 itself, whose conditional writes are atomic: of two racing If-None-Match writes
+    one is refused (412, or 409 ConditionalRequestConflict while the other is in flight)."""
+    host = urlparse(str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "")).hostname or ""
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
 class ObjectStore:
     """One bucket, addressed by key. `client` is a boto3 S3 client."""
 
     def __init__(self, client, bucket: str):
         self.client = client
         self.bucket = bucket
+        self._atomic = _on_aws(client)
+
+    @property
+    def atomic_conditional_writes(self) -> bool:
+        """Whether a conditional write that succeeded is known to be the only one: the endpoint is S3, or a
+        conditional write's answer came from groundctl's emulator, which runs its writes one at a time. Where it
+        is not known (another emulator), the lock and the ledger let racing writes land before reading back."""
+        return self._atomic
 
     def get(self, key: str, version_id: Optional[str] = None) -> Optional[StoredObject]:
         """The object (or one version of it); None when absent or deleted."""
@@ -118,8 +135,10 @@ class ObjectStore:
         """
         def call():
             try:
-                _s3_shaped(self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
-                                                  ContentType="application/json", **condition), "ETag", what)
+                resp = _s3_shaped(self.client.put_object(Bucket=self.bucket, Key=key, Body=body,
+                                                         ContentType="application/json", **condition), "ETag", what)
+                headers = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+                self._atomic = self._atomic or headers.get(ATOMIC_WRITES_HEADER) == ATOMIC_WRITES_VALUE
                 return True
             except botocore.exceptions.ClientError as exc:
                 if error_code(exc) in refused:

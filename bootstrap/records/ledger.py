@@ -29,8 +29,9 @@ from bootstrap.untrusted import Unreadable, decode_json, epoch, load_record, tex
 
 _RECORD_NAME = re.compile(r"^(\d{12})\.json$")
 MAX_APPEND_ATTEMPTS = 60
-# The emulator's If-None-Match check is not atomic: two writers can both be told they created a
-# record. Waiting this long before reading back lets a racing write land, so the read-back decides.
+# An emulator's If-None-Match check may not be atomic: two writers can both be told they created a record.
+# Waiting this long before reading back lets a racing write land, so the read-back decides; not where the store's
+# conditional writes are known to be atomic (ObjectStore.atomic_conditional_writes).
 SETTLE_SECONDS = 0.1
 
 
@@ -301,8 +302,8 @@ def append_record(store: ObjectStore, project: str, stack: str, *, operation: st
         key = layout.ledger_key(project, stack, serial)
         body = rec.to_json()
         if store.put_if_absent(key, body):
-            if settle_seconds:
-                time.sleep(settle_seconds)
+            if settle_seconds and not getattr(store, "atomic_conditional_writes", False):
+                time.sleep(settle_seconds)  # racing writes land first where the store may let two create it
             got = store.get(key)
             if got is not None and got.body == body:
                 return rec

@@ -102,10 +102,11 @@ class EnvironmentLock:
         for _ in range(3):
             if (self.store.put_if_absent(self.key, body) if dead is None
                     else self.store.put_if_match(self.key, body, dead[0].etag)):
-                # The emulator's If-None-Match check is not atomic under concurrency: two writers can
-                # both be told they created the object. Let any racing write land, then read back;
-                # the last write is what everyone sees, so exactly one writer finds its own bytes.
-                if self.settle_seconds:
+                # An emulator's If-None-Match check may not be atomic under concurrency: two writers can
+                # both be told they created the object. Unless the store's are (S3's, groundctl's emulator's),
+                # let any racing write land, then read back; the last write is what everyone sees, so exactly
+                # one writer finds its own bytes.
+                if self.settle_seconds and not getattr(self.store, "atomic_conditional_writes", False):
                     time.sleep(self.settle_seconds)
                 obj = self.store.get(self.key)
                 if obj is not None and obj.body == body:
@@ -114,7 +115,7 @@ class EnvironmentLock:
                     if dead is not None:
                         self._record_takeover(*dead)
                     return self.info
-            elif self.settle_seconds:
+            elif self.settle_seconds and not getattr(self.store, "atomic_conditional_writes", False):
                 time.sleep(self.settle_seconds)  # so the holder we name is the one that stays
             obj, info = _read_lock(self.store, self.environment)
             why = self._dead(obj, info) if obj is not None and info is not None else None
