@@ -12,6 +12,7 @@ CreateKey is not idempotent, is found or made in `bootstrap.aws.backend_key`.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import botocore.exceptions
@@ -189,24 +190,46 @@ def _read(s3_call, missing: tuple[str, ...], what: str):
     return retry_transient(call, what=what, extra=lambda e: error_code(e) == "NoSuchBucket")
 
 
+def _read_settings(s3, b: str, *, location: bool) -> dict:
+    """What the bucket's settings are now (None for one not set), its region too when `location`: independent
+    reads, made side by side (each is a round trip, a dozen per `up` one after another)."""
+    reads = {
+        "versioning": (lambda: s3.get_bucket_versioning(Bucket=b), ()),
+        "encryption": (lambda: s3.get_bucket_encryption(Bucket=b), ("ServerSideEncryptionConfigurationNotFoundError",)),
+        "public access block": (lambda: s3.get_public_access_block(Bucket=b),
+                                ("NoSuchPublicAccessBlockConfiguration",)),
+        "ownership controls": (lambda: s3.get_bucket_ownership_controls(Bucket=b), ("OwnershipControlsNotFoundError",)),
+        "policy": (lambda: s3.get_bucket_policy(Bucket=b), ("NoSuchBucketPolicy",)),
+        "lifecycle": (lambda: s3.get_bucket_lifecycle_configuration(Bucket=b), ("NoSuchLifecycleConfiguration",)),
+        "tags": (lambda: s3.get_bucket_tagging(Bucket=b), ("NoSuchTagSet",)),
+    }
+    if location:
+        reads["region"] = (lambda: s3.get_bucket_location(Bucket=b), ())
+    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="backend-read") as pool:
+        futures = {name: pool.submit(_read, call, missing, f"read the {name} of {b}")
+                   for name, (call, missing) in reads.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: bool,
-                            tls_policy: tuple[bool, str]) -> dict:
+                            tls_policy: tuple[bool, str], now: dict | None = None) -> dict:
+    """Converge every setting; `now` is what `_read_settings` read (read here when not given)."""
     b = spec.backend.bucket
     days = spec.backend.noncurrent_version_retention_days
     changes: list[str] = []
+    now = now if now is not None else _read_settings(s3, b, location=False)
 
     def put(name: str, fn) -> None:
         # Right after creation the bucket may not be visible yet.
         retry_transient(fn, what=f"set {name} on bucket {b}", extra=eventually_visible)
         changes.append(name)
 
-    ver = _read(lambda: s3.get_bucket_versioning(Bucket=b), (), f"read versioning of {b}") or {}
+    ver = now["versioning"] or {}
     if ver.get("Status") != "Enabled":
         put("versioning", lambda: s3.put_bucket_versioning(
             Bucket=b, VersioningConfiguration={"Status": "Enabled"}))
 
-    enc = _read(lambda: s3.get_bucket_encryption(Bucket=b),
-                ("ServerSideEncryptionConfigurationNotFoundError",), f"read encryption of {b}")
+    enc = now["encryption"]
     rules = (enc or {}).get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
     want_rule = {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn},
                  "BucketKeyEnabled": True}
@@ -216,20 +239,18 @@ def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: b
             Bucket=b, ServerSideEncryptionConfiguration={"Rules": [want_rule]}))
 
     pab_want = {k: True for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")}
-    pab = _read(lambda: s3.get_public_access_block(Bucket=b), ("NoSuchPublicAccessBlockConfiguration",),
-                f"read public access block of {b}")
+    pab = now["public access block"]
     if (pab or {}).get("PublicAccessBlockConfiguration") != pab_want:
         put("public-access-block", lambda: s3.put_public_access_block(
             Bucket=b, PublicAccessBlockConfiguration=pab_want))
 
-    own = _read(lambda: s3.get_bucket_ownership_controls(Bucket=b), ("OwnershipControlsNotFoundError",),
-                f"read ownership controls of {b}")
+    own = now["ownership controls"]
     own_rules = (own or {}).get("OwnershipControls", {}).get("Rules", [])
     if [r.get("ObjectOwnership") for r in own_rules] != ["BucketOwnerEnforced"]:
         put("ownership", lambda: s3.put_bucket_ownership_controls(
             Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}))
 
-    pol = _read(lambda: s3.get_bucket_policy(Bucket=b), ("NoSuchBucketPolicy",), f"read policy of {b}")
+    pol = now["policy"]
     current_policy = json.loads(pol["Policy"]) if pol else None
     if tls_policy[0] and not _policy_has_tls_only(current_policy, b, spec.aws.region):
         merged = current_policy or {"Version": "2012-10-17", "Statement": []}
@@ -237,8 +258,7 @@ def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: b
         merged["Statement"].append(tls_only_policy(b, spec.aws.region)["Statement"][0])
         put("policy", lambda: s3.put_bucket_policy(Bucket=b, Policy=json.dumps(merged)))
 
-    lc = _read(lambda: s3.get_bucket_lifecycle_configuration(Bucket=b), ("NoSuchLifecycleConfiguration",),
-               f"read lifecycle of {b}")
+    lc = now["lifecycle"]
     lc_rules = (lc or {}).get("Rules", [])
     if not _lifecycle_ok(lc_rules, days):
         others = [r for r in lc_rules if r.get("ID") != LIFECYCLE_RULE_ID]
@@ -246,7 +266,7 @@ def _ensure_bucket_settings(s3, spec, key_arn: str, updated: list[str], fresh: b
             Bucket=b, LifecycleConfiguration={"Rules": others + lifecycle_rules(days)}))
 
     tags = backend_tags(spec.name, BUCKET_NAME)
-    tg = _read(lambda: s3.get_bucket_tagging(Bucket=b), ("NoSuchTagSet",), f"read tags of {b}")
+    tg = now["tags"]
     have = {t["Key"]: t["Value"] for t in (tg or {}).get("TagSet", [])}
     if any(have.get(k) != v for k, v in tags.items()):
         merged_tags = {**have, **tags}  # keep tags others put there
@@ -284,19 +304,20 @@ def ensure_backend(spec, clients: AwsClients, *, tls_policy: bool | None = None)
     s3 = clients.client("s3")
     bucket = spec.backend.bucket
     fresh = not _bucket_exists(s3, bucket, account)
+    now = None
     if fresh:
         _create_bucket(s3, bucket, spec.aws.region)
         created.append(f"bucket {bucket}")
     else:
-        loc = _read(lambda: s3.get_bucket_location(Bucket=bucket), (), f"read the region of {bucket}") or {}
-        region = loc.get("LocationConstraint") or "us-east-1"
+        now = _read_settings(s3, bucket, location=True)
+        region = (now["region"] or {}).get("LocationConstraint") or "us-east-1"
         if region != spec.aws.region:
             raise Refused(
                 f"The bucket '{bucket}' exists in {region}, but environment '{spec.name}' is in "
                 f"{spec.aws.region}. Use a bucket in {spec.aws.region} (change backend.bucket) or correct "
                 "aws.region in the spec."
             )
-    settings = _ensure_bucket_settings(s3, spec, key["Arn"], updated, fresh, decision)
+    settings = _ensure_bucket_settings(s3, spec, key["Arn"], updated, fresh, decision, now)
     settings["kms_key"] = {"arn": key["Arn"], "alias": spec.backend.kms_alias, "rotation": True,
                            "tags": backend_tags(spec.name, KEY_NAME)}
     return BackendReport(bucket=bucket, kms_key_arn=key["Arn"], kms_alias=spec.backend.kms_alias,
