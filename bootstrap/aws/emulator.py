@@ -12,6 +12,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from bootstrap.aws.objectstore import ATOMIC_WRITES_HEADER, ATOMIC_WRITES_VALUE
 from bootstrap.errors import BadInput, EngineError
 
 EMULATOR_ACCOUNT_ID = "123456789012"  # moto's fixed account
@@ -91,11 +92,10 @@ def _list_service_folders_once() -> None:
     backends.list_of_moto_modules = list_of_moto_modules
 
 
-# What every answer of this emulator carries: its writes run one at a time, so a conditional write (If-None-Match,
-# If-Match) is checked and stored with no other write in between, as S3 does it. moto's server alone checks and
-# stores in separate steps on concurrent threads: two writers can both be told they created an object.
-ATOMIC_WRITES_HEADER = "x-groundctl-emulator"
-ATOMIC_WRITES_VALUE = "atomic-conditional-writes"
+# Every answer of this emulator carries the mark the object store trusts (ATOMIC_WRITES_HEADER): its writes run
+# one at a time, so a conditional write (If-None-Match, If-Match) is checked and stored with no other write in
+# between, as S3 does it. moto's server alone checks and stores in separate steps on concurrent threads: two
+# writers can both be told they created an object.
 
 
 def _writes_one_at_a_time(app):

@@ -16,7 +16,6 @@ from urllib.parse import urlparse
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
-from bootstrap.aws.emulator import ATOMIC_WRITES_HEADER, ATOMIC_WRITES_VALUE
 from bootstrap.errors import CloudError
 
 
@@ -69,6 +68,11 @@ def _on_aws(client) -> bool:
     one is refused (412, or 409 ConditionalRequestConflict while the other is in flight)."""
     host = urlparse(str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "")).hostname or ""
     return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
+# The mark of an answer from groundctl's emulator (bootstrap/aws/emulator.py), which runs its writes one at a time.
+ATOMIC_WRITES_HEADER = "x-groundctl-emulator"
+ATOMIC_WRITES_VALUE = "atomic-conditional-writes"
 
 
 class ObjectStore:

@@ -36,6 +36,9 @@ from bootstrap.layers import STACKS_DIR
 #   the latter (bootstrap/engine/events.py).
 # - PULUMI_SKIP_UPDATE_CHECK=true: no call to the Pulumi Cloud API for the latest version on every command.
 # - PYTHONDONTWRITEBYTECODE: the programs' folder (and stacks/common) is never written.
+# - PIP_DISABLE_PIP_VERSION_CHECK=1: the Python host lists the program's packages with `pip list` on every
+#   preview and update (sdk/python/toolchain/pip.go:146-160), and pip asks PyPI for its newest version on it
+#   wherever its weekly answer cannot be cached (a read-only pod): a wait on the network, or on its timeout.
 ENFORCED_ENV = {
     "PULUMI_SKIP_CHECKPOINTS": "false",
     "PULUMI_DIY_BACKEND_LEGACY_LAYOUT": "false",
@@ -45,6 +48,7 @@ ENFORCED_ENV = {
     "PULUMI_ENABLE_LEGACY_REFRESH_DIFF": "false",
     "PULUMI_SKIP_UPDATE_CHECK": "true",
     "PYTHONDONTWRITEBYTECODE": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
 }
 EMULATOR_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
