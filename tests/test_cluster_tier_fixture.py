@@ -1,7 +1,8 @@
 """Cluster tier: the fixture's processes never outlive the test process, however it ends.
 
 Shown with etcd alone (the first process the fixture starts, and the cheapest): a child Python process
-starts it exactly as tests/kubeapi.py starts all three, and is then interrupted or killed outright.
+starts it exactly as tests/kubeapi.py starts all three, and is then interrupted or killed outright. And a
+start whose port another process took first (each xdist worker starts its own servers) is made again.
 """
 
 from __future__ import annotations
