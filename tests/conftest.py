@@ -187,8 +187,9 @@ def pytest_terminal_summary(terminalreporter, config):
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory):
-    """The cluster tier's API server (tests/kubeapi.py): one per session, skipped with the reason when a binary
-    is absent, stopped at the end (and with the test process, however it ends)."""
+    """The cluster tier's API server (tests/kubeapi.py): one per session, so one per xdist worker that runs a
+    cluster file (its own ports and folder), skipped with the reason when a binary is absent, stopped at the end
+    (and with the test process, however it ends)."""
     from tests.kubeapi import skip_reason, start_cluster
 
     reason = skip_reason()

@@ -1,7 +1,8 @@
 """Cluster tier: the fixture's processes never outlive the test process, however it ends.
 
 Shown with etcd alone (the first process the fixture starts, and the cheapest): a child Python process
-starts it exactly as tests/kubeapi.py starts all three, and is then interrupted or killed outright.
+starts it exactly as tests/kubeapi.py starts all three, and is then interrupted or killed outright. And a
+start whose port another process took first (each xdist worker starts its own servers) is made again.
 """
 
 from __future__ import annotations
@@ -9,13 +10,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from tests import kubeapi
 from tests.conftest import REPO
+from tests.kubeapi import KubeCluster, PortTaken, _spawn, _wait
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(shutil.which("etcd") is None,
                                                       reason="needs etcd on PATH (Debian's etcd-server)")]
@@ -74,3 +78,60 @@ def test_the_clusters_processes_die_with_the_test_process(tmp_path, how):
     finally:
         child.kill()  # never left behind, even when the test fails
     assert _gone(pid), f"etcd (pid {pid}) outlived a test process ended by {how.name}"
+
+
+def _etcd_argv(folder, client: int, peer: int) -> list[str]:
+    return ["etcd", "--data-dir", str(folder / "etcd"), "--listen-client-urls", f"http://127.0.0.1:{client}",
+            "--advertise-client-urls", f"http://127.0.0.1:{client}", "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}", "--initial-cluster",
+            f"default=http://127.0.0.1:{peer}"]
+
+
+def test_a_server_that_finds_its_port_taken_is_told_apart_from_other_failures(tmp_path):
+    """Ports are chosen free and bound by the servers a moment later: under xdist another worker's server or a
+    Pulumi plugin may take one in between. That exit is PortTaken (the start is made again), any other is not."""
+    cluster = KubeCluster("https://127.0.0.1:1", b"", "t", "{}", tmp_path / "kubeconfig", tmp_path)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        try:
+            cluster.procs["etcd"] = _spawn(_etcd_argv(tmp_path, held.getsockname()[1], kubeapi.free_port()),
+                                           tmp_path / "etcd.log")
+            with pytest.raises(PortTaken, match="etcd exited with"):
+                _wait("etcd", lambda: False, cluster, time.monotonic() + 60)
+        finally:
+            cluster.stop()
+    other = tmp_path / "other"
+    other.mkdir()
+    cluster = KubeCluster("https://127.0.0.1:1", b"", "t", "{}", other / "kubeconfig", other)
+    cluster.procs["etcd"] = _spawn(["etcd", "--no-such-flag"], other / "etcd.log")
+    try:
+        with pytest.raises(RuntimeError, match="etcd exited with") as raised:
+            _wait("etcd", lambda: False, cluster, time.monotonic() + 60)
+    finally:
+        cluster.stop()
+    assert not isinstance(raised.value, PortTaken)
+
+
+@pytest.mark.parametrize("failures, attempts, outcome", [
+    ([PortTaken("etcd: bind: address already in use")] * 2, 3, "started"),
+    ([PortTaken("etcd: bind: address already in use")] * 3, 3, PortTaken),
+    ([RuntimeError("kube-apiserver exited with 1")], 1, RuntimeError),
+], ids=["taken-twice", "taken-every-time", "other-failure"])
+def test_a_start_whose_port_was_taken_is_made_again_on_new_ports_in_a_new_folder(tmp_path, monkeypatch, failures,
+                                                                                  attempts, outcome):
+    tried = []
+
+    def start(folder, deadline):
+        tried.append(folder)
+        if len(tried) <= len(failures):
+            raise failures[len(tried) - 1]
+        return KubeCluster("https://127.0.0.1:1", b"", "t", "{}", folder / "kubeconfig", folder)
+
+    monkeypatch.setattr(kubeapi, "_start", start)
+    if outcome == "started":
+        assert kubeapi.start_cluster(tmp_path).folder == tmp_path / f"attempt-{attempts}"
+    else:
+        with pytest.raises(outcome):
+            kubeapi.start_cluster(tmp_path)
+    assert tried == [tmp_path, *(tmp_path / f"attempt-{n}" for n in range(2, attempts + 1))]
