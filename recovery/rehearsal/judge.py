@@ -260,5 +260,5 @@ def preview_not_run(message: str) -> Preview:
 def preview_reason(label: str, preview: Preview) -> str:
     if preview.result == "failed":
         return f"The preview of {label} failed: {preview.error}"
-    return (f"The preview of {label} could not run here (a recovery here would stop at the same check before "
-            f"its restore): {preview.error}")
+    return (f"The preview of {label} could not run here (a recovery of it here would stop at the same check "
+            f"before its restore): {preview.error}")

@@ -2,9 +2,10 @@
 (the references first), decrypt with the state's own secrets provider, preview with `--refresh
 --expect-no-changes`; each timed. The preview is itself the decryption's proof (it cannot run without
 decrypting the state and the config); only a failed one is followed by an export that decrypts the state on
-its own, to tell whether the secrets were the cause. Every I/O goes through `Services`: the state bucket is
-only read, the engine only ever sees the scratch backend, and nothing here writes a record (the caller does,
-with the result)."""
+its own, to tell whether the secrets were the cause, and so is one that cannot run here (a provider plugin
+version the state records is not installed), to prove them. Every I/O goes through `Services`: the state
+bucket is only read, the engine only ever sees the scratch backend, and nothing here writes a record (the
+caller does, with the result)."""
 
 from __future__ import annotations
 
@@ -205,9 +206,9 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
                 return Attempt(version, age, decrypt, preview, seconds)
         # Whether the secrets were the cause, and the plaintexts to redact its error with, or, where the preview
         # could not run, their proof: only a preview that proved nothing pays for the export (it runs no provider).
-        svc.report(f"{layer}: " + ("the preview failed; decrypting the state's secrets to tell why" if not missing
-                                   else "the preview cannot run here (a provider plugin the state records is "
-                                   "missing); decrypting the state's secrets on their own"))
+        svc.report(f"{layer}: the preview cannot run here (a provider plugin the state records is missing); "
+                   "decrypting the state's secrets on their own" if missing else
+                   f"{layer}: the preview failed; decrypting the state's secrets to tell why")
         decrypt = _timed(svc, seconds, "decrypt", lambda: _decrypt(engine, layer, provider, svc))
         if decrypt.result == "ok":
             return Attempt(version, age, decrypt, preview, seconds, "preview", preview_reason(label, preview))
