@@ -243,7 +243,8 @@ def test_a_plugin_version_the_state_records_and_this_machine_lacks_fails_the_lay
         # --newest: the version before the provider was bound records none, and is proven.
         assert [o["outcome"] for o in lay["others"]] == ["proven"]
     assert "network" in ScratchStandIn.exported and "cluster" in ScratchStandIn.exported
-    assert [n for n in ScratchStandIn.previewed if n in ("network", "cluster")] == ["network", "cluster"]  # others
+    # Their older versions only (--newest): the chosen ones were never previewed.
+    assert [n for n in ScratchStandIn.previewed if n in ("network", "cluster")] == ["network", "cluster"]
     assert looked.count(old) == 1
     keys = [k for k, _s, _m in rehearse.store.keys(layout.rehearsals_prefix("local"))]
     assert len(keys) == 1 and parse_name(keys[0].rsplit("/", 1)[1])["layers"]["network"]["outcome"] == "failed"
