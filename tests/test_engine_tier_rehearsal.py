@@ -188,10 +188,46 @@ def test_a_disabled_kms_key_fails_the_decryption_naming_the_key_from_describe_ke
         proxy.answer = lambda m, p, headers, b: DISABLED if headers.get("X-Amz-Target") == "TrentService.Decrypt" \
             else None
         try:
-            doc, text = _rehearse(tier, proxy, "--layers", "network", ok=(1,))
+            doc, _ = _rehearse(tier, proxy, "--layers", "network", ok=(1,))
         finally:
             proxy.answer = None
     net = _layer(doc, "network")
     assert (net["failed_phase"], net["decrypt"]["kind"]) == ("decrypt", "key-disabled")
     assert net["decrypt"]["key"]["arn"] == key["Arn"] and net["decrypt"]["key"]["state"] == "Disabled"
     assert provider in net["reason"] and f"{key['Arn']} (alias/{tier.state_bucket}) is disabled" in net["reason"]
+
+
+@pytest.mark.timeout(900)
+def test_a_plugin_version_the_chosen_state_records_and_this_machine_lacks_fails_the_layer_naming_it(deployed, proxy):
+    """Issue 28 with the real CLI: the network state's newest version binds an aws provider to v7.40.0, which is
+    neither on PATH nor in the tier's PULUMI_HOME, and its VPC record to that provider (the stand-in programs
+    need no plugin, so the program's check passes). The real preview --refresh of it stops loading that plugin
+    ("no resource plugin 'pulumi-resource-aws' found … at version v7.40.0"), which the rehearsal reported as a
+    failed preview quoting the engine. Now it fails the layer at its preview, which never runs (no record of the
+    stand-in "cloud" is read), naming the plugin, the version and its install command; the real `stack export
+    --show-secrets` still decrypts the state."""
+    tier = deployed
+    state = tier.checkpoint("network")
+    resources = state["checkpoint"]["latest"]["resources"]
+    aws = {"urn": f"urn:pulumi:{tier.env_name}::network::pulumi:providers:aws::default_7_40_0",
+           "type": "pulumi:providers:aws", "custom": True, "id": "3f1c8e2a-0d4b-4c6e-9a7f-5b2d1e0c9a8b",
+           "inputs": {"version": "7.40.0"}, "outputs": {"version": "7.40.0"}}
+    resources.insert(1, aws)
+    # The VPC's record is read by that provider, as an SDK's resources are: its refresh would run v7.40.0.
+    vpc = next(r for r in resources if r["urn"].endswith("::vpc"))
+    vpc["provider"] = f"{aws['urn']}::{aws['id']}"
+    bound = tier.put_state("network", json.dumps(state, indent=4).encode())
+    mark = len(proxy.log)
+    try:
+        doc, _ = _rehearse(tier, proxy, "--layers", "network", ok=(1,))
+    finally:
+        # The version goes: the head is the stack's newest state again, as the other tests expect.
+        tier.s3.delete_object(Bucket=tier.state_bucket, Key=tier.stack_key("network"), VersionId=bound)
+    net = _layer(doc, "network")
+    reason = " ".join(net["reason"].split())
+    assert (net["outcome"], net["failed_phase"], net["version"]["version_id"]) == ("failed", "preview", bound), net
+    assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider" in reason
+    assert f"`PULUMI_HOME={tier.env['PULUMI_HOME']} pulumi plugin install resource aws v7.40.0 --exact" in reason
+    assert net["preview"]["result"] == "not-attempted" and net["decrypt"]["result"] == "ok"
+    # No record was read (a refresh reads each): the test's own listings of the bucket are all it saw.
+    assert [p for _m, p, _t in proxy.log[mark:] if p.startswith(f"/{tier.records_bucket}/")] == []

@@ -30,6 +30,7 @@ class ScratchStandIn:
     behaviour: dict = {}
     seen: list = []
     exported: list = []  # the layers whose state was exported with its secrets decrypted
+    previewed: list = []
 
     def __init__(self, spec, *, backend_override=None, secrets_provider=None, lineage_for=None, state_of=None, **_):
         assert backend_override and backend_override.startswith("file://"), backend_override
@@ -53,6 +54,7 @@ class ScratchStandIn:
 
     def preview(self, layer: str, **kw) -> Plan:
         assert kw == {"refresh": True, "expect_no_changes": True}
+        self.previewed.append(layer)
         self._secrets_manager(layer)
         urns = [r["urn"] for r in self._state(layer)["resources"]]
         if self.behaviour.get(layer) == "drift":
@@ -69,6 +71,7 @@ def rehearse(cli, monkeypatch):  # noqa: F811 - the fixture imported above
     monkeypatch.setattr(ScratchStandIn, "behaviour", {})
     monkeypatch.setattr(ScratchStandIn, "seen", [])
     monkeypatch.setattr(ScratchStandIn, "exported", [])
+    monkeypatch.setattr(ScratchStandIn, "previewed", [])
     code, out, err = cli("up", "SPEC", "--yes", "--json")
     assert code == 0, err
 
@@ -180,3 +183,78 @@ def test_a_version_whose_urns_name_another_stack_is_never_rehearsed(rehearse):
     assert len(foreign) == 1 and "prod::network" in foreign[0]["reason"]
     placed = {sha for layer, sha, _p in ScratchStandIn.seen if layer == "network"}
     assert hashlib.sha256(json.dumps(state).encode()).hexdigest() not in placed
+
+
+def test_a_plugin_version_the_state_records_and_this_machine_lacks_fails_the_layer_naming_its_install(
+        rehearse, cli, tmp_path, monkeypatch):  # noqa: F811 - the fixture imported above
+    """Issue 28: the preview --refresh of a restored state runs the provider plugin versions the state binds its
+    providers to, which after an SDK upgrade may be older than any installed here; the rehearsal checked the
+    layer programs' plugins only. The network and cluster states bind aws v7.40.0, not installed (the programs'
+    versions are): each layer fails at its preview, which never runs, its reason naming the plugin, the version
+    and the preflight's install command, and its secrets still decrypted on their own (an export runs no
+    provider); the backend, whose state records none, is proven. The version is looked for once in the run,
+    however many states record it. Installed, both layers are proven."""
+    import platform
+    import sys
+    from types import SimpleNamespace
+
+    from bootstrap.engine import plugins
+    from bootstrap.engine.plugins import Plugin, install_command, layer_plugins
+    from bootstrap.engine.versions import PROVIDER_PLUGINS, platform_key
+    from bootstrap.layers import STACKS_DIR
+    from tests.fakes.engine import FakeResource
+    from tests.test_preflight import install
+
+    old = Plugin("aws", "7.40.0")
+    bound = FakeResource("pulumi:providers:aws", "default_7_40_0", {"version": old.version},
+                         id="3f1c8e2a-0d4b-4c6e-9a7f-5b2d1e0c9a8b")
+    for layer in ("network", "cluster"):
+        outputs, secret = cli.engine.declared_outputs[layer]
+        cli.engine.declare(layer, [bound, *cli.engine.desired[layer]], outputs, secret)
+    assert cli("up", "SPEC", "--layers", "network,cluster", "--yes")[0] == 0
+    home = tmp_path / "pulumi-home"
+    program = {p for layer in ("backend", "network", "cluster")
+               for p in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent))}
+    assert program and all(p.version != old.version for p in program)
+    for plugin in program:
+        install(home, plugin.name, plugin.version)
+    monkeypatch.setattr(ScratchStandIn, "stacks_dir", STACKS_DIR, raising=False)
+    monkeypatch.setattr(ScratchStandIn, "settings", SimpleNamespace(env={
+        "PULUMI_HOME": str(home), "PATH": str(tmp_path / "no-plugins"), "PULUMI_PYTHON_CMD": sys.executable,
+        "PYTHONPATH": str(STACKS_DIR.parent)}), raising=False)
+    looked, is_installed = [], plugins.is_installed
+    monkeypatch.setattr(plugins, "is_installed", lambda p, places: looked.append(p) or is_installed(p, places))
+
+    code, doc, err = rehearse("--record", "--newest", "2")
+    layers = _layers(doc)
+    assert code == 1 and doc["outcome"] == "failed", err
+    assert {n: lay["outcome"] for n, lay in layers.items()} == {
+        "backend": "proven", "network": "failed", "cluster": "failed", "flux": "skipped"}
+    command = install_command(old, platform_key(platform.system(), platform.machine()), str(home), PROVIDER_PLUGINS)
+    for name in ("network", "cluster"):
+        lay = layers[name]
+        reason = " ".join(lay["reason"].split())
+        assert lay["failed_phase"] == "preview" and lay["preview"]["result"] == "not-attempted", lay
+        assert reason.startswith(f"The preview of {lay['version']['label']} could not run here"), reason
+        assert f"the aws resource plugin v7.40.0 (the state of the {name} layer records it for its provider" in reason
+        assert f"install it with {command}" in reason and "pulumi plugin install resource aws v7.40.0" in command
+        assert all(f"v{p.version}" not in reason for p in program)  # the programs' are installed
+        assert lay["decrypt"]["result"] == "ok"
+        # --newest: the version before the provider was bound records none, and is proven.
+        assert [o["outcome"] for o in lay["others"]] == ["proven"]
+    assert "network" in ScratchStandIn.exported and "cluster" in ScratchStandIn.exported
+    # Their older versions only (--newest): the chosen ones were never previewed.
+    assert [n for n in ScratchStandIn.previewed if n in ("network", "cluster")] == ["network", "cluster"]
+    assert looked.count(old) == 1
+    keys = [k for k, _s, _m in rehearse.store.keys(layout.rehearsals_prefix("local"))]
+    assert len(keys) == 1 and parse_name(keys[0].rsplit("/", 1)[1])["layers"]["network"]["outcome"] == "failed"
+    assert load_rehearsal_record(rehearse.store.get(keys[0]).body, keys[0])["layers"] == doc["layers"]
+
+    code, out, err = rehearse("--layers", "network", json_out=False)
+    said = " ".join(err.split())
+    assert code == 1 and "rehearsal failed" in said and "network: The preview of" in said and command in said
+
+    install(home, old.name, old.version)
+    code, doc, err = rehearse()
+    assert code == 0 and {n: lay["outcome"] for n, lay in _layers(doc).items()} == {
+        "backend": "proven", "network": "proven", "cluster": "proven", "flux": "skipped"}, err

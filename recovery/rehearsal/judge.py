@@ -248,3 +248,17 @@ def preview_from_row(row: dict) -> Preview:
 
 def preview_failure(message: str) -> Preview:
     return Preview("failed", "the preview failed", error=message)
+
+
+def preview_not_run(message: str) -> Preview:
+    """A preview this machine could not run (a provider plugin version the state records is not installed): it
+    proved nothing either way, so the layer fails at its preview as when the preview failed, `message` saying
+    what to install."""
+    return Preview("not-attempted", "not run: a plugin the state records is missing", error=message)
+
+
+def preview_reason(label: str, preview: Preview) -> str:
+    if preview.result == "failed":
+        return f"The preview of {label} failed: {preview.error}"
+    return (f"The preview of {label} could not run here (a recovery of it here would stop at the same check "
+            f"before its restore): {preview.error}")

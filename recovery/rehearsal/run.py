@@ -2,9 +2,10 @@
 (the references first), decrypt with the state's own secrets provider, preview with `--refresh
 --expect-no-changes`; each timed. The preview is itself the decryption's proof (it cannot run without
 decrypting the state and the config); only a failed one is followed by an export that decrypts the state on
-its own, to tell whether the secrets were the cause. Every I/O goes through `Services`: the state bucket is
-only read, the engine only ever sees the scratch backend, and nothing here writes a record (the caller does,
-with the result)."""
+its own, to tell whether the secrets were the cause, and so is one that cannot run here (a provider plugin
+version the state records is not installed), to prove them. Every I/O goes through `Services`: the state
+bucket is only read, the engine only ever sees the scratch backend, and nothing here writes a record (the
+caller does, with the result)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from bootstrap.untrusted import epoch
 from recovery.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
 from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
-                                      kms_region, preview_failure, preview_from_row, secrets_in)
+                                      kms_region, preview_failure, preview_from_row, preview_not_run,
+                                      preview_reason, secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
 from recovery.state_bytes import NotAState, decompress, load_json
 
@@ -42,6 +44,9 @@ class Services:
     timer: Callable[[], float] = time.monotonic
     report: Callable[[str], None] = lambda text: None
     secrets: set = field(default_factory=set)  # plaintexts met while decrypting: redacted from what is kept
+    # (engine, layer, the deployment placed) -> why its preview cannot run here: a provider plugin version the
+    # state binds its providers to (the refresh runs those) is not installed; None when nothing is missing.
+    plugins_missing: Callable[[Any, str, dict], Optional[str]] = lambda _engine, _layer, _placed: None
 
 
 class RestoreFailed(Exception):
@@ -190,18 +195,23 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
     svc.report(f"{layer}: opening it with its own secrets provider ({provider or PASSPHRASE})")
     engine, decrypt = _timed(svc, seconds, "decrypt", lambda: _open(layer, provider, lineage, placed, svc))
     if engine is not None:
-        svc.report(f"{layer}: previewing against the cloud, its secrets and config decrypted (refresh, expecting "
-                   "no changes)")
-        preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer))
-        if preview.result != "failed":
-            return Attempt(version, age, decrypt, preview, seconds)
-        # Whether the secrets were the cause, and the plaintexts to redact its error with: only a failed
-        # preview pays for the export that tells.
-        svc.report(f"{layer}: the preview failed; decrypting the state's secrets to tell why")
+        missing = _timed(svc, seconds, "preview", lambda: svc.plugins_missing(engine, layer, placed))
+        if missing:
+            preview = preview_not_run(missing)
+        else:
+            svc.report(f"{layer}: previewing against the cloud, its secrets and config decrypted (refresh, "
+                       "expecting no changes)")
+            preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer))
+            if preview.result != "failed":
+                return Attempt(version, age, decrypt, preview, seconds)
+        # Whether the secrets were the cause, and the plaintexts to redact its error with, or, where the preview
+        # could not run, their proof: only a preview that proved nothing pays for the export (it runs no provider).
+        svc.report(f"{layer}: the preview cannot run here (a provider plugin the state records is missing); "
+                   "decrypting the state's secrets on their own" if missing else
+                   f"{layer}: the preview failed; decrypting the state's secrets to tell why")
         decrypt = _timed(svc, seconds, "decrypt", lambda: _decrypt(engine, layer, provider, svc))
         if decrypt.result == "ok":
-            return Attempt(version, age, decrypt, preview, seconds, "preview",
-                           f"The preview of {label} failed: {preview.error}")
+            return Attempt(version, age, decrypt, preview, seconds, "preview", preview_reason(label, preview))
     return Attempt(version, age, decrypt, seconds=seconds, failed_phase="decrypt", reason=decrypt.message)
 
 

@@ -3,6 +3,7 @@ whole run from an opened target to its record. `run.rehearse` gets these as plai
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 import botocore.exceptions
@@ -31,6 +32,33 @@ def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
     return build
 
 
+def plugin_check(platform: str) -> Callable[[object, str, dict], Optional[str]]:
+    """(engine, layer, the deployment placed as its stack) -> the preflight's paragraph naming each provider
+    plugin version the deployment records that Pulumi would not find under the engine's environment, with its
+    install command; None when none is missing. The preview's refresh runs those versions, which after an SDK
+    upgrade may be older than any installed here (the layer program's are checked when the engine is built).
+    Each (plugin, version) is looked for once per run, however many states and versions record it."""
+    from bootstrap.engine import plugins
+    from bootstrap.engine.versions import PROVIDER_PLUGINS
+
+    installed: dict = {}   # Plugin -> whether Pulumi would find it
+    looked: list = []      # where it looked: the message names it
+
+    def check(engine, layer: str, placed: dict) -> Optional[str]:
+        if getattr(engine, "stacks_dir", None) is None:
+            return None  # an engine that runs no Pulumi program runs no plugin (as require_engine)
+        recorded = plugins.state_plugins(placed)
+        unknown = [p for p in recorded if p not in installed]
+        if unknown:
+            # The environment the engine runs the CLI with, as require_engine reads it.
+            env = {**os.environ, **(getattr(getattr(engine, "settings", None), "env", None) or {})}
+            looked[:] = [plugins.plugin_places(env, {p.name for p in unknown})]
+            installed.update({p: plugins.is_installed(p, looked[0]) for p in unknown})
+        missing = {p: [(layer, plugins.STATE)] for p in recorded if not installed[p]}
+        return plugins.missing_plugins_message(missing, looked[0], platform, PROVIDER_PLUGINS) if missing else None
+    return check
+
+
 def _bounded(value: object) -> Optional[str]:
     return one_line(str(value), 300) if value is not None else None
 
@@ -57,10 +85,12 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     """Rehearse `scope` on an opened target: the account and the Pulumi CLI checked first, then every layer
     in a scratch backend that is gone afterwards. The record (not yet stored) and the secrets to redact it
     with. Raises a GroundctlError when the run cannot reach a verdict at all (credentials, the engine)."""
+    import platform
     import time
 
     from bootstrap.aws.backend import check_account
     from bootstrap.engine.preflight import require_cli
+    from bootstrap.engine.versions import platform_key
     from bootstrap.errors import CloudError
     from recovery.report import redact
     from recovery.rehearsal.record import rehearsal_record
@@ -78,7 +108,8 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     try:
         with ScratchBackend() as scratch:
             svc = Services(target.store, scratch, scratch_engine(target, scratch.url, secrets),
-                           key_reader(target.clients), report=report, secrets=found)
+                           key_reader(target.clients), report=report, secrets=found,
+                           plugins_missing=plugin_check(platform_key(platform.system(), platform.machine())))
             layers = rehearse(target.name, scope, svc, newest=newest)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         raise CloudError(f"Reading the state bucket of '{target.name}' failed ({error_code(exc) or type(exc).__name__})"
