@@ -367,3 +367,22 @@ def test_a_pool_thread_with_a_budget_of_its_own_is_not_charged_for_another_threa
         pool.submit(healthy).result()
     assert "was not tried again" in results["stuck"] and results["healthy"] == "answered"
     assert clients.BUDGET.spent == 0  # the process's own budget was never charged
+
+
+def test_a_failure_before_any_request_is_reported_as_itself_even_past_the_deadline(monkeypatch):
+    """At a load of 4, finding no credentials took a starved run past a 2 s deadline: the call had sent nothing, so
+    the deadline shut nothing, and the failure is the missing credentials, not an endpoint that did not answer."""
+    monkeypatch.setenv(clients.DEADLINE_ENV, "1")
+    monkeypatch.setattr(clients, "BUDGET", clients._Budget())
+
+    def slow_to_find_none():
+        ends = time.monotonic() + 1.5
+        while time.monotonic() < ends:  # local work past the deadline, no connection made
+            time.sleep(0.05)
+        raise botocore.exceptions.NoCredentialsError()
+
+    with pytest.raises(Exception) as failed:
+        clients.retry_transient(slow_to_find_none, what="identify the AWS caller")
+    text = getattr(failed.value, "message", str(failed.value))
+    assert "accepted the connection" not in text and "did not finish answering" not in text, text
+    assert "credentials" in text.lower(), text

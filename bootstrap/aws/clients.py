@@ -261,8 +261,10 @@ def retry_transient(fn: Callable[[], T], *, what: str, extra: Callable[[BaseExce
                 result = fn()
             except BaseException as exc:
                 seen["url"] = getattr(exc, "kwargs", {}).get("endpoint_url") or call.where or seen.get("url")
-                if call.cut and not isinstance(exc, _Deadline):
-                    exc = _Deadline()  # the watchdog shut the connection: whatever broke, the deadline did it
+                if call.cut and call.conns and not isinstance(exc, _Deadline):
+                    # The watchdog shut the connection: whatever broke, the deadline did it. A call that sent
+                    # nothing (no credentials found, slowly, on a starved machine) failed for its own reason.
+                    exc = _Deadline()
                 if not isinstance(exc, _Deadline):
                     seen["last"] = exc
                 if _unanswered(exc):
