@@ -180,6 +180,9 @@ def test_the_install_command_carries_the_tables_digest_or_names_where_to_take_it
                         f"with the sha256 of pulumi-resource-aws-v{version}-linux-amd64.tar.gz from "
                         f"https://github.com/pulumi/pulumi-aws/releases/download/v{version}/"
                         f"pulumi-aws_{version}_checksums.txt")
+    # A long home, or one with a space, is given whole and quoted: the command is copied and run as printed.
+    home = "/srv/ci runners/" + "deep/" * 40 + ".pulumi"
+    assert f"`PULUMI_HOME='{home}' pulumi plugin install" in plugins.install_command(aws, LINUX_AMD64, home, recorded)
 
 
 def test_an_engine_that_runs_no_pulumi_program_needs_no_plugin():

@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,13 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
 from bootstrap.errors import EngineError
-from bootstrap.untrusted import one_line
+from bootstrap.untrusted import clip, inert, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
 MAX_MODULES = 200  # local modules followed from one program: a bound, not a limit any layer comes near
 MAX_PASSWD_BYTES = 4 * 1024 * 1024
+MAX_PATH = 4096  # Linux's PATH_MAX
 PROGRAM, STATE = "program", "state"
 # What each command runs: its layers' programs (preview, up), the providers its states record (refresh,
 # destroy), or both (drift previews with a refresh; recover refreshes, imports and previews). Not checked: an
@@ -265,7 +267,8 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
     release = pinned if pinned and pinned.version == plugin.version else versions.Release(
         plugin.name, plugin.version, repository=pinned.repository if pinned else f"pulumi/pulumi-{plugin.name}")
     digest = release.digest(platform)
-    prefix = f"PULUMI_HOME={one_line(home)} " if home else ""
+    # The whole path, quoted for the shell: a command cut short or split at a space would install elsewhere.
+    prefix = f"PULUMI_HOME={shlex.quote(clip(inert(home, keep_newlines=False), MAX_PATH))} " if home else ""
     command = f"`{prefix}{' '.join(versions.plugin_install_argv(release, digest or '<sha256>'))}`"
     return command if digest else (f"{command} with the sha256 of {release.tarball(platform)} from "
                                    f"{release.checksums}")
