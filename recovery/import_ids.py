@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+from bootstrap.engine.results import is_secret
 
 # How inventory finds a type: by its own tags through the Tagging API, through a tagged parent
 # (an untaggable child), or through the cluster's Kubernetes API (flux layer; not AWS tags).
@@ -56,10 +55,6 @@ class _Need(Exception):
         super().__init__(field)
         self.field = field
         self.secret = secret
-
-
-def is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(SECRET_SIG_KEY) == SECRET_SIG
 
 
 def _get(props: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 
 from recovery.import_ids import (
-    KUBERNETES, PARENT, RULES, SECRET_SIG, SECRET_SIG_KEY, TAG, import_id, import_id_from_state, rule_for,
+    KUBERNETES, PARENT, RULES, TAG, import_id, import_id_from_state, rule_for,
 )
+
+from bootstrap.engine.results import SECRET_SIG
 
 CANARY = "c4n4ry-s3cr3t-value"
 
 
 def secret(value: str) -> dict:
     # How Pulumi stores a secret with the b64 provider; the ciphertext must never be decoded or shown.
-    return {SECRET_SIG_KEY: SECRET_SIG, "ciphertext": CANARY}
+    return {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": CANARY}
 
 
 # (type, properties as in state outputs / inventory, state id, expected import ID). Each expected value

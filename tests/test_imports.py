@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.import_ids import SECRET_SIG, SECRET_SIG_KEY
+from bootstrap.engine.results import SECRET_SIG
 from recovery.import_plan import ImportPlan, plan_for_survivors, plan_from_state
 from recovery.state_vs_live import LiveItem, classify
 from recovery.urns import expected_urn, urn_parts
@@ -144,7 +144,7 @@ def test_components_are_recreated_so_children_keep_their_parents():
 
 
 def test_secret_import_fields_leave_the_resource_out_and_never_leak():
-    secret = {SECRET_SIG_KEY: SECRET_SIG, "ciphertext": CANARY}
+    secret = {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": CANARY}
     resources = resources_of("checkpoint-secrets.json")
     hostile = []
     for r in resources:
@@ -267,8 +267,8 @@ def test_cli_exit_codes_for_a_partial_plan_and_for_a_non_state(tmp_path: Path):
     doc = json.loads((STATES / "checkpoint-secrets.json").read_text())
     for r in doc["checkpoint"]["latest"]["resources"]:
         if r["urn"].endswith("Permission::heartbeat"):
-            r["outputs"]["function"] = {SECRET_SIG_KEY: SECRET_SIG, "ciphertext": CANARY}
-            r["inputs"]["function"] = {SECRET_SIG_KEY: SECRET_SIG, "ciphertext": CANARY}
+            r["outputs"]["function"] = {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": CANARY}
+            r["inputs"]["function"] = {SECRET_SIG[0]: SECRET_SIG[1], "ciphertext": CANARY}
     src = tmp_path / "state.json"
     src.write_text(json.dumps(doc))
     done = run_cli("state", "import-plan", str(src), "--out", str(tmp_path / "p.json"))

@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from bootstrap.engine.results import SECRET_SIG
 from bootstrap.untrusted import Unreadable
-from recovery.rehearsal.judge import (SECRET_SIG, Attempt, Decrypt, KeyState, LayerResult, Preview,
+from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
                                       decrypt_failure, failure_kind, kms_key_id, kms_region, preview_from_row,
                                       run_outcome, secrets_in)
 from recovery.rehearsal.record import load_rehearsal_record, parse_name, record_name, rehearsal_record
@@ -104,9 +105,9 @@ def test_the_measured_rpo_is_the_age_of_the_oldest_state_written_after_the_prove
 
 
 def test_secrets_are_counted_and_their_plaintexts_kept_for_redaction():
-    dep = {"resources": [{"outputs": {"kubeconfig": {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270",
+    dep = {"resources": [{"outputs": {"kubeconfig": {SECRET_SIG[0]: "1b47061264138c4ac30d75fd1eb44270",
                                                       "plaintext": '"token-abcdef"'}},
-                          "inputs": {"x": [{SECRET_SIG: "1b47", "plaintext": '"short"'}]}}]}
+                          "inputs": {"x": [{SECRET_SIG[0]: "1b47", "plaintext": '"short"'}]}}]}
     count, plain = secrets_in(dep)
     assert count == 2 and "token-abcdef" in plain and "short" not in plain  # too short to mask anywhere
 
