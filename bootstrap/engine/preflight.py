@@ -113,6 +113,11 @@ def require_cli() -> str:
 StateOf = Callable[[str], Optional[Mapping[str, Any]]]  # layer → its stack's deployment, None without one
 
 
+def engine_environment(engine: object, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment `engine` runs the CLI with: its settings' variables over the process's."""
+    return {**environ, **(getattr(getattr(engine, "settings", None), "env", None) or {})}
+
+
 def require_engine(engine: object, layers: Sequence[str], environ: Mapping[str, str] = os.environ, *,
                    operation: Optional[str] = None, states: Optional[StateOf] = None) -> None:
     """Before the first write, for an engine that runs Pulumi programs (one with a `stacks_dir`), under the
@@ -122,8 +127,7 @@ def require_engine(engine: object, layers: Sequence[str], environ: Mapping[str, 
     stacks_dir = getattr(engine, "stacks_dir", None)
     if stacks_dir is None:
         return  # an engine that runs no Pulumi program needs no plugin
-    settings_env = getattr(getattr(engine, "settings", None), "env", None) or {}
-    env = {**environ, **settings_env}
+    env = engine_environment(engine, environ)
     require_pip(env)
     program = {layer: layer_plugins(Path(stacks_dir), layer, env.get("PYTHONPATH", "")) for layer in layers}
     if states is None:

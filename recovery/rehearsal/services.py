@@ -3,7 +3,6 @@ whole run from an opened target to its record. `run.rehearse` gets these as plai
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 
 import botocore.exceptions
@@ -39,6 +38,7 @@ def plugin_check(platform: str) -> Callable[[object, str, dict], Optional[str]]:
     upgrade may be older than any installed here (the layer program's are checked when the engine is built).
     Each (plugin, version) is looked for once per run, however many states and versions record it."""
     from bootstrap.engine import plugins
+    from bootstrap.engine.preflight import engine_environment
     from bootstrap.engine.versions import PROVIDER_PLUGINS
 
     installed: dict = {}   # Plugin -> whether Pulumi would find it
@@ -50,9 +50,7 @@ def plugin_check(platform: str) -> Callable[[object, str, dict], Optional[str]]:
         recorded = plugins.state_plugins(placed)
         unknown = [p for p in recorded if p not in installed]
         if unknown:
-            # The environment the engine runs the CLI with, as require_engine reads it.
-            env = {**os.environ, **(getattr(getattr(engine, "settings", None), "env", None) or {})}
-            looked[:] = [plugins.plugin_places(env, {p.name for p in unknown})]
+            looked[:] = [plugins.plugin_places(engine_environment(engine), {p.name for p in unknown})]
             installed.update({p: plugins.is_installed(p, looked[0]) for p in unknown})
         missing = {p: [(layer, plugins.STATE)] for p in recorded if not installed[p]}
         return plugins.missing_plugins_message(missing, looked[0], platform, PROVIDER_PLUGINS) if missing else None
