@@ -150,10 +150,10 @@ class LayerStacks:
         """`pulumi config set --secret KEY` with the value on standard input, never on the command line
         (where `ps` shows it): with no value argument the CLI reads stdin when it is not a terminal, and
         `--raw` keeps the value exactly, trailing newline included."""
-        import subprocess
-
         from pulumi.automation._cmd import CommandResult
         from pulumi.automation.errors import create_command_error
+
+        from bootstrap.engine import children
 
         def run():
             workspace = stack.workspace
@@ -162,10 +162,9 @@ class LayerStacks:
                 env["PULUMI_HOME"] = workspace.pulumi_home
             argv = [self._command.command, "--non-interactive", "config", "set", "--secret", "--raw",
                     "--stack", stack.name, "--", key]
-            done = subprocess.run(argv, input=value, capture_output=True, text=True, cwd=workspace.work_dir,
-                                  env=env, check=False)
-            if done.returncode != 0:
-                raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
+            code, stdout, stderr = children.run(argv, cwd=workspace.work_dir, env=env, input=value)
+            if code != 0:
+                raise create_command_error(CommandResult(stdout, stderr, code))
         self._call(layer, "config", run)
 
     def _write_plain_config(self, layer: str, stack, values: dict[str, str]) -> None:
