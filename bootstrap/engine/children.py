@@ -28,15 +28,19 @@ INTERRUPTED_EXIT_SECONDS = 20   # the README's bound, signal to exit 130: the tw
 _SLICE = 0.25                   # how often a wait looks at the clock
 
 _live: dict[int, subprocess.Popen] = {}
+_under: dict[int, list[tuple[int, str]]] = {}  # a told child -> the processes under it when it was told
 _told_at: Optional[float] = None  # when the first interrupt was passed on (time.monotonic)
 
 
 def _tell(signum: int) -> None:
-    """The interrupt handler's part: SIGINT to every live child's group; no lock taken, nothing that blocks."""
+    """The interrupt handler's part: note what runs under every live child (a Pulumi that dies of the signal
+    before its cancellation is set up orphans its plugins), then SIGINT to its group. Reads /proc, sends
+    signals, sets flags: nothing that waits."""
     global _told_at
     if _told_at is None:
         _told_at = time.monotonic()
     for pid in tuple(_live):
+        _under.setdefault(pid, []).extend(_descendants(pid))
         _signal_group(pid, signal.SIGINT)
 
 
@@ -45,41 +49,54 @@ interrupts.on_interrupt(_tell)
 
 def _signal_group(pid: int, sig: int) -> None:
     try:
-        os.killpg(pid, sig)  # the child leads its own group: its pgid is its pid
+        os.killpg(pid, sig)  # the group `pid` leads, if it leads one: never groundctl's own
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process under `pid`, from /proc (none where there is no /proc); read before a kill, which
-    orphans them."""
-    parents: dict[int, list[int]] = {}
+def _stat(pid: int) -> Optional[list[str]]:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """Every process under `pid` with its start time (which tells it from a later one given its pid), from
+    /proc (none where there is none)."""
+    parents: dict[int, list[tuple[int, str]]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
         return []
     for entry in entries:
-        if not entry.isdigit():
+        fields = _stat(int(entry)) if entry.isdigit() else None
+        if fields is None or len(fields) < 20:
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry))
+        parents.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
     found, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), ()):
             found.append(child)
-            todo.append(child)
+            todo.append(child[0])
     return found
 
 
 def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL to the child's group and to every process seen under it, each in its own group too (Pulumi's
+    plugins lead theirs): read before the kill, which orphans them."""
     under = _descendants(proc.pid)
     _signal_group(proc.pid, signal.SIGKILL)
-    for pid in under:
-        _signal_group(pid, signal.SIGKILL)  # a plugin leads its own group
+    _kill_all(under)
+
+
+def _kill_all(processes: list[tuple[int, str]]) -> None:
+    for pid, started in processes:
+        fields = _stat(pid)
+        if fields is None or len(fields) < 20 or fields[19] != started or fields[0] == "Z":
+            continue  # gone, or its pid is another process's now
+        _signal_group(pid, signal.SIGKILL)
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -90,6 +107,7 @@ def _end(proc: subprocess.Popen) -> None:
     """An interrupted command's child: told (again, if the handler missed it), given what is left of the grace
     since the first signal, then killed with everything under it."""
     if _told_at is None:
+        _under.setdefault(proc.pid, []).extend(_descendants(proc.pid))
         _signal_group(proc.pid, signal.SIGINT)
     told = _told_at if _told_at is not None else time.monotonic()
     try:
@@ -164,6 +182,8 @@ def run(argv: Sequence[str], *, cwd: Optional[str], env: Mapping[str, str], inpu
         raise
     finally:
         _live.pop(proc.pid, None)
+        # What it left running after it was told (a plugin of a Pulumi the signal ended at once) goes with it.
+        _kill_all(_under.pop(proc.pid, []))
         for thread, stream in zip(readers, (proc.stdout, proc.stderr)):
             thread.join(timeout=KILL_SECONDS)  # the pipes close when the child and its group are gone
             if not thread.is_alive():
