@@ -15,7 +15,7 @@ from bootstrap import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
 if TYPE_CHECKING:
-    from recovery.state_model import Finding, StateDoc
+    from recovery.state.state_model import Finding, StateDoc
     from recovery.versions import CandidateSet
 
 # The recovery modules (and botocore) are imported by the commands that run, not to print --help.
@@ -102,7 +102,7 @@ def inspect(
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
     from recovery.integrity import verify_integrity
-    from recovery.state_parse import read_state_file
+    from recovery.state.state_parse import read_state_file
 
     doc = read_state_file(file)
     findings = verify_integrity(doc, stack)

@@ -27,8 +27,8 @@ def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     The file is parsed first: it turns every unreadable or foreign file into a `BadInput`
     with a plain message, so the navigation below only ever sees a real checkpoint or export.
     """
-    from recovery.state_bytes import decompress, load_json, read_state_bytes
-    from recovery.state_parse import parse_state
+    from recovery.state.state_bytes import decompress, load_json, read_state_bytes
+    from recovery.state.state_parse import parse_state
 
     raw = read_state_bytes(path)
     doc = parse_state(raw, str(path))

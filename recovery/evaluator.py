@@ -17,9 +17,9 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from bootstrap.aws.objectstore import ObjectStore
 from recovery.integrity import foreign_stacks, verify_integrity
-from recovery.state_bytes import NotAState
-from recovery.state_model import StateDoc
-from recovery.state_parse import parse_state
+from recovery.state.state_bytes import NotAState
+from recovery.state.state_model import StateDoc
+from recovery.state.state_parse import parse_state
 from recovery.versions import Candidate, Evaluation, single_part_etag
 
 # A scan of every version keeps this many downloads in flight while it parses, but at most this many

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from recovery.import_ids import import_id_from_state, rule_for
 from recovery.state_vs_live import LiveItem
-from recovery.urns import (
+from recovery.state.urns import (
     NOT_IMPORTED, PROVIDER_PREFIX, ROOT_STACK, expected_urn, is_default_provider, live_resources, logical_name,
     provider_urn, urn_parts,
 )

@@ -20,7 +20,7 @@ integral is one Pulumi will load, and one it refuses is one Pulumi would refuse:
 Pulumi stops at the first violation; we report all of them, because an operator choosing between
 versions wants to see how damaged each one is. groundctl's own, stricter rules are labelled
 `rule="groundctl"`: a checkpoint names the stack it belongs to, and that must be the stack expected;
-and (in `recovery.state_parse`) a pending operation has a resource and an operation type.
+and (in `recovery.state.state_parse`) a pending operation has a resource and an operation type.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import functools
 import hashlib
 from typing import Optional
 
-from recovery.state_model import Finding, Resource, StateDoc
+from recovery.state.state_model import Finding, Resource, StateDoc
 
 URN_PREFIX = "urn:pulumi:"
 # The id a provider without one is known by (sdk/go/common/providers/reference.go, UnknownID).

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from recovery.state_vs_live import PendingCreate
-from recovery.urns import logical_name
+from recovery.state.urns import logical_name
 
 CLEAR_UNCHECKED_FLAG = "--allow-clear-unchecked-creates"
 

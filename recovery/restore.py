@@ -34,7 +34,7 @@ from bootstrap.errors import Refused
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.pulumi_locks import refuse_restore_under_lock
-from recovery.state_bytes import decompress, load_json
+from recovery.state.state_bytes import decompress, load_json
 
 STEPS = ("lock", "quarantine", "copy", "record", "release")
 AfterStep = Callable[[int, str], None]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from recovery.import_ids import import_id, import_id_from_state
-from recovery.urns import NOT_IMPORTED, PROVIDER_PREFIX, live_resources, logical_name
+from recovery.state.urns import NOT_IMPORTED, PROVIDER_PREFIX, live_resources, logical_name
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import hashlib
 
 from bootstrap.records import layout, ledger as led
 from recovery.integrity import foreign_stacks, verify_integrity
-from recovery.state_bytes import NotAState
-from recovery.state_parse import parse_state
+from recovery.state.state_bytes import NotAState
+from recovery.state.state_parse import parse_state
 
 
 def verify_report(store, project: str, stack: str) -> dict:

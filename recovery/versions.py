@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
-from recovery.state_model import Finding
+from recovery.state.state_model import Finding
 
 SOURCES = ("current", "version", "bak", "history", "backup", "retained")
 _SOURCE_RANK = {s: i for i, s in enumerate(SOURCES)}

@@ -48,7 +48,7 @@ def test_fields_are_checked_for_type_size_and_control_characters():
 
 
 def test_state_files_share_the_decoder():
-    from recovery.state_bytes import NotAState, load_json
+    from recovery.state.state_bytes import NotAState, load_json
 
     with pytest.raises(NotAState, match="too large for a float"):
         load_json(b'{"version": 3, "x": 1e400}', "s")

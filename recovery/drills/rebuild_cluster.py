@@ -177,8 +177,8 @@ class _Rebuild:
 
 def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
     from bootstrap.records.ledger import current_state
-    from recovery.state_bytes import NotAState
-    from recovery.state_parse import parse_state
+    from recovery.state.state_bytes import NotAState
+    from recovery.state.state_parse import parse_state
 
     if phase.startswith("destroy-"):
         try:

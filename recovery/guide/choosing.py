@@ -9,7 +9,7 @@ from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_poi
 from recovery import placement
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.state_bytes import NotAState
+from recovery.state.state_bytes import NotAState
 
 
 def _decide(run: Run) -> ch.Choice:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bootstrap.engine.pending import other_pending_operations, refuse_other_pending
 from recovery.guide.model import Condition, Stop
 from recovery.guide.run import Run
-from recovery.state_bytes import decompress, load_json
+from recovery.state.state_bytes import decompress, load_json
 
 
 def _state_json(run: Run) -> dict:

@@ -27,7 +27,7 @@ from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, d
                                       kms_region, preview_failure, preview_from_row, preview_not_run,
                                       preview_reason, secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
-from recovery.state_bytes import NotAState, decompress, load_json
+from recovery.state.state_bytes import NotAState, decompress, load_json
 
 _AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 

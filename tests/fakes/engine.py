@@ -328,7 +328,7 @@ class BucketEngine(InMemoryEngine):
 
     def _sync(self, layer: str) -> None:
         from bootstrap.records.ledger import current_state
-        from recovery.state_bytes import decompress
+        from recovery.state.state_bytes import decompress
 
         obj = current_state(self.store, layer, self.environment)
         if obj is None:

@@ -4,7 +4,7 @@ down with it.
 
 Whatever the bytes are, this module either returns them (or their JSON) or raises `NotAState` (or
 `BadInput` for a path that is not a readable regular file); it never lets a Python exception escape.
-`recovery.state_parse` turns the JSON into a `StateDoc`.
+`recovery.state.state_parse` turns the JSON into a `StateDoc`.
 """
 
 from __future__ import annotations

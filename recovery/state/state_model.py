@@ -1,6 +1,6 @@
 """The parsed model of a Pulumi state: a frozen `StateDoc` of resources, pending operations and findings.
 
-Plain frozen data, built by `recovery.state_parse` and read by the integrity rules, the candidate
+Plain frozen data, built by `recovery.state.state_parse` and read by the integrity rules, the candidate
 evaluation and the CLI; nothing here reads or decodes anything.
 """
 

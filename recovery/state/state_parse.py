@@ -9,7 +9,7 @@ Whatever the bytes are, this module either returns a `StateDoc` or raises `NotAS
 Python exception escape. A file that *is* a state but has a damaged resource entry (a field of the wrong
 type, an entry that is not an object) still loads: the damage becomes a finding, because an operator
 recovering from it wants to see everything else that is in it. The bytes (caps, decompression, JSON) are
-`recovery.state_bytes`'s, the model is `recovery.state_model`'s, and the integrity rules live in
+`recovery.state.state_bytes`'s, the model is `recovery.state.state_model`'s, and the integrity rules live in
 `recovery.integrity`.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from bootstrap.layers import LINEAGE_OUTPUT
-from recovery.state_bytes import NotAState, decompress, load_json, read_state_bytes
-from recovery.state_model import Finding, Manifest, PendingOperation, Resource, StateDoc
+from recovery.state.state_bytes import NotAState, decompress, load_json, read_state_bytes
+from recovery.state.state_model import Finding, Manifest, PendingOperation, Resource, StateDoc
 
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
