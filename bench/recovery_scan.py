@@ -50,7 +50,7 @@ from recovery.choose import Flags  # noqa: E402
 from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator  # noqa: E402
 from recovery.guide.flow import run_guide  # noqa: E402
 from recovery.guide.model import GuideOptions, GuideServices  # noqa: E402
-from recovery.integrity import new_magic  # noqa: E402
+from recovery.lineage.integrity import new_magic  # noqa: E402
 from recovery.inventory import Inventory  # noqa: E402
 from recovery.versions import list_candidates  # noqa: E402
 

@@ -101,7 +101,7 @@ def inspect(
 
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
-    from recovery.integrity import verify_integrity
+    from recovery.lineage.integrity import verify_integrity
     from recovery.state.state_parse import read_state_file
 
     doc = read_state_file(file)
@@ -121,7 +121,7 @@ def inspect(
 def versions_rows(cset: CandidateSet, placements: Optional[dict] = None) -> list[dict]:
     """The rows of the candidate table, newest first, delete markers in their place (pure).
 
-    `placements` ((key, version_id) -> recovery.placement.Placement) puts each evaluated candidate on the
+    `placements` ((key, version_id) -> recovery.lineage.placement.Placement) puts each evaluated candidate on the
     ledger: its serial when the ledger records its content, else "-" with where it sits ("after 2")."""
     placements = placements or {}
     rows: list[dict] = []
@@ -184,7 +184,7 @@ def versions(
     from bootstrap.errors import CloudError
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
-    from recovery.placement import place_candidates
+    from recovery.lineage.placement import place_candidates
     from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator
     from recovery.versions import list_candidates
 

@@ -27,7 +27,7 @@ def verify(
     from rich.table import Table
 
     from bootstrap.layers import layer as layer_named
-    from recovery.verify import verify_report
+    from recovery.lineage.verify import verify_report
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

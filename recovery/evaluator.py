@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Optional
 
 from bootstrap.aws.objectstore import ObjectStore
-from recovery.integrity import foreign_stacks, verify_integrity
+from recovery.lineage.integrity import foreign_stacks, verify_integrity
 from recovery.state.state_bytes import NotAState
 from recovery.state.state_model import StateDoc
 from recovery.state.state_parse import parse_state

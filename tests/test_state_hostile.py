@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundctl.state import inspect_report, printable
-from recovery.integrity import verify_integrity
+from recovery.lineage.integrity import verify_integrity
 from recovery.state.state_bytes import NotAState
 from recovery.state.state_model import Finding
 from recovery.state.state_parse import parse_state

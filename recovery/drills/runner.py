@@ -19,7 +19,7 @@ from bootstrap.records.runs import redact
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhasePlan, PhaseResult
 from recovery.drills.report import DrillReport, recovery_phases
-from recovery.verify import verify_report
+from recovery.lineage.verify import verify_report
 
 
 @dataclass(frozen=True)

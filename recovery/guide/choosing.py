@@ -6,7 +6,7 @@ from __future__ import annotations
 from recovery import choose as ch
 from recovery.choose_inputs import options_from
 from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_point
-from recovery import placement
+from recovery.lineage import placement
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
 from recovery.state.state_bytes import NotAState

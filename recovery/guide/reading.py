@@ -10,7 +10,7 @@ from bootstrap.records import ledger as led
 from recovery.choose_inputs import evidence_from
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.tamper import tamper_findings
+from recovery.lineage.tamper import tamper_findings
 from recovery.versions import list_candidates
 
 

@@ -10,7 +10,7 @@ Python exception escape. A file that *is* a state but has a damaged resource ent
 type, an entry that is not an object) still loads: the damage becomes a finding, because an operator
 recovering from it wants to see everything else that is in it. The bytes (caps, decompression, JSON) are
 `recovery.state.state_bytes`'s, the model is `recovery.state.state_model`'s, and the integrity rules live in
-`recovery.integrity`.
+`recovery.lineage.integrity`.
 """
 
 from __future__ import annotations

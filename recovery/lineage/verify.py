@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from bootstrap.records import layout, ledger as led
-from recovery.integrity import foreign_stacks, verify_integrity
+from recovery.lineage.integrity import foreign_stacks, verify_integrity
 from recovery.state.state_bytes import NotAState
 from recovery.state.state_parse import parse_state
 
