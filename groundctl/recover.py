@@ -110,7 +110,7 @@ def recover(
     from bootstrap.records.lock_status import lock_status
     from bootstrap.records.locks import EnvironmentLock
     from bootstrap.target import open_target
-    from recovery.choose import Flags
+    from recovery.choice.choose import Flags
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
     from recovery.inventory import collect

@@ -16,7 +16,7 @@ from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reade
 
 if TYPE_CHECKING:
     from recovery.state.state_model import Finding, StateDoc
-    from recovery.versions import CandidateSet
+    from recovery.choice.versions import CandidateSet
 
 # The recovery modules (and botocore) are imported by the commands that run, not to print --help.
 # Added to the app by groundctl.cli; this module does not import the app, so the group's other command
@@ -185,8 +185,8 @@ def versions(
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
     from recovery.lineage.placement import place_candidates
-    from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator
-    from recovery.versions import list_candidates
+    from recovery.choice.evaluator import SCAN_PREFETCH, CandidateEvaluator
+    from recovery.choice.versions import list_candidates
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

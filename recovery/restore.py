@@ -18,7 +18,7 @@ leaves the bucket as it was.
 
 Nothing here deletes or overwrites a version: copies add versions, and a stack object under another
 compression suffix that would shadow the restored one is hidden by a delete marker after it is
-quarantined (its versions stay). Which version to restore is decided elsewhere (`recovery.choose`).
+quarantined (its versions stay). Which version to restore is decided elsewhere (`recovery.choice.choose`).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_of_the_newest_versions_another_stacks_state_and_an_unreadable_one_are_n
 
 
 def _option(version_id, serial, hours_ago, source="version", sha="s", **kw):
-    from recovery.choose import Option
+    from recovery.choice.choose import Option
 
     return Option((".pulumi/stacks/network/dev.json", version_id), source,
                   datetime.fromtimestamp(T0 - hours_ago * 3600, timezone.utc), verdict=kw.pop("verdict", "integral"),
@@ -78,16 +78,16 @@ def _option(version_id, serial, hours_ago, source="version", sha="s", **kw):
 
 
 def test_a_restore_of_the_newest_version_of_an_untouched_stack_loses_nothing_however_old_it_is():
-    from recovery.choose import Choice
-    from recovery.recovery_point import measured_rpo
+    from recovery.choice.choose import Choice
+    from recovery.choice.recovery_point import measured_rpo
 
     untouched = Choice(_option("v7", 7, 30 * 24, "current", is_current=True))
     assert measured_rpo(untouched, T0) == (0.0, ())
 
 
 def test_the_measured_rpo_is_the_age_of_the_oldest_state_written_after_the_proven_one():
-    from recovery.choose import Choice
-    from recovery.recovery_point import measured_rpo
+    from recovery.choice.choose import Choice
+    from recovery.choice.recovery_point import measured_rpo
 
     chosen = _option("v5", 5, 30 * 24, sha="five")
     newer = (_option("v7", 7, 2, "current", sha="seven", verdict="damaged", is_current=True),

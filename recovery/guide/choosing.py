@@ -3,9 +3,9 @@ it loses."""
 
 from __future__ import annotations
 
-from recovery import choose as ch
-from recovery.choose_inputs import options_from
-from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_point
+from recovery.choice import choose as ch
+from recovery.choice.choose_inputs import options_from
+from recovery.choice.recovery_point import RecoveryPoint, newest_readable, recovery_point
 from recovery.lineage import placement
 from recovery.guide.model import Condition
 from recovery.guide.run import Run

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from bootstrap.records import ledger as led
-from recovery import choose as ch
+from recovery.choice import choose as ch
 
 
 @dataclass(frozen=True)

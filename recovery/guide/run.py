@@ -7,9 +7,9 @@ from typing import Optional
 
 from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.records import ledger as led
-from recovery import choose as ch
+from recovery.choice import choose as ch
 from recovery.guide.model import GuideOptions, GuideServices
-from recovery.evaluator import CandidateEvaluator
+from recovery.choice.evaluator import CandidateEvaluator
 
 
 class Run:

@@ -107,7 +107,7 @@ def place_candidates(records, candidates) -> list[Placement]:
                                  sentence=f"{where} is serial {rec.serial}{copy}"
                                           + (f", older than the head serial {head.serial}." if rollback else ".")))
             continue
-        # A copy from the same second as a record is put before it (see recovery.choose_inputs.options_from).
+        # A copy from the same second as a record is put before it (see recovery.choice.choose_inputs.options_from).
         after = [r.serial for r in recs if _record_time(r) < t]
         before = [r.serial for r in recs if _record_time(r) >= t]
         a, b = (max(after) if after else None), (min(before) if before else None)

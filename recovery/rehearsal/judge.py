@@ -96,7 +96,7 @@ class LayerResult:
     reason: Optional[str] = None
     seconds: dict = field(default_factory=dict)  # the phases before the version's own (choose, references)
     # The measured RPO: what a restore of the chosen version now loses, 0 when it is the stack's newest state
-    # (`recovery.recovery_point.measured_rpo`); and the newer states: {versions, oldest: {version_id, time,
+    # (`recovery.choice.recovery_point.measured_rpo`); and the newer states: {versions, oldest: {version_id, time,
     # serial} or None}.
     rpo_seconds: Optional[float] = None
     newer: Optional[dict] = None

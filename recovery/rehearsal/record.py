@@ -6,7 +6,7 @@ newest record first, and ends with each layer's verdict and its measured RPO, e.
 `network.proven.0s+cluster.drift.7200s+flux.skipped` (`failed` layers may have none: nothing was chosen).
 The measured RPO is what a restore of the chosen version now would lose: 0 when it is the stack's newest
 state (a layer untouched for weeks loses nothing), else the age of the oldest state written after it
-(`recovery.recovery_point.measured_rpo`). A reader such as `fleet status` learns the latest result per layer,
+(`recovery.choice.recovery_point.measured_rpo`). A reader such as `fleet status` learns the latest result per layer,
 and the measured RPO, from a listing alone. The record itself holds, per layer: the version (key, S3 version
 id, serial, sha256, lineage, time), its age at the rehearsal, the measured RPO and the newer states (how many,
 the oldest), the decryption (provider, result, why it

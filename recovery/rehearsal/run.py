@@ -21,7 +21,7 @@ from bootstrap.engine.secrets_provider import PASSPHRASE, state_provider
 from bootstrap.errors import BadInput, GroundctlError
 from bootstrap.records.drift import drift_row
 from bootstrap.untrusted import epoch
-from recovery.recovery_point import measured_rpo
+from recovery.choice.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
 from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
                                       kms_region, preview_failure, preview_from_row, preview_not_run,

@@ -15,7 +15,7 @@ A fork (two writers) has no flag: groundctl does not pick a side.
 `decide` never downloads anything. Candidates whose verdict is not known yet make it answer `Need`
 (evaluate this one, then ask again), so the caller downloads newest first and only as far as the
 decision needs: with an intact ledger that is usually one download. Its inputs are built from the
-ledger and the candidates by `recovery.choose_inputs`; what the choice loses is `recovery.recovery_point`.
+ledger and the candidates by `recovery.choice.choose_inputs`; what the choice loses is `recovery.choice.recovery_point`.
 """
 
 from __future__ import annotations

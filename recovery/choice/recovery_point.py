@@ -1,6 +1,6 @@
 """The recovery point: what restoring the chosen state loses compared with the newest known state.
 
-Pure, over the decision's `Choice` (`recovery.choose`) and the resource URNs of the chosen state and of
+Pure, over the decision's `Choice` (`recovery.choice.choose`) and the resource URNs of the chosen state and of
 the newest one that could be read; when none newer can be read, the ledger head's resource count is
 all that says what is lost.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from recovery.choose import Choice, Option
+from recovery.choice.choose import Choice, Option
 
 
 @dataclass(frozen=True)

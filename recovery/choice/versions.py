@@ -4,7 +4,7 @@ Listing costs a few LIST pages and no downloads: every S3 version (and delete ma
 `.pulumi/stacks/<project>/<stack>.json[.gz|.zst]`, Pulumi's `.bak` copies, the `<stack>.json.<nanos>`
 copies kept under PULUMI_DIY_BACKEND_RETAIN_CHECKPOINTS, history checkpoints and backups. Evaluating
 a candidate (download, parse, integrity) is the expensive part, so it is done by
-`recovery.evaluator.CandidateEvaluator` on demand, newest first, and a caller stops as soon as it has
+`recovery.choice.evaluator.CandidateEvaluator` on demand, newest first, and a caller stops as soon as it has
 what it needs:
 
 - with an intact ledger, `match_ledger` places candidates by their S3 version id (recorded in each

@@ -20,7 +20,7 @@ from recovery.lineage.integrity import foreign_stacks, verify_integrity
 from recovery.state.state_bytes import NotAState
 from recovery.state.state_model import StateDoc
 from recovery.state.state_parse import parse_state
-from recovery.versions import Candidate, Evaluation, single_part_etag
+from recovery.choice.versions import Candidate, Evaluation, single_part_etag
 
 # A scan of every version keeps this many downloads in flight while it parses, but at most this many
 # bytes of states ahead of the parser (always at least one state).

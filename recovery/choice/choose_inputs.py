@@ -1,6 +1,6 @@
 """The decision's inputs from what recovery read: ledger records as `Evidence`, candidates as `Option`s.
 
-Pure adapters for `recovery.choose.decide`: `evidence_from` says how far the ledger can be trusted,
+Pure adapters for `recovery.choice.choose.decide`: `evidence_from` says how far the ledger can be trusted,
 and `options_from` places each candidate on the ledger's timeline (recorded at a serial, or written
 just after one), without downloading anything it does not have to.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Optional, Sequence
 
-from recovery.choose import Evidence, Fork, Option
+from recovery.choice.choose import Evidence, Fork, Option
 
 
 def evidence_from(records: Sequence, chain_findings: Sequence = (), ledger_problems: Sequence = (),
@@ -47,7 +47,7 @@ def _record_time(r) -> Optional[datetime]:
 
 
 def options_from(candidates: Sequence, records: Sequence, evidence: Evidence) -> list[Option]:
-    """Each candidate (`recovery.versions.Candidate`) as an `Option`, placed on the ledger's timeline.
+    """Each candidate (`recovery.choice.versions.Candidate`) as an `Option`, placed on the ledger's timeline.
 
     A candidate is recorded at a serial when its version id (exact, no download) or its sha256 (once
     evaluated) is in a record. An unledgered version of the stack object is placed after the newest
