@@ -51,7 +51,7 @@ from recovery.choice.evaluator import SCAN_PREFETCH, CandidateEvaluator  # noqa:
 from recovery.guide.flow import run_guide  # noqa: E402
 from recovery.guide.model import GuideOptions, GuideServices  # noqa: E402
 from recovery.lineage.integrity import new_magic  # noqa: E402
-from recovery.inventory import Inventory  # noqa: E402
+from recovery.survivors.inventory import Inventory  # noqa: E402
 from recovery.choice.versions import list_candidates  # noqa: E402
 
 ENV, LAYER = "bench", "network"

@@ -35,7 +35,7 @@ def _context(target, clock=time.time):
     from recovery.drills.rebuild_cluster import DrillContext, orchestrated_layers
 
     def inventory(environment: str, layer: str):
-        from recovery.inventory import collect
+        from recovery.survivors.inventory import collect
         return collect(target.clients, environment, layer)
 
     def kube_for(kubeconfig: str):

@@ -113,7 +113,7 @@ def recover(
     from recovery.choice.choose import Flags
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
-    from recovery.inventory import collect
+    from recovery.survivors.inventory import collect
     from recovery.report import redact
 
     lay = layer_named(layer)

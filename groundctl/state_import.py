@@ -18,7 +18,7 @@ from groundctl.state import printable, state_app
 from bootstrap.errors import BadInput, StateUnusable
 
 if TYPE_CHECKING:
-    from recovery.import_plan import ImportPlan
+    from recovery.survivors.import_plan import ImportPlan
 
 
 def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -65,7 +65,7 @@ def import_plan(
         raise BadInput(f"{out} already exists. Choose another path with --out, or pass --force to replace it.")
     check_file(out)  # before the state is read: a destination that cannot be written wastes that work
     resources, stack = raw_resources(file)
-    from recovery.import_plan import plan_from_state
+    from recovery.survivors.import_plan import plan_from_state
 
     plan = plan_from_state(resources)
     write_text(out, json.dumps(plan.to_pulumi_json(), indent=4, ensure_ascii=False) + "\n")

@@ -20,7 +20,7 @@ import pytest
 from bootstrap.aws.backend import BackendReport, ensure_backend
 from bootstrap.aws.backend_import import PROVIDER_NAME, backend_import_document, provider_urn
 from bootstrap.engine.automation import missing_providers
-from recovery.import_ids import import_id
+from recovery.survivors.import_ids import import_id
 from recovery.state.urns import expected_urn
 from tests.stackutil import run, spec
 

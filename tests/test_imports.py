@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap.engine.results import SECRET_SIG
-from recovery.import_plan import ImportPlan, plan_for_survivors, plan_from_state
-from recovery.state_vs_live import LiveItem, classify
+from recovery.survivors.import_plan import ImportPlan, plan_for_survivors, plan_from_state
+from recovery.survivors.state_vs_live import LiveItem, classify
 from recovery.state.urns import expected_urn, urn_parts
 from tests.conftest import STATES
 

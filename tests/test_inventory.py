@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from bootstrap.layers import LAYER_NAMES
-from recovery.identify import CHILD_TYPES, Tagged, child_name, classify_arn, discovery, item_from_tagged
-from recovery.import_ids import KUBERNETES, rule_for
-from recovery.import_plan import plan_for_survivors
-from recovery.inventory import collect
-from recovery.state_vs_live import classify
+from recovery.survivors.identify import CHILD_TYPES, Tagged, child_name, classify_arn, discovery, item_from_tagged
+from recovery.survivors.import_ids import KUBERNETES, rule_for
+from recovery.survivors.import_plan import plan_for_survivors
+from recovery.survivors.inventory import collect
+from recovery.survivors.state_vs_live import classify
 from stacks.common import naming
 
 POLICY_DOC = json.dumps({"Version": "2012-10-17",

@@ -52,7 +52,7 @@ class GuideOptions:
 class GuideServices:
     store: Any
     engine: Callable[[], Any]                     # built lazily: a dry run never needs it
-    inventory: Callable[[str, str], Any]           # (environment, layer) -> recovery.inventory.Inventory
+    inventory: Callable[[str, str], Any]           # (environment, layer) -> recovery.survivors.inventory.Inventory
     lock_factory: Callable                         # (store, environment, run_id) -> context manager
     confirm: Callable[[str], bool]
     append_record: Callable = led.append_record

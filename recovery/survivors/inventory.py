@@ -15,7 +15,7 @@ An access entry's ARN names its cluster and its principal (without the principal
 is classified from the ARN and its principal confirmed against the cluster's `ListAccessEntries`.
 
 Every call is a read and is retried through `retry_transient`. Deciding what a resource *is* (ARN →
-type token, import ID, a child's logical name) is done by the pure functions of `recovery.identify`;
+type token, import ID, a child's logical name) is done by the pure functions of `recovery.survivors.identify`;
 this module does the reads.
 """
 
@@ -27,10 +27,10 @@ from typing import Any, Iterable, Mapping
 import botocore.exceptions
 
 from bootstrap.aws.clients import AwsClients, error_code, retry_transient
-from recovery.identify import (
+from recovery.survivors.identify import (
     BUCKET_SETTING_TYPES, T, Tagged, child_item, child_name, item_from_tagged, routes_of, same_principal,
 )
-from recovery.state_vs_live import LiveItem
+from recovery.survivors.state_vs_live import LiveItem
 from stacks.common import naming
 
 PAGE_SIZE = 100       # GetResources' maximum ResourcesPerPage

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from recovery.state_vs_live import PendingCreate
+from recovery.survivors.state_vs_live import PendingCreate
 from recovery.state.urns import logical_name
 
 CLEAR_UNCHECKED_FLAG = "--allow-clear-unchecked-creates"

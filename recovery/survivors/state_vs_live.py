@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from recovery.import_ids import import_id, import_id_from_state
+from recovery.survivors.import_ids import import_id, import_id_from_state
 from recovery.state.urns import NOT_IMPORTED, PROVIDER_PREFIX, live_resources, logical_name
 
 

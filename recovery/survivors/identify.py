@@ -2,9 +2,9 @@
 programs give untaggable children (by `stacks.common.naming`, exactly as the programs name them).
 
 An access entry's ARN names its cluster and its principal (without the principal's IAM path), so it
-is classified from the ARN; `recovery.inventory` confirms the principal against the cluster's list.
+is classified from the ARN; `recovery.survivors.inventory` confirms the principal against the cluster's list.
 
-Pure: inventory (`recovery.inventory`) does the reads and hands the answers here.
+Pure: inventory (`recovery.survivors.inventory`) does the reads and hands the answers here.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from recovery.import_ids import import_id
-from recovery.state_vs_live import LiveItem
+from recovery.survivors.import_ids import import_id
+from recovery.survivors.state_vs_live import LiveItem
 from stacks.common import naming
 
 _AUTONAME = re.compile(r"^(.+)-[0-9a-f]{7}$")  # Pulumi's auto-name: the logical name plus 7 hex digits
@@ -121,7 +121,7 @@ def access_entry_props(partition: str, segs: list[str]) -> dict[str, str]:
     """An access entry's cluster and principal from the segments of its ARN after `access-entry/`:
     `<cluster>/<role|user>/<account>/<principal name>/<uuid>` (the EKS access-entry ARN format of the
     AWS Service Authorization Reference). The ARN drops the principal's IAM path, so the principal built
-    here is right for path-less principals; `recovery.inventory.collect` replaces it with the one EKS lists."""
+    here is right for path-less principals; `recovery.survivors.inventory.collect` replaces it with the one EKS lists."""
     if len(segs) != 5 or not all(segs[:4]) or segs[1] not in ("role", "user"):
         return {"clusterName": segs[0]} if segs and segs[0] else {}
     cluster, kind, account, name, _uuid = segs

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from recovery.import_ids import import_id_from_state, rule_for
-from recovery.state_vs_live import LiveItem
+from recovery.survivors.import_ids import import_id_from_state, rule_for
+from recovery.survivors.state_vs_live import LiveItem
 from recovery.state.urns import (
     NOT_IMPORTED, PROVIDER_PREFIX, ROOT_STACK, expected_urn, is_default_provider, live_resources, logical_name,
     provider_urn, urn_parts,
