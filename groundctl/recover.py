@@ -30,7 +30,7 @@ def _show(cond) -> None:
 
 def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path, Path]:
     from bootstrap.destinations import write_files
-    from recovery.report import render_markdown, transcript_json
+    from recovery.restoring.report import render_markdown, transcript_json
 
     stem = f"recover-{transcript['environment']}-{transcript['layer']}-{transcript['run_id']}"
     js, md = write_files(out, {f"{stem}.json": transcript_json(transcript, secrets),
@@ -114,7 +114,7 @@ def recover(
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
     from recovery.survivors.inventory import collect
-    from recovery.report import redact
+    from recovery.restoring.report import redact
 
     lay = layer_named(layer)
     writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome

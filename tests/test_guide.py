@@ -13,7 +13,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
 from recovery.guide.flow import PHASES, plan_phases, run_guide
 from recovery.guide.model import GuideOptions
-from recovery.report import render_markdown, transcript_json
+from recovery.restoring.report import render_markdown, transcript_json
 from tests.fakes.engine import FakeResource
 
 REPO = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ def test_a_one_letter_passphrase_never_mangles_a_message():
     from bootstrap.engine.errors import scrub
     from bootstrap.errors import EngineError
     from bootstrap.records.runs import redact
-    from recovery.report import redact as redact_report
+    from recovery.restoring.report import redact as redact_report
 
     text = "Fix the cause above; the exit code is 4"
     for short in ("x", "e", "the", "cause"):

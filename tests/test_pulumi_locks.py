@@ -24,7 +24,7 @@ from bootstrap.records.pulumi_locks import break_decision, break_locks, judge, p
 from tests.conftest import local_spec_with_bucket
 from tests.test_cli_errors import groundctl
 from tests.test_restore import append, body, lock, plan_for, seed
-from recovery.restore import restore
+from recovery.restoring.restore import restore
 
 HERE = proc_probe.here()
 HOST = HERE.host

@@ -13,7 +13,7 @@ from bootstrap.errors import LockHeld
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.restore import RestorePlan, restore, suffix_for
+from recovery.restoring.restore import RestorePlan, restore, suffix_for
 
 PROJECT, STACK = "network", "dev"
 KEY = layout.stack_key(PROJECT, STACK)

@@ -102,7 +102,7 @@ def test_one_line_quotes_an_outside_value_inside_a_paragraph():
 
 
 def test_a_recovery_report_shows_control_characters_as_escapes():
-    from recovery.report import render_markdown
+    from recovery.restoring.report import render_markdown
 
     phase = {"phase": "assess", "status": "refused", "reason": "LockHeld", "attempted": True, "details": {},
              "message": "held by ops\x1b]8;;https://evil.example\x1b\\here", "next_step": "wait"}

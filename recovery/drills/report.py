@@ -24,7 +24,7 @@ from bootstrap.untrusted import Unreadable, inert
 from recovery.drills.stored import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
-from recovery.report import redact
+from recovery.restoring.report import redact
 from recovery.drills.timeline_svg import render as render_svg
 
 
@@ -90,7 +90,7 @@ class DrillReport:
 
 
 def redact_obj(obj: Any, secret_values: Iterable[str]) -> Any:
-    """`obj` with every secret value masked: the recovery transcript's redaction (`recovery.report`),
+    """`obj` with every secret value masked: the recovery transcript's redaction (`recovery.restoring.report`),
     so a guide transcript embedded in a state-loss drill report is masked by the same rule."""
     return redact(obj, secret_values, REDACTED)
 

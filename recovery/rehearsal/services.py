@@ -90,7 +90,7 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     from bootstrap.engine.preflight import require_cli
     from bootstrap.engine.versions import platform_key
     from bootstrap.errors import CloudError
-    from recovery.report import redact
+    from recovery.restoring.report import redact
     from recovery.rehearsal.record import rehearsal_record
     from recovery.rehearsal.run import Services, rehearse
     from recovery.rehearsal.scratch import ScratchBackend
