@@ -113,7 +113,7 @@ def status(
     kind and its RTO trend, lock, ledger head age, bucket protection vs RPO."""
     from bootstrap.aws.clients import call_deadline
     from recovery.fleet.access import sources
-    from recovery.fleet.reading import read_fleet
+    from recovery.evidence.reading import read_fleet
     from recovery.fleet.status import failing, fleet_report
 
     if fail_on is not None and fail_on not in ("critical", "warning"):

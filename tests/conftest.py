@@ -270,7 +270,7 @@ def seeded_fleet(emulator_endpoint):
     import uuid
 
     from bootstrap.aws.objectstore import ObjectStore
-    from recovery.fleet.reading import Source, read_fleet
+    from recovery.evidence.reading import Source, read_fleet
     from recovery.fleet.status import fleet_report
     from tests.fleetseed import seed_fleet
 

@@ -10,10 +10,10 @@ import pytest
 
 from bootstrap.engine.results import SECRET_SIG
 from bootstrap.untrusted import Unreadable
-from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
+from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
                                       decrypt_failure, failure_kind, kms_key_id, kms_region, preview_from_row,
                                       run_outcome, secrets_in)
-from recovery.rehearsal.record import load_rehearsal_record, parse_name, record_name, rehearsal_record
+from recovery.evidence.rehearsal_record import load_rehearsal_record, parse_name, record_name, rehearsal_record
 from recovery.rehearsal.scope import newest_to_rehearse, plan_scope, references_of, version_of
 
 KMS = "awskms://alias/groundctl-dev?region=eu-west-1"

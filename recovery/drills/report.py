@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 from bootstrap.records import layout
 from bootstrap.records.runs import REDACTED
 from bootstrap.untrusted import Unreadable, inert
-from recovery.drills.stored import load_drill_record
+from recovery.evidence.drill_record import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
 from recovery.restoring.report import redact
@@ -194,7 +194,7 @@ RUNNING = "running"  # the outcome of a progress checkpoint (recovery.drills.run
 def record_name(report: DrillReport) -> str:
     """`<drill_id>--<outcome>[-<seconds>s]` for a finished drill: a listing alone tells each drill's verdict and
     measured recovery time, so `fleet status` judges the RTO trend without reading every record
-    (`recovery.fleet.reading`). A progress checkpoint keeps the plain `<drill_id>`, rewritten after each phase."""
+    (`recovery.evidence.reading`). A progress checkpoint keeps the plain `<drill_id>`, rewritten after each phase."""
     if report.verdict.outcome == RUNNING:
         return report.drill_id
     took = report.verdict.recovery_seconds

@@ -9,7 +9,7 @@ import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
 from bootstrap.untrusted import one_line
-from recovery.rehearsal.judge import KeyState
+from recovery.evidence.rehearsal_judge import KeyState
 
 
 def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
@@ -91,7 +91,7 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     from bootstrap.engine.versions import platform_key
     from bootstrap.errors import CloudError
     from recovery.restoring.report import redact
-    from recovery.rehearsal.record import rehearsal_record
+    from recovery.evidence.rehearsal_record import rehearsal_record
     from recovery.rehearsal.run import Services, rehearse
     from recovery.rehearsal.scratch import ScratchBackend
 

@@ -3,13 +3,13 @@ on its own deadline, so one stuck endpoint is that environment's row and never t
 
 Per environment, a number of calls that does not grow with its drift or drill history:
 - the bucket's versioning and noncurrent-version lifecycle, and its replication when the spec asks for a
-  replica (`recovery.fleet.protection`): 2 or 3 calls;
+  replica (`recovery.evidence.protection`): 2 or 3 calls;
 - a listing of its newest drift records (named newest first, with their verdict: a small page, and one
   more, bounded, only while a run of drifted or failed checks goes on past it, to date its start), and one listing of
   `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
   names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
 - a listing of its REHEARSAL_PAGE newest restore rehearsal records (named newest first with every layer's
-  verdict and the age of the version it proved: `recovery.rehearsal.record`);
+  verdict and the age of the version it proved: `recovery.evidence.rehearsal_record`);
 - the latest drill of a kind only when it did not pass (its reason, its failed phase), the newest rehearsal
   record of a layer only when that layer failed in it (its reason), and the lock object only when one is
   listed. A passing drill's or rehearsal's name says all the status shows of it.
@@ -34,10 +34,10 @@ from bootstrap.records import layout
 from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.lock_status import lock_status
 from bootstrap.untrusted import Unreadable
-from recovery.drills.stored import load_drill_record
-from recovery.fleet.protection import read_protection
-from recovery.rehearsal.record import load_rehearsal_record
-from recovery.rehearsal.record import parse_name as parse_rehearsal_name
+from recovery.evidence.drill_record import load_drill_record
+from recovery.evidence.protection import read_protection
+from recovery.evidence.rehearsal_record import load_rehearsal_record
+from recovery.evidence.rehearsal_record import parse_name as parse_rehearsal_name
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")

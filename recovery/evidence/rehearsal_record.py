@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Optional
 from bootstrap.records.layout import rehearsal_key
 from bootstrap.records.runs import iso, new_run_id, redact
 from bootstrap.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
-from recovery.rehearsal.judge import OUTCOMES, LayerResult, run_outcome
+from recovery.evidence.rehearsal_judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1
 _END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds

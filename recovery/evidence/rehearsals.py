@@ -1,6 +1,6 @@
 """`fleet status`'s "last proven restore": per layer, what the newest restore rehearsals say. Pure.
 
-From the rehearsal records' names alone (`recovery.fleet.reading.rehearsals`, newest first): per layer the
+From the rehearsal records' names alone (`recovery.evidence.reading.rehearsals`, newest first): per layer the
 last rehearsal (its verdict, when, the reason when it failed), the last one that proved the layer restorable
 (`proven`, or `drift`: restorable, the cloud differs) with its measured RPO (what a restore of the version it
 proved would lose: 0 when that was the stack's newest state, else the age of the oldest newer one), and the
