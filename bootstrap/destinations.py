@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.spec_file import check_name
 
 PROBE_BYTES = 64 * 1024  # about the size of a plan or report file: a file system without room for it is full

@@ -8,7 +8,7 @@ relative to its own folder (`program_manifest_path`): the same words in every cl
 
 `manifest_problem` is what `spec check`, the offline plan and every engine run ask before the flux layer
 runs: a local manifest must be a regular, readable file within MAX_MANIFEST_BYTES (read under a deadline,
-`bootstrap.user_files`) whose sha256 is the pinned one when one is pinned. A URL is not fetched here: the
+`bootstrap.kit.user_files`) whose sha256 is the pinned one when one is pinned. A URL is not fetched here: the
 program fetches and checks it before an update (stacks/flux/__main__.py), which is the check a by-hand
 `pulumi up` passes through too; a second download here would prove only that copy.
 
@@ -25,8 +25,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from bootstrap.errors import SpecError
-from bootstrap.user_files import UnusableFile, read_user_file
+from bootstrap.kit.errors import SpecError
+from bootstrap.kit.user_files import UnusableFile, read_user_file
 from stacks.common.manifest import MAX_MANIFEST_BYTES, RELEASE_URL, is_url, mismatch, sha256_hex
 
 FIELD = "flux.manifest_path"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from bootstrap.errors import EngineError, GroundctlError, Refused
+from bootstrap.kit.errors import EngineError, GroundctlError, Refused
 
 NAMESPACE = "flux-system"
 LABEL = "kustomize.toolkit.fluxcd.io/name"

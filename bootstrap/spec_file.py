@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from bootstrap.errors import BadInput, SpecError
+from bootstrap.kit.errors import BadInput, SpecError
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_DEPTH = 32

@@ -16,8 +16,8 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import BadInput, Refused
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput, Refused
 from groundctl.cli import app
 from groundctl.common import Group, json_opt, table
 
@@ -144,10 +144,10 @@ def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Option
     """(problems, notes, the wheel's folder when the install step must point a `file:` URL at it) for the
     repository's requirements file `install`."""
     from bootstrap.ci import requirements as req
-    from bootstrap.user_files import UnusableFile, read_user_file
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     why = ""
-    try:  # a FIFO, a device or a hung mount is a problem naming the file, never a wait (bootstrap.user_files)
+    try:  # a FIFO, a device or a hung mount is a problem naming the file, never a wait (bootstrap.kit.user_files)
         text = read_user_file(str(repo / install), what="", fix="", max_bytes=REQUIREMENTS_MAX_BYTES,
                               follow_symlinks=False).decode("utf-8")
     except UnusableFile as exc:

@@ -11,8 +11,8 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import BadInput
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, Group, json_opt, table, writable_dir
 

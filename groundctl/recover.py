@@ -11,10 +11,10 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
-from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
+from bootstrap.kit.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_named
 
 _STATUS = {"achieved": "ok", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",

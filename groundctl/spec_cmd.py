@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import Group, ENV_ARG, json_opt
 

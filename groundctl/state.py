@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def versions(
     import botocore.exceptions
 
     from bootstrap.aws.clients import error_code
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
     from recovery.lineage.placement import place_candidates

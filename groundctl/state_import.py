@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.state import printable, state_app
-from bootstrap.errors import BadInput, StateUnusable
+from bootstrap.kit.errors import BadInput, StateUnusable
 
 if TYPE_CHECKING:
     from recovery.survivors.import_plan import ImportPlan

@@ -15,8 +15,8 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import GroundctlError
+from bootstrap.kit import console
+from bootstrap.kit.errors import GroundctlError
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, split_layers, state_reader, table
 from groundctl.state import printable, state_app
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from groundctl.state import printable, state_app
 

@@ -8,10 +8,10 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import select
 
 
@@ -116,7 +116,7 @@ def drift(
     from bootstrap.apply.preview import preview_all
     from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
-    from bootstrap.errors import GroundctlError
+    from bootstrap.kit.errors import GroundctlError
     from bootstrap.records.drift import drift_record, drift_row, failed_drift_record, save_drift_record
     from bootstrap.target import open_target
 

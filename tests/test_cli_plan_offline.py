@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.spec_file import ENVIRONMENTS_DIR
 from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 

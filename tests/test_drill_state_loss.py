@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from bootstrap.records import layout
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.records.lock_status import lock_status
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore

@@ -13,7 +13,7 @@ from bootstrap.engine.events import (
 )
 from bootstrap.engine.results import SECRET_SIG, outputs_from_automation
 from bootstrap.engine.workspace import backend_url, workspace_settings
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.spec import load_spec
 
 CANARY = "canary-Zq8v1T0pS3cr3t"

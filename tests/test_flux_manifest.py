@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bootstrap.engine.stack_config import layer_config
-from bootstrap.errors import BadInput, SpecError
+from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.planning.mockrun import run_program
 from bootstrap.spec import load_spec, parse_spec
 from tests.conftest import REPO

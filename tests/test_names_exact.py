@@ -9,7 +9,7 @@ import copy
 import pytest
 import yaml
 
-from bootstrap.errors import SpecError
+from bootstrap.kit.errors import SpecError
 from bootstrap.spec import parse_spec
 from bootstrap.spec_file import environments_dir
 

@@ -19,7 +19,7 @@ from bootstrap.engine import plugins, preflight, toolchain
 from bootstrap.engine.plugins import PROGRAM, STATE, Plugin, PluginPlaces
 from bootstrap.engine.versions import (LINUX_AMD64, NOT_RECORDED, PROVIDER_PLUGINS, PULUMI_CLI_MIN,
                                       PULUMI_CLI_PINNED, Release)
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.layers import STACKS_DIR
 from tests.conftest import REPO
 

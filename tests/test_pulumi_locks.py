@@ -14,7 +14,7 @@ import pytest
 
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.engine.errors import StackLocked
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.records import layout, proc_probe
 from bootstrap.records.liveness import ALIVE, DEAD, GONE, UNKNOWN, Place, Process
 from bootstrap.records.lock_history import LockHistory

@@ -15,7 +15,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from bootstrap.records.drift import failed_drift_record, load_drift_record, record_name, save_drift_record
 from bootstrap.spec import parse_spec
-from bootstrap.untrusted import Unreadable
+from bootstrap.kit.untrusted import Unreadable
 from recovery.evidence.drill_record import load_drill_record
 from recovery.evidence.reading import Source, read_fleet
 from recovery.fleet.status import fleet_report

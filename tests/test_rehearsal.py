@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from bootstrap.engine.results import SECRET_SIG
-from bootstrap.untrusted import Unreadable
+from bootstrap.kit.untrusted import Unreadable
 from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
                                       decrypt_failure, failure_kind, kms_key_id, kms_region, preview_from_row,
                                       run_outcome, secrets_in)

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 
 from bootstrap.engine.errors import UnexpectedChanges
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.records import layout

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.spec import load_spec
 from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, ConfigValue, layer_config

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import LAYERS
 from bootstrap.planning.mockrun import run_program
 from bootstrap.engine.stack_config import ConfigValue, layer_config

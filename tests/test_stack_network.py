@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from stacks.common import naming
 from stacks.common.subnets import subnet_layout
 from tests.stackutil import (

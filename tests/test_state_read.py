@@ -9,7 +9,7 @@ import json
 import pytest
 import zstandard
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from recovery.state.state_bytes import NotAState
 from recovery.state.state_parse import parse_state, read_state_file
 from tests.conftest import STATES

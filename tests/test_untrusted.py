@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bootstrap import console
-from bootstrap.untrusted import (MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, one_line, text,
+from bootstrap.kit import console
+from bootstrap.kit.untrusted import (MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, one_line, text,
                                  whole)
 
 

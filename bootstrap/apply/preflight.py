@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps
 from bootstrap.engine import preflight as engine_preflight

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 
 

@@ -13,7 +13,7 @@ from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
 from bootstrap.engine.pending import refuse_pending
 from bootstrap.engine.preflight import require_pulumi
 from bootstrap.engine.workspace import workspace_settings
-from bootstrap.errors import BadInput, EngineError, GroundctlError
+from bootstrap.kit.errors import BadInput, EngineError, GroundctlError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
 
 

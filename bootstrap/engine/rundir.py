@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 # The `pip` toolchain runs PULUMI_PYTHON_CMD (groundctl's interpreter) with no virtualenv of its own
 # (sdk/python/toolchain/pip.go newPip, CommandPath); left on `auto`, Pulumi >= 3.230 looks upward from the

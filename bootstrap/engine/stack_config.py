@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.flux_manifest import program_manifest_path
 from bootstrap.layers import layer as layer_named
 from bootstrap.spec import EnvironmentSpec

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import drift_key
 from bootstrap.records.runs import new_run_id, iso, redact
-from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, outcome, prose, text, when, whole
+from bootstrap.kit.untrusted import Unreadable, flag, items, load_record, obj, outcome, prose, text, when, whole
 
 DRIFTED = ("drift", "not deployed")
 

@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from bootstrap.records import layout
-from bootstrap.errors import CloudError, StateUnusable
+from bootstrap.kit.errors import CloudError, StateUnusable
 from bootstrap.aws.objectstore import ObjectStore, StoredObject
-from bootstrap.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
+from bootstrap.kit.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
 
 _RECORD_NAME = re.compile(r"^(\d{12})\.json$")
 MAX_APPEND_ATTEMPTS = 60

@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ValidationError
 
-from bootstrap.errors import BadInput, SpecError
+from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.flux_manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
 from bootstrap.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
@@ -110,7 +110,7 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
         )
     notice = bundled_notice(path, spec.aws.account_id)
     if notice:
-        from bootstrap import console
+        from bootstrap.kit import console
 
         console.warn(notice)  # on stderr: --json stays one document
     return spec

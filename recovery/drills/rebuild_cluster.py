@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.flux.check import install_for
 from bootstrap.flux.ready import compare_revisions, revisions
 from bootstrap.flux.wait import observe, wait_ready

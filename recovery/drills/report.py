@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from bootstrap.records import layout
 from bootstrap.records.runs import REDACTED
-from bootstrap.untrusted import Unreadable, inert
+from bootstrap.kit.untrusted import Unreadable, inert
 from recovery.evidence.drill_record import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)

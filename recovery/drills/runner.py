@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional
 
-from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.kube.api import KubeApi
 from bootstrap.records.runs import redact
 from recovery.drills import phases as dp

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bootstrap.untrusted import Unreadable, flag, items, load_record, number, obj, outcome, prose, text, when
+from bootstrap.kit.untrusted import Unreadable, flag, items, load_record, number, obj, outcome, prose, text, when
 
 # recovery.drills.phases.Verdict, and a progress checkpoint's "running" (recovery.drills.report.RUNNING)
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run", "running")

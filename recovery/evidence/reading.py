@@ -28,12 +28,12 @@ from itertools import islice, takewhile
 from typing import Any, Callable, Optional
 
 from bootstrap.aws.clients import separate_budget
-from bootstrap.errors import GroundctlError
+from bootstrap.kit.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
 from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.lock_status import lock_status
-from bootstrap.untrusted import Unreadable
+from bootstrap.kit.untrusted import Unreadable
 from recovery.evidence.drill_record import load_drill_record
 from recovery.evidence.protection import read_protection
 from recovery.evidence.rehearsal_record import load_rehearsal_record

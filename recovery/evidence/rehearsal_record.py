@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import rehearsal_key
 from bootstrap.records.runs import iso, new_run_id, redact
-from bootstrap.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
+from bootstrap.kit.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
 from recovery.evidence.rehearsal_judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from bootstrap.untrusted import Unreadable
+from bootstrap.kit.untrusted import Unreadable
 from recovery.evidence.reading import rehearsals
 from recovery.evidence.rehearsals import summarize_rehearsals
 from recovery.evidence.rehearsal_record import load_rehearsal_record

@@ -18,9 +18,9 @@ import botocore.exceptions
 
 from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.engine.secrets_provider import PASSPHRASE, state_provider
-from bootstrap.errors import BadInput, GroundctlError
+from bootstrap.kit.errors import BadInput, GroundctlError
 from bootstrap.records.drift import drift_row
-from bootstrap.untrusted import epoch
+from bootstrap.kit.untrusted import epoch
 from recovery.choice.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
 from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
-from bootstrap.untrusted import one_line
+from bootstrap.kit.untrusted import one_line
 from recovery.evidence.rehearsal_judge import KeyState
 
 
@@ -89,7 +89,7 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     from bootstrap.aws.backend import check_account
     from bootstrap.engine.preflight import require_cli
     from bootstrap.engine.versions import platform_key
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
     from recovery.restoring.report import redact
     from recovery.evidence.rehearsal_record import rehearsal_record
     from recovery.rehearsal.run import Services, rehearse

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from bootstrap.masking import mask_obj
-from bootstrap.untrusted import inert
+from bootstrap.kit.masking import mask_obj
+from bootstrap.kit.untrusted import inert
 
 MASK = "[secret]"
 _STATUS_MARK = {"achieved": "achieved", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from bootstrap.engine.secrets_provider import check_state_provider, state_provider
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.pulumi_locks import refuse_restore_under_lock

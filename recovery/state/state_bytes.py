@@ -18,8 +18,8 @@ from typing import Any
 
 import zstandard
 
-from bootstrap.errors import BadInput
-from bootstrap.untrusted import decode_json
+from bootstrap.kit.errors import BadInput
+from bootstrap.kit.untrusted import decode_json
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

@@ -16,7 +16,7 @@ import stat
 import threading
 from typing import Callable
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 DEFAULT_DEADLINE_SECONDS = 10.0
 

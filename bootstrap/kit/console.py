@@ -22,7 +22,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from bootstrap.untrusted import inert
+from bootstrap.kit.untrusted import inert
 
 
 def _width(stream) -> int | None:

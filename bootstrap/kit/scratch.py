@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Callable, Mapping, Optional
 
-from bootstrap.errors import GroundctlError
+from bootstrap.kit.errors import GroundctlError
 
 DEFAULT = "/tmp"
 HOW = ("Set TMPDIR to a writable folder, or give the default one: `docker run --read-only` needs `--tmpfs /tmp`, "
