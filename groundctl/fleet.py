@@ -26,7 +26,7 @@ _ENVS = typer.Option(None, "--environments", help="Folder of environment specs (
 def _spec_files(folder: Optional[Path]):
     """Every `*.yaml` of the folder, validated, with its text as written."""
     from bootstrap.spec import load_spec
-    from bootstrap.spec_file import ENVIRONMENTS_DIR, environments_dir
+    from bootstrap.spec.spec_file import ENVIRONMENTS_DIR, environments_dir
     from recovery.fleet.manifests import SpecFile
 
     base = folder or environments_dir()

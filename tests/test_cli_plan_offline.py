@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bootstrap.kit.errors import BadInput
-from bootstrap.spec_file import ENVIRONMENTS_DIR
+from bootstrap.spec.spec_file import ENVIRONMENTS_DIR
 from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 
 REPO = Path(__file__).resolve().parent.parent

@@ -309,7 +309,7 @@ def test_heartbeat_age_uses_last_modified_against_the_response_date():
 def _spec_file(tmp_path, bucket, endpoint="embedded"):
     import yaml
 
-    from bootstrap.spec_file import ENVIRONMENTS_DIR
+    from bootstrap.spec.spec_file import ENVIRONMENTS_DIR
     data = yaml.safe_load((ENVIRONMENTS_DIR / "local.yaml").read_text())
     data["backend"]["bucket"] = bucket
     data["aws"]["endpoint_url"] = endpoint

@@ -11,7 +11,7 @@ import yaml
 
 from bootstrap.kit.errors import SpecError
 from bootstrap.spec import parse_spec
-from bootstrap.spec_file import environments_dir
+from bootstrap.spec.spec_file import environments_dir
 
 
 def _dev() -> dict:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.flux_manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
-from bootstrap.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
+from bootstrap.spec.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
 
 _FIXES = {
     "missing": "add this required key",
