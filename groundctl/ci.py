@@ -280,7 +280,7 @@ def _environments(repo: Path) -> list:
         except BadInput as exc:
             found.append(CiEnvironment(path.stem, spec_error=exc.message))
             continue
-        # A manifest inside the repository (every relative path is: bootstrap.flux_manifest) touches the environment.
+        # A manifest inside the repository (every relative path is: bootstrap.flux.manifest) touches the environment.
         manifest = spec.flux.manifest_path
         local = manifest and not manifest.startswith(("http://", "https://"))
         inside = local and os.path.relpath(manifest, repo.absolute())

@@ -18,7 +18,7 @@ def check(
     json_out: bool = json_opt("the validated spec"),
 ) -> None:
     """Validate an environment spec; exit 2 with the field and the fix when it is wrong."""
-    from bootstrap.flux_manifest import require_manifest
+    from bootstrap.flux.manifest import require_manifest
     from bootstrap.spec import load_spec
 
     spec = load_spec(environment)

@@ -186,7 +186,7 @@ def test_spec_check_refuses_the_shipped_production_examples_placeholder_digest_a
     program's download, after the layers before flux, found no manifest matching it. Now spec check says what it
     is and where the real digest comes from; the example's offline plan (nothing applied or downloaded) still runs
     (tests/test_offline_plan.py)."""
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
     from tests.test_cli_errors import assert_refused
 
     assert load_spec("prod").flux.manifest_sha256 == PLACEHOLDER_SHA256 and load_spec("prod").production
@@ -200,7 +200,7 @@ def test_spec_check_refuses_the_shipped_production_examples_placeholder_digest_a
 
 
 def test_a_local_manifest_pinned_by_the_placeholder_is_told_so_with_the_files_own_digest(repo, monkeypatch, capsys):
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
     from tests.test_cli_errors import assert_refused
 
     path = repo.write(manifest_path="manifests/flux.yaml", manifest_sha256=PLACEHOLDER_SHA256)

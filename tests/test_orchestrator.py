@@ -165,7 +165,7 @@ def test_a_placeholder_flux_digest_is_refused_before_the_first_layer_not_at_the_
     and the program found no manifest matching it, only after backend, network and cluster were applied. The
     engine phase refuses it by name (exit 2) before any layer; a run without the flux layer is not held up."""
     from bootstrap.kit.errors import SpecError, StateBucketMissing
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
 
     engine, open_, clock = world
     spec = local_spec.model_copy(update={"flux": local_spec.flux.model_copy(

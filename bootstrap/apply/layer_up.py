@@ -19,7 +19,7 @@ from bootstrap.apply.services import Services
 from bootstrap.apply.steps import LayerStep
 from bootstrap.apply.summary import counts_text, plan_summary, show_plan
 from bootstrap.kit.errors import EngineError, Refused
-from bootstrap.flux_owners import refuse_other_owner
+from bootstrap.flux.owners import refuse_other_owner
 from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import RunLog

@@ -276,7 +276,7 @@ class LayerStacks:
             raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
                               "Reinstall groundctl and run the command again.") from None
         if layer == "flux":
-            from bootstrap.flux_manifest import require_manifest
+            from bootstrap.flux.manifest import require_manifest
 
             require_manifest(self.spec)  # before Pulumi reads it: a missing, odd or unpinned file is exit 2
         lineage = self.lineage_for(layer) if self.lineage_for else None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bootstrap.kit.errors import BadInput
-from bootstrap.flux_manifest import program_manifest_path
+from bootstrap.flux.manifest import program_manifest_path
 from bootstrap.layers import layer as layer_named
 from bootstrap.spec import EnvironmentSpec
 

@@ -71,7 +71,7 @@ def run_offline(spec: EnvironmentSpec, *, on_layer: Callable[[str], None] = lamb
     crashes raises EngineError. `on_layer` is told each layer as it starts (for progress).
     """
     from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, layer_config
-    from bootstrap.flux_manifest import require_manifest
+    from bootstrap.flux.manifest import require_manifest
     from bootstrap.planning.mockrun import run_program
 
     # A local Flux manifest that is missing, a folder or not the pinned one: exit 2. A placeholder digest is

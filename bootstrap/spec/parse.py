@@ -11,7 +11,7 @@ from typing import Optional
 from pydantic import BaseModel, ValidationError
 
 from bootstrap.kit.errors import BadInput, SpecError
-from bootstrap.flux_manifest import resolve as resolve_manifest
+from bootstrap.flux.manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
 from bootstrap.spec.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
 
