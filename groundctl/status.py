@@ -95,7 +95,7 @@ def _s(value: object) -> str:
 def require_flux_secrets(spec, steps) -> None:
     """BadInput before any preview when the flux layer will run and its SSH secrets are not set: a scheduled
     drift check must fail at once with what to set, not after every other layer."""
-    from bootstrap.engine.stack_config import flux_secrets_missing
+    from bootstrap.spec.stack_config import flux_secrets_missing
 
     if any(s.layer == "flux" and not s.skip_reason for s in steps.layers):
         missing = flux_secrets_missing(spec, os.environ)

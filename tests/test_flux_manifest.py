@@ -12,7 +12,7 @@ import pulumi
 import pytest
 import yaml
 
-from bootstrap.engine.stack_config import layer_config
+from bootstrap.spec.stack_config import layer_config
 from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.planning.mockrun import run_program
 from bootstrap.spec import load_spec, parse_spec

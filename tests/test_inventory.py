@@ -166,7 +166,7 @@ def _declared(layer: str):
     """The layer program's declared resources, from H1's mock harness (the real program, mock runtime)."""
     from bootstrap.planning.mockrun import run_program
     from bootstrap.spec import load_spec
-    from bootstrap.engine.stack_config import layer_config
+    from bootstrap.spec.stack_config import layer_config
 
     spec_ = load_spec("prod")  # prod declares the most: replica bucket, NAT per AZ, admins
     upstream = {

@@ -271,7 +271,7 @@ class LayerStacks:
 
     def _layer_config(self, layer: str) -> dict:
         try:
-            from bootstrap.engine.stack_config import layer_config
+            from bootstrap.spec.stack_config import layer_config
         except ImportError as exc:
             raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
                               "Reinstall groundctl and run the command again.") from None

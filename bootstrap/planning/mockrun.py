@@ -34,7 +34,7 @@ from pulumi.runtime.stack import run_in_stack
 
 from bootstrap.kit.errors import BadInput, EngineError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
-from bootstrap.engine.stack_config import ConfigValue
+from bootstrap.spec.stack_config import ConfigValue
 
 SECRET = "[secret]"
 UNKNOWN = "(known after apply)"
