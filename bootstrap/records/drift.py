@@ -31,7 +31,7 @@ def drift_row(plan) -> dict:
     """What a refresh preview's `Plan` says about drift: the layer's state (`clean`, `drift`, `not deployed`,
     `skipped`), a one-line summary, the counts and the changed resources with the fields that differ. Pure.
     The drift check and the restore rehearsal judge their previews with it."""
-    from bootstrap.apply.summary import plan_summary
+    from bootstrap.planning.summary import plan_summary
     from bootstrap.engine.events import DELETED_MARK
     from bootstrap.planning.plan import NO_CHANGE_OPS
 

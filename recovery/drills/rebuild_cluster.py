@@ -195,7 +195,7 @@ def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
         n = sum(counts.values())
         return {"phase": phase, "layer": layer, "summary": f"destroys {n} resource(s) in state", "by_type": counts}
     try:
-        from bootstrap.apply.summary import plan_summary
+        from bootstrap.planning.summary import plan_summary
 
         plan = ctx.engine().preview(layer)
     except GroundctlError as exc:
