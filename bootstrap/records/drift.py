@@ -32,8 +32,7 @@ def drift_row(plan) -> dict:
     `skipped`), a one-line summary, the counts and the changed resources with the fields that differ. Pure.
     The drift check and the restore rehearsal judge their previews with it."""
     from bootstrap.planning.summary import plan_summary
-    from bootstrap.engine.events import DELETED_MARK
-    from bootstrap.planning.plan import NO_CHANGE_OPS
+    from bootstrap.planning.plan import DELETED_MARK, NO_CHANGE_OPS
 
     if plan.not_deployed:
         state = "not deployed"
