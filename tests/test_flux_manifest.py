@@ -140,9 +140,9 @@ def test_the_program_records_the_clones_manifest_without_the_clones_path(monkeyp
 
 
 def test_ci_counts_the_repository_manifest_as_the_environments_file(repo):
-    from groundctl.ci import _environments
+    from groundctl.ci import environments_of
 
-    (env,) = _environments(repo.path)
+    (env,) = environments_of(repo.path)
     assert env.extra_files == ("manifests/flux.yaml",)
 
 

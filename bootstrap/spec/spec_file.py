@@ -24,7 +24,7 @@ MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 QUOTE_PREFIX = 60
 # The example specs shipped with groundctl: found only when the working folder holds no environments/.
-ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
+ENVIRONMENTS_DIR = Path(__file__).resolve().parents[2] / "environments"
 
 
 def bounded(value: object, limit: int = QUOTE_PREFIX) -> str:
