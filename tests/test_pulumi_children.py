@@ -45,7 +45,7 @@ time.sleep(600)
 
 DRIVER = """\
 import sys, time
-from bootstrap import interrupts
+from bootstrap.kit import interrupts
 from bootstrap.engine import children, sdk_objects
 children.GRACE_SECONDS = float(sys.argv[1])
 interrupts.install()

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional, Sequence
 
-from bootstrap import interrupts
+from bootstrap.kit import interrupts
 
 GRACE_SECONDS = 10.0            # Pulumi's own cancellation, before its process group is killed
 KILL_SECONDS = 3.0              # a killed group's exit, reaped
