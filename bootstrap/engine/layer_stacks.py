@@ -28,11 +28,15 @@ class LayerStacks:
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
                  secrets_provider: str | None = None,
-                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None):
+                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None,
+                 private_copy: bool = False):
         # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
         # state_of: a layer's deployment as the backend's bucket holds it now, read where a `stack export` would
         # be (None where it cannot tell: the export runs then).
+        # private_copy: every stack is a private copy of a stored state (the rehearsal's scratch backend), which a
+        # preview may prove whatever pending operations it holds: nothing else previews or updates it.
+        self._private_copy = private_copy
         from bootstrap.engine.rundir import RunDir
 
         self._state_of = state_of
@@ -252,8 +256,10 @@ class LayerStacks:
         once per layer and run, before its first such operation (Pulumi only warns: bootstrap/engine/pending.py).
         The apply preflight refuses a whole run up front from the bucket; this catches what that read could not
         see (a state written since, one it could not parse) and guards the engine's other callers (recover's
-        verification, the drills, the rehearsal), on the export the layer's configuration already made."""
-        if layer in self._pending_checked:
+        verification, the drills), on the export the layer's configuration already made. A preview of a private
+        copy goes ahead: a preview writes no state, and the rehearsal proves the state an interrupted update left
+        (Pulumi previews it, warning only outside dry runs: pkg/resource/deploy/deployment_executor.go:183-187)."""
+        if layer in self._pending_checked or (operation == "preview" and self._private_copy):
             return
         if layer not in self._pending_seen:  # written since this run last exported it
             self._export_plain(layer, stack)

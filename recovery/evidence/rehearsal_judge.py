@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from bootstrap.engine.pending import pending_operations
 from bootstrap.engine.results import SECRET_SIG
 from bootstrap.engine.secrets_provider import PASSPHRASE
+from bootstrap.kit.untrusted import one_line
 
 MAX_CHANGES = 100       # changed resources kept in a record; the count says how many there were
 MAX_WALK = 2_000_000    # values visited when counting secrets: a bound, far above any real state
@@ -60,6 +62,38 @@ class Preview:
 
 
 @dataclass(frozen=True)
+class Pending:
+    """The pending operations of a restored version: what a recovery of it would meet. Its creates the recovery
+    reconciles (adopted where they made something, else dropped: recovery/survivors/pending_creates.py); any
+    other operation makes it refuse until an operator has checked that resource (recovery/guide/reconciling.py).
+    Each entry: {kind, urn}."""
+
+    creates: tuple[dict, ...] = ()
+    others: tuple[dict, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"creates": [dict(p) for p in self.creates], "others": [dict(p) for p in self.others]}
+
+
+def pending_of(deployment: Any) -> Pending:
+    """The pending operations of a deployment, as a recovery meets them. Pure."""
+    ops = pending_operations(deployment if isinstance(deployment, dict) else {})
+    # Read from the bucket: made inert and bounded before they are printed or recorded.
+    named = [(o.kind, {"kind": one_line(o.kind, 40), "urn": one_line(o.urn, 2000)}) for o in ops]
+    return Pending(tuple(p for kind, p in named if kind == "creating"),
+                   tuple(p for kind, p in named if kind != "creating"))
+
+
+def refusal_reason(label: str, pending: Pending) -> str:
+    """Why a recovery of the version would refuse: its pending operations that are not creates, each named."""
+    named = "; ".join(f"{p['kind']} {p['urn']}" for p in pending.others)
+    return (f"{label} restores, decrypts and previews, but a recovery of it would refuse: its state holds "
+            f"{len(pending.others)} pending operation(s) that are not creates ({named}), left by an update "
+            "interrupted while it changed or deleted them. Check each of these resources in the cloud and refresh "
+            "it, as runbooks/resolve-pending-operations.md says; a recovery then goes ahead")
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One version restored into the scratch backend, decrypted and previewed (as far as it got)."""
 
@@ -70,6 +104,7 @@ class Attempt:
     seconds: dict = field(default_factory=dict)   # phase -> seconds
     failed_phase: Optional[str] = None
     reason: Optional[str] = None
+    pending: Pending = Pending()
 
     @property
     def outcome(self) -> str:
@@ -80,7 +115,7 @@ class Attempt:
     def to_dict(self) -> dict:
         return {"version": dict(self.version), "age_seconds": self.age_seconds, "outcome": self.outcome,
                 "failed_phase": self.failed_phase, "reason": self.reason, "decrypt": self.decrypt.to_dict(),
-                "preview": self.preview.to_dict(), "seconds": dict(self.seconds)}
+                "preview": self.preview.to_dict(), "seconds": dict(self.seconds), "pending": self.pending.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -122,6 +157,7 @@ class LayerResult:
                 "newer": dict(self.newer) if self.newer is not None else None,
                 "version": dict(a.version) if a else None,
                 "decrypt": a.decrypt.to_dict() if a else None, "preview": a.preview.to_dict() if a else None,
+                "pending": a.pending.to_dict() if a else None,
                 "seconds": {**self.seconds, **(a.seconds if a else {})}, "choice": dict(self.choice),
                 "references": list(self.references), "others": [o.to_dict() for o in self.others],
                 "not_rehearsed": list(self.not_rehearsed)}
@@ -237,12 +273,21 @@ def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState]
 # -- the preview -----------------------------------------------------------------------------------
 
 
-def preview_from_row(row: dict) -> Preview:
-    """A refresh preview judged as `drift` judges it (a `bootstrap.records.drift.drift_row` dict)."""
-    changes = tuple(row.get("changes") or ())
-    result = "no-change" if row.get("state") == "clean" and not changes else "drift"
-    return Preview(result, row.get("summary") or "", dict(row.get("counts") or {}), changes[:MAX_CHANGES],
-                   len(changes))
+def preview_from_row(row: dict, unfinished: frozenset[str] = frozenset()) -> Preview:
+    """A refresh preview judged as `drift` judges it (a `bootstrap.records.drift.drift_row` dict). The creates
+    of `unfinished` (the URNs of the state's pending creates) are no drift: the interrupted update never
+    finished them, the program still declares them, and a recovery reconciles them (its verification accepts
+    exactly these: recovery/guide/verifying.py)."""
+    every = tuple(row.get("changes") or ())
+    changes = tuple(c for c in every if not (c.get("operation") == "create" and c.get("urn") in unfinished))
+    shown = len(every) - len(changes)
+    clean = not changes and (row.get("state") == "clean" or shown > 0)
+    summary = row.get("summary") or ""
+    if shown:
+        summary = (f"no change but the {shown} create(s) the interrupted update never finished" if clean
+                   else summary + f" (with the {shown} create(s) the interrupted update never finished)")
+    return Preview("no-change" if clean else "drift", summary, dict(row.get("counts") or {}),
+                   changes[:MAX_CHANGES], len(changes))
 
 
 def preview_failure(message: str) -> Preview:
