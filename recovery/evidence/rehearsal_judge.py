@@ -4,6 +4,7 @@ a layer. Pure: the shell hands in what the engine and KMS said."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -27,10 +28,13 @@ class KeyState:
     state: Optional[str] = None          # Enabled | Disabled | PendingDeletion | …; None when unread
     deletion_date: Optional[str] = None
     error: Optional[str] = None          # DescribeKey's own error code, when it failed
+    # How the key was known: `kms-error` (KMS's own error named it), `alias-now` (the key the state's alias points
+    # to now, which is not necessarily the one that failed), `provider` (the provider names the key itself).
+    source: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"id": self.key_id, "arn": self.arn, "state": self.state, "deletion_date": self.deletion_date,
-                "describe_error": self.error}
+                "describe_error": self.error, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -40,11 +44,13 @@ class Decrypt:
     kind: Optional[str] = None       # why it failed: wrong-passphrase, passphrase-missing, access-denied, …
     message: Optional[str] = None
     secrets: int = 0                 # secret values of the state decrypted
-    key: Optional[KeyState] = None
+    key: Optional[KeyState] = None   # the key the failure is about
+    alias_key: Optional[KeyState] = None  # where KMS's error named another key: the one the alias points to now
 
     def to_dict(self) -> dict:
         return {"result": self.result, "provider": self.provider, "kind": self.kind, "message": self.message,
-                "secrets": self.secrets, "key": self.key.to_dict() if self.key else None}
+                "secrets": self.secrets, "key": self.key.to_dict() if self.key else None,
+                "alias_key": self.alias_key.to_dict() if self.alias_key else None}
 
 
 @dataclass(frozen=True)
@@ -237,15 +243,44 @@ def failure_kind(provider: Optional[str], error: str, key: Optional[KeyState]) -
     return "decrypt-failed"
 
 
+_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,128}")
+
+
+def keys_named(error: str) -> list[str]:
+    """The KMS key ARNs an error names, in order, once each: KMS's own errors name the key the ciphertext was
+    encrypted with ("arn:aws:kms:…:key/… is disabled."), whatever alias the caller used. Pure."""
+    return list(dict.fromkeys(_KEY_ARN.findall(error)))
+
+
+def is_alias(key_id: Optional[str]) -> bool:
+    return bool(key_id) and (key_id.startswith("alias/") or ":alias/" in key_id)
+
+
 def _key_text(key: Optional[KeyState], fallback: Optional[str]) -> str:
     if key is None:
         return f"the KMS key {fallback}"
+    if key.source == "alias-now":
+        return f"the KMS key {key.key_id} points to now ({key.arn or 'not found'})"
     named = key.arn or key.key_id
     return f"the KMS key {named}" + (f" ({key.key_id})" if key.arn and key.key_id not in key.arn else "")
 
 
-def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState] = None) -> Decrypt:
-    """The failed decryption: the provider, the kind and one paragraph naming both and the engine's error."""
+def _whose(key: Optional[KeyState], alias_key: Optional[KeyState]) -> str:
+    """What the message must say of which key it named: the state records only an alias, which may have moved."""
+    if key is not None and key.source == "kms-error" and alias_key is not None:
+        return (f" KMS's error names this key; the state records only the alias {alias_key.key_id}, which now "
+                f"points to {alias_key.arn or 'no key'}: the alias was moved since this state was written.")
+    if key is not None and key.source == "alias-now":
+        return (f" KMS's error names no key and the state records only the alias, so this is the key the alias "
+                "points to now: if the alias was moved since this state was written, the key that failed is the "
+                "one it pointed to then.")
+    return ""
+
+
+def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState] = None,
+                    alias_key: Optional[KeyState] = None) -> Decrypt:
+    """The failed decryption: the provider, the kind and one paragraph naming both, which key it is about and how
+    that is known, and the engine's error."""
     kind = failure_kind(provider, error, key)
     what = {
         "wrong-passphrase": "the passphrase given (PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE) is "
@@ -264,10 +299,13 @@ def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState]
         "wrong-key": f"{_key_text(key, kms_key_id(provider))} is not the key the state's data key was "
                      "encrypted with",
     }.get(kind, "the engine could not decrypt them")
+    if kind not in ("wrong-passphrase", "passphrase-missing"):
+        what += "." + _whose(key, alias_key)
+        what = what.removesuffix(".")
     name = "passphrase" if provider in (None, PASSPHRASE) else provider
     message = (f"The state's secrets cannot be decrypted with its own secrets provider ({name}): {what}. "
                f"Every version encrypted with it is unusable until this is fixed. The engine said: {error}")
-    return Decrypt("failed", provider or PASSPHRASE, kind, message, 0, key)
+    return Decrypt("failed", provider or PASSPHRASE, kind, message, 0, key, alias_key)
 
 
 # -- the preview -----------------------------------------------------------------------------------

@@ -104,10 +104,12 @@ def _attempt_parts(d: dict) -> None:
     if decrypt:
         text(decrypt, "result"), text(decrypt, "provider", optional=True, max_len=500)
         text(decrypt, "kind", optional=True), prose(decrypt, "message"), whole(decrypt, "secrets", optional=True)
-        key = obj(decrypt, "key")
-        if key:
-            text(key, "id", max_len=500), text(key, "arn", optional=True, max_len=500)
-            text(key, "state", optional=True), text(key, "deletion_date", optional=True)
+        for field in ("key", "alias_key"):
+            key = obj(decrypt, field)
+            if key:
+                text(key, "id", max_len=500), text(key, "arn", optional=True, max_len=500)
+                text(key, "state", optional=True), text(key, "deletion_date", optional=True)
+                text(key, "source", optional=True)
     if preview:
         text(preview, "result"), prose(preview, "summary"), prose(preview, "error")
         whole(preview, "changes_total", optional=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 import botocore.exceptions
@@ -26,9 +26,10 @@ from bootstrap.records.drift import drift_row
 from bootstrap.kit.untrusted import epoch
 from recovery.choice.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
-from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
-                                               kms_region, pending_of, preview_failure, preview_from_row,
-                                               preview_not_run, preview_reason, refusal_reason, secrets_in)
+from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, is_alias,
+                                               keys_named, kms_key_id, kms_region, pending_of, preview_failure,
+                                               preview_from_row, preview_not_run, preview_reason, refusal_reason,
+                                               secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
 from recovery.state.state_bytes import NotAState, decompress, load_json
 
@@ -250,12 +251,28 @@ def _decrypt(engine, layer: str, provider: Optional[str], svc: Services) -> Decr
     try:
         deployment = engine.export_state(layer).get("deployment")
     except GroundctlError as exc:
-        key_id = kms_key_id(provider)
-        key = svc.describe_key(key_id, kms_region(provider)) if key_id else None
-        return decrypt_failure(provider, exc.message, key)
+        key, alias_key = _failed_key(provider, exc.message, svc)
+        return decrypt_failure(provider, exc.message, key, alias_key)
     count, plaintexts = secrets_in(deployment)
     svc.secrets.update(plaintexts)
     return Decrypt("ok", provider or PASSPHRASE, secrets=count)
+
+
+def _failed_key(provider: Optional[str], error: str, svc: Services) -> tuple[Optional[KeyState], Optional[KeyState]]:
+    """The KMS key a failed decryption is about, and, where it is not the alias's current key, that one too. The
+    state records its provider's alias only (`awskms://alias/…`), never a key, and the alias may have been moved
+    since: a decryption uses the key the ciphertext names (gocloud's awskms sends no KeyId to Decrypt), which
+    KMS's own errors name. Without a key in the error it is the alias's current key, and the message says so."""
+    key_id, region = kms_key_id(provider), kms_region(provider)
+    if key_id is None:
+        return None, None
+    if not is_alias(key_id):
+        return replace(svc.describe_key(key_id, region), source="provider"), None
+    now = replace(svc.describe_key(key_id, region), source="alias-now")
+    named = keys_named(error)
+    if not named or named[0] == now.arn:
+        return (replace(now, source="kms-error") if named else now), None
+    return replace(svc.describe_key(named[0], region), source="kms-error"), now
 
 
 def _preview(engine, layer: str, unfinished: frozenset[str] = frozenset()):
