@@ -139,3 +139,14 @@ def test_a_finished_child_returns_its_output_as_the_sdk_does(tmp_path):
     assert (code, out) == (0, "secret")
     with pytest.raises(subprocess.TimeoutExpired):
         children.run([sys.executable, "-c", "import time; time.sleep(60)"], cwd=None, env=os.environ, timeout=0.5)
+
+
+def test_the_bound_the_readme_and_the_exit_codes_page_give_is_the_codes():
+    from bootstrap.engine.children import GRACE_SECONDS, INTERRUPTED_EXIT_SECONDS, KILL_SECONDS
+
+    assert GRACE_SECONDS + KILL_SECONDS < INTERRUPTED_EXIT_SECONDS  # room for the unwinding after the kill
+    readme, page = (REPO / "README.md").read_text(), (REPO / "docs" / "exit-codes.md").read_text()
+    assert f"within {INTERRUPTED_EXIT_SECONDS} s with exit 130" in " ".join(readme.split())
+    assert f"killed after {GRACE_SECONDS:.0f} s" in " ".join(readme.split())
+    assert f"within {INTERRUPTED_EXIT_SECONDS} s of the signal, with exit 130" in " ".join(page.split())
+    assert f"still running {GRACE_SECONDS:.0f} s after the signal is killed" in " ".join(page.split())
