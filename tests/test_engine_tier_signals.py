@@ -1,5 +1,5 @@
 """Engine tier, issue 37 §1: SIGTERM sent to groundctl alone (an evicted pod's main process, `kill <pid>`) while
-a real Pulumi preview or update runs, at random moments after its first Pulumi process started.
+a real Pulumi preview or update runs, at random moments after that Pulumi process started.
 
 groundctl tells each Pulumi process (SIGINT to its process group, which Pulumi cancels on), kills it after the
 grace, and exits with 130 within the README's bound (bootstrap/engine/children.py INTERRUPTED_EXIT_SECONDS);
@@ -37,14 +37,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _pulumi_under(pid: int) -> list[int]:
-    return [p for p in _tree(pid) if _name(p) == "pulumi"]
+def _argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
-def _interrupt(run: subprocess.Popen, delay: float) -> tuple[float, list[int], str, str]:
-    """SIGTERM to the run alone, `delay` seconds after its first Pulumi process appeared; (seconds from the
+def _pulumi_under(pid: int, verb: str) -> list[int]:
+    return [p for p in _tree(pid) if _name(p) == "pulumi" and verb in _argv(p)]
+
+
+def _interrupt(run: subprocess.Popen, delay: float, verb: str) -> tuple[float, list[int], str, str]:
+    """SIGTERM to the run alone, `delay` seconds after its `pulumi <verb>` process appeared; (seconds from the
     signal to its exit, every process under it at the signal, stdout, stderr)."""
-    wait_for("a Pulumi process under the run", lambda: _pulumi_under(run.pid) or run.poll() is not None,
+    wait_for(f"`pulumi {verb}` under the run", lambda: _pulumi_under(run.pid, verb) or run.poll() is not None,
              timeout=120, every=0.05)
     assert run.poll() is None, run.communicate()
     time.sleep(delay)
@@ -85,8 +93,8 @@ def test_a_rehearsals_real_preview_interrupted_at_random_moments_exits_130_and_l
         # The refresh's read of the VPC record stalls: the preview is still running when the signal comes.
         run = tier.spawn("state", "rehearse", "SPEC", "--layers", "network", "--json",
                          faults={"vpc": "read-sleep:30"}, env={"TMPDIR": str(scratch)})
-        took, left, out, err = _interrupt(run, delay)
-        where = f"seed {SEED}, moment {i}: {delay:.2f} s after the first Pulumi process"
+        took, left, out, err = _interrupt(run, delay, "preview")
+        where = f"seed {SEED}, moment {i}: {delay:.2f} s after `pulumi preview` started"
         assert run.returncode == 130, f"{where}: exit {run.returncode}\n{err}"
         assert took <= INTERRUPTED_EXIT_SECONDS, f"{where}: exit after {took:.1f} s"
         assert "Interrupted" in err and "Traceback" not in err, f"{where}\n{err}"
@@ -120,11 +128,11 @@ def test_a_real_update_interrupted_at_random_moments_is_cancelled_exits_130_and_
                                   else spec.replace("az_count: 2", "az_count: 3"))
         fault = "delete-sleep:4" if has_third else "sleep:4"
         before = _updates(tier)
-        delay = rng.uniform(0.0, 5.0)
+        delay = rng.uniform(0.0, 4.0)
         run = tier.spawn("up", "SPEC", "--layers", "network", "--yes", "--json",
                          faults={"private-2": fault, "public-2": fault}, env={"TMPDIR": str(_tmpdir(tmp_path, f"u{i}"))})
-        took, left, out, err = _interrupt(run, delay)
-        where = f"seed {SEED + 1}, moment {i}: {delay:.2f} s after the first Pulumi process"
+        took, left, out, err = _interrupt(run, delay, "up")
+        where = f"seed {SEED + 1}, moment {i}: {delay:.2f} s after `pulumi up` started"
         assert run.returncode == 130, f"{where}: exit {run.returncode}\n{err}"
         assert took <= INTERRUPTED_EXIT_SECONDS, f"{where}: exit after {took:.1f} s"
         assert left == [], f"{where}: still running: {[(p, _name(p)) for p in left]}"
