@@ -26,7 +26,7 @@ from tests.test_engine_tier_interrupts import _name, _tree
 pytestmark = [pytest.mark.engine, requires_pulumi]
 
 SEED = random.randrange(1 << 30)
-MOMENTS = 3
+MOMENTS = 2
 
 
 def _alive(pid: int) -> bool:
@@ -98,6 +98,9 @@ def test_a_rehearsals_real_preview_interrupted_at_random_moments_exits_130_and_l
         assert run.returncode == 130, f"{where}: exit {run.returncode}\n{err}"
         assert took <= INTERRUPTED_EXIT_SECONDS, f"{where}: exit after {took:.1f} s"
         assert "Interrupted" in err and "Traceback" not in err, f"{where}\n{err}"
+        # The preview's stalled read outlasts Pulumi's cancellation grace only when it had begun; the message
+        # says whether Pulumi had to be killed.
+        assert ("was killed (`pulumi preview`)" in err) or ("nothing was left half-done" in err), f"{where}\n{err}"
         assert left == [], f"{where}: still running: {[(p, _name(p)) for p in left]}"
         assert [p.name for p in scratch.iterdir() if p.name.startswith("groundctl-")] == [], where
 

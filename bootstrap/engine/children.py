@@ -30,6 +30,7 @@ _SLICE = 0.25                   # how often a wait looks at the clock
 _live: dict[int, subprocess.Popen] = {}
 _under: dict[int, list[tuple[int, str]]] = {}  # a told child -> the processes under it when it was told
 _told_at: Optional[float] = None  # when the first interrupt was passed on (time.monotonic)
+killed: list[str] = []  # `pulumi <command>` of each told child that had to be killed: the interrupt message names them
 
 
 def _tell(signum: int) -> None:
@@ -89,6 +90,11 @@ def _kill(proc: subprocess.Popen) -> None:
     under = _descendants(proc.pid)
     _signal_group(proc.pid, signal.SIGKILL)
     _kill_all(under)
+    if _told_at is not None:
+        args = [a for a in proc.args[1:] if not a.startswith("-")] if isinstance(proc.args, list) else []
+        name = f"`pulumi {' '.join(args[:2])}`" if args else "`pulumi`"
+        if name not in killed:
+            killed.append(name)
 
 
 def _kill_all(processes: list[tuple[int, str]]) -> None:
@@ -147,6 +153,7 @@ def run(argv: Sequence[str], *, cwd: Optional[str], env: Mapping[str, str], inpu
     global _told_at
     if not interrupts.received:
         _told_at = None  # a new command in the same process (a library caller, a test) starts untold
+        killed.clear()
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=dict(env),
                             encoding="utf-8", errors="replace", process_group=0)
