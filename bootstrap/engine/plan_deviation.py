@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS
 
 _UNSEEN = "but none were seen"
