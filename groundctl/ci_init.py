@@ -37,6 +37,7 @@ def init(
     """Write .github/workflows/groundctl-{pr,apply,drift,rehearse}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
     from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
+    from bootstrap.kit.user_files import read_user_file
 
     from bootstrap.engine.versions import PULUMI_CLI_PINNED
 
@@ -70,7 +71,10 @@ def init(
                            f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
                            "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
         if path.is_file():
-            status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
+            # A FIFO swapped in after the check, or a hung mount, is an error naming the file, never a wait.
+            old = read_user_file(str(path), what="The workflow file", max_bytes=WORKFLOW_MAX_BYTES,
+                                 follow_symlinks=False, fix="Move it away and run `groundctl ci init` again")
+            status[rel] = "unchanged" if old == text.encode("utf-8") else "differs"
         elif path.exists():
             raise BadInput(f"{path} exists and is not a file. Move it away and run `groundctl ci init` again.")
         else:
@@ -114,6 +118,8 @@ def init(
 
 
 REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+WORKFLOW_MAX_BYTES = 1 << 20  # a workflow groundctl writes is ~10 KiB
+WHEEL_MAX_BYTES = 256 << 20  # groundctl's wheel is well under a MiB; the bound is for what a requirement names
 
 
 def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
@@ -146,6 +152,7 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
     import hashlib
 
     from bootstrap.ci.requirements import Wheel
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     root = repo.resolve()
     for rel in candidates:
@@ -153,11 +160,8 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
         try:
             if not path.is_file() or not path.resolve().is_relative_to(root):
                 continue
-            digest = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError:
+            data = read_user_file(str(path), what="The wheel", max_bytes=WHEEL_MAX_BYTES, fix="")
+        except (OSError, UnusableFile):
             continue
-        return Wheel(rel, digest.hexdigest())
+        return Wheel(rel, hashlib.sha256(data).hexdigest())
     return None

@@ -28,15 +28,14 @@ def _write_or_print(text: str, out: Optional[Path], json_doc: Optional[dict]) ->
         console.data(text)
 
 
+# A plan's Markdown or JSON, a run record, a job's log: a few MiB at the most.
+CI_FILE_MAX_BYTES = 64 * 1024 * 1024
+
+
 def _read_json(path: Path, what: str) -> Optional[dict]:
     """The JSON document at `path`; None when the file is missing or empty (the step that writes it failed)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read {what} {path} ({exc}).") from None
-    if not text.strip():
+    text = _read_text(path, what)
+    if text is None or not text.strip():
         return None
     try:
         doc = json.loads(text)
@@ -47,13 +46,21 @@ def _read_json(path: Path, what: str) -> Optional[dict]:
     return doc
 
 
-def _read_text(path: Path) -> Optional[str]:
+def _read_text(path: Path, what: str = "the file") -> Optional[str]:
+    """The text at `path`, read as every file a user names is (bootstrap.kit.user_files); None when there is none."""
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
+
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read {path} ({exc}).") from None
+        data = read_user_file(str(path), what=what[:1].upper() + what[1:], max_bytes=CI_FILE_MAX_BYTES,
+                              fix="It is written by the workflow's earlier step; see that step's log")
+    except UnusableFile as exc:
+        if exc.missing:
+            return None
+        raise
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"Cannot read {what} {path}: it is not UTF-8 text.") from None
 
 
 @ci_app.command("comment")
