@@ -34,7 +34,7 @@ CI_FILE_MAX_BYTES = 64 * 1024 * 1024
 
 def _read_json(path: Path, what: str) -> Optional[dict]:
     """The JSON document at `path`; None when the file is missing or empty (the step that writes it failed)."""
-    text = _read_text(path, what)
+    text = read_text(path, what)
     if text is None or not text.strip():
         return None
     try:
@@ -46,7 +46,7 @@ def _read_json(path: Path, what: str) -> Optional[dict]:
     return doc
 
 
-def _read_text(path: Path, what: str = "the file") -> Optional[str]:
+def read_text(path: Path, what: str = "the file") -> Optional[str]:
     """The text at `path`, read as every file a user names is (bootstrap.kit.user_files); None when there is none."""
     from bootstrap.kit.user_files import UnusableFile, read_user_file
 
@@ -61,6 +61,19 @@ def _read_text(path: Path, what: str = "the file") -> Optional[str]:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"Cannot read {what} {path}: it is not UTF-8 text.") from None
+
+
+def _digests(live: Path, environment: str, commit: str) -> str:
+    """The live plan's digests for the reviewer and the merge job; a note instead when the plan folder cannot be
+    bound (the merge then refuses it: no digests are posted)."""
+    from bootstrap.ci.binding import block, table
+    from groundctl.ci_binding import artifact_digests
+
+    try:
+        found = artifact_digests(live, environment)
+    except BadInput as exc:
+        return f"⚠️ No digests: {exc.message} The merge applies no plan of this commit.\n"
+    return table(found) + ("\n" + block(environment, commit.lower(), found) + "\n" if commit else "")
 
 
 @ci_app.command("comment")
@@ -83,13 +96,15 @@ def comment(
         raise BadInput(f"'{environment}' is not an environment name (lowercase letters, digits, hyphens).")
     offline, live = plan_dir / "offline", plan_dir / "live"
     live_json, live_md = live_combined_names(environment)
+    live_doc = _read_json(live / live_json, "a live plan")
     inputs = PlanInputs(
         environment=environment,
         offline_doc=_read_json(offline / f"plan-{environment}.json", "an offline plan"),
-        offline_md=_read_text(offline / f"plan-{environment}.md"),
-        live_doc=_read_json(live / live_json, "a live plan"),
-        live_md=_read_text(live / live_md),
+        offline_md=read_text(offline / f"plan-{environment}.md"),
+        live_doc=live_doc,
+        live_md=read_text(live / live_md),
         live_note=live_note, artifact_name=artifact_name, artifact_url=artifact_url, commit=commit,
+        digests=_digests(live, environment, commit) if live_doc is not None else "",
     )
     body = plan_comment(inputs)
     doc = None
@@ -114,7 +129,7 @@ def summary(
     from bootstrap.ci.reports import up_summary
 
     code = int(exit_code) if exit_code.strip().lstrip("-").isdigit() else None
-    text = up_summary(environment, _read_json(record, "a run record"), (_read_text(log) or "") if log else "",
+    text = up_summary(environment, _read_json(record, "a run record"), (read_text(log) or "") if log else "",
                       plan_dir=plan_dir, exit_code=code)
     _write_or_print(text, out, {"environment": environment, "summary": text} if json_out else None)
 

@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 
+from bootstrap.planning.knowledge import knowledge
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, PASSPHRASE, SECRET_TOKEN, tier  # noqa: F401 - fixture
 
@@ -54,6 +55,13 @@ def test_the_plan_keeps_each_layers_saved_plan_without_a_secret_and_writes_nothi
     for path in plans.iterdir():
         text = path.read_text()
         assert SECRET_TOKEN not in text and PASSPHRASE not in text, path.name
+    # Pulumi's own saved plan, read for what the reviewer is shown: its planned values and the unknown ones.
+    known = knowledge((plans / "pulumi-plan-local-network.json").read_text())
+    assert known.values > 0 and all(p.startswith("urn:pulumi:local::network::") for p in known.unknown), known
+    code, out, err = tier.cli("ci", "digests", "local", "--plan-dir", str(plans), "--json", endpoint=False)
+    assert code == 0, err
+    digests = json.loads(out)["layers"]
+    assert digests["network"]["values"] == known.values and digests["network"]["unknown"] == known.unknown_count
     tier.notes["plans"] = plans
 
 

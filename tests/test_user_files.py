@@ -119,10 +119,10 @@ def test_the_ci_requirements_file_never_waits(monkeypatch, capsys, tmp_path, fif
 def test_a_plan_folders_json_file_never_waits(tmp_path, fifo):
     """`up --plan-dir`: every plan-<env>-*.json beside the saved plans is read by the one reader (it was a plain
     read_text(), which a FIFO blocked forever)."""
-    from bootstrap.apply.runner import _approved_plans
+    from bootstrap.apply.runner import approved_plans
 
     os.replace(fifo, tmp_path / "plan-dev-network.json")
-    _, error = _bounded(lambda: _approved_plans(tmp_path, "dev"))
+    _, error = _bounded(lambda: approved_plans(tmp_path, "dev"))
     assert isinstance(error, UnusableFile) and error.exit_code == 2
     assert "plan-dev-network.json" in error.message and "a FIFO (named pipe)" in error.reason
 

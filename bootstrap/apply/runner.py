@@ -63,7 +63,7 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     error: Optional[GroundctlError] = None
     try:
         try:
-            approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
+            approved = approved_plans(options.plan_dir, target.name) if options.plan_dir else None
             states = run_states(target)
             for name in steps.preflight:
                 got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps),
@@ -136,7 +136,7 @@ def _closing_message(record: RunRecord) -> str:
     return "; ".join(parts) + (". " + " ".join(skipped) if skipped else "")
 
 
-def _approved_plans(plan_dir: Path, environment: str) -> dict:
+def approved_plans(plan_dir: Path, environment: str) -> dict:
     if not plan_dir.is_dir():
         raise BadInput(f"--plan-dir {plan_dir} is not a directory. Give the --out directory of `groundctl plan`.")
     documents = {}
