@@ -107,6 +107,11 @@ def test_an_artifact_made_less_known_after_the_review_is_refused_before_anything
     total = reviewed.layers["network"].values
     assert f"leaves {total} of {total} planned values unknown, the plan shown to the reviewer 0 of {total}" in message
     assert "Nothing was applied" in message and engine.calls[before:] == []
+    (root / "up.log").write_text(err)  # the step tees groundctl's error there; `up` never ran
+    code, summary, _ = run_step(apply, "Run record and reason in the job summary", {"ENVIRONMENT": "local",
+                                                                                   "EXIT_CODE": "3"})
+    assert code == 0 and "stopped before the run started (exit 3)" in summary
+    assert "is not the plan reviewed on the pull request" in summary.split("**Why:** ", 1)[1]
 
 
 @pytest.mark.parametrize("case", ["value", "commit", "no-digests", "no-comment", "layer-dropped"])
