@@ -70,12 +70,12 @@ def verify_plan(
 ) -> None:
     """Refuse (exit 3) a plan artifact that is not the plan whose digests were posted for review."""
     from bootstrap.ci.binding import NotPosted, posted, problems
-    from groundctl.ci_reports import read_text
+    from groundctl.ci_reports import read_ci_file
 
     _environment(environment)
     again = ("Nothing was applied. Push to the pull request again (or re-run its checks) so that its plan is posted "
              "and reviewed, then merge; or apply by hand after review.")
-    body = read_text(comment, "the sticky comment")
+    body = read_ci_file(comment, "the sticky comment")
     if body is None:
         raise Refused(f"No sticky plan comment of the workflow was found for {environment} ({comment} is missing), so "
                       f"nothing says which plan was reviewed. {again}")

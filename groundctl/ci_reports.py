@@ -34,7 +34,7 @@ CI_FILE_MAX_BYTES = 64 * 1024 * 1024
 
 def _read_json(path: Path, what: str) -> Optional[dict]:
     """The JSON document at `path`; None when the file is missing or empty (the step that writes it failed)."""
-    text = read_text(path, what)
+    text = read_ci_file(path, what)
     if text is None or not text.strip():
         return None
     try:
@@ -46,7 +46,7 @@ def _read_json(path: Path, what: str) -> Optional[dict]:
     return doc
 
 
-def read_text(path: Path, what: str = "the file") -> Optional[str]:
+def read_ci_file(path: Path, what: str = "the file") -> Optional[str]:
     """The text at `path`, read as every file a user names is (bootstrap.kit.user_files); None when there is none."""
     from bootstrap.kit.user_files import UnusableFile, read_user_file
 
@@ -100,9 +100,9 @@ def comment(
     inputs = PlanInputs(
         environment=environment,
         offline_doc=_read_json(offline / f"plan-{environment}.json", "an offline plan"),
-        offline_md=read_text(offline / f"plan-{environment}.md"),
+        offline_md=read_ci_file(offline / f"plan-{environment}.md"),
         live_doc=live_doc,
-        live_md=read_text(live / live_md),
+        live_md=read_ci_file(live / live_md),
         live_note=live_note, artifact_name=artifact_name, artifact_url=artifact_url, commit=commit,
         digests=_digests(live, environment, commit) if live_doc is not None else "",
     )
@@ -129,7 +129,7 @@ def summary(
     from bootstrap.ci.reports import up_summary
 
     code = int(exit_code) if exit_code.strip().lstrip("-").isdigit() else None
-    text = up_summary(environment, _read_json(record, "a run record"), (read_text(log) or "") if log else "",
+    text = up_summary(environment, _read_json(record, "a run record"), (read_ci_file(log) or "") if log else "",
                       plan_dir=plan_dir, exit_code=code)
     _write_or_print(text, out, {"environment": environment, "summary": text} if json_out else None)
 
