@@ -23,7 +23,8 @@ LOCK_FILE = "groundctl-pins.json"
 
 
 def lock_step(repo: Path) -> str:
-    """The lock's step. LEAD (issue 35 merge): call `pins update`'s writer for `repo` here and report it instead."""
+    """The lock's step, run before the workflows are rendered. LEAD (issue 35 merge): call `pins update`'s writer
+    for `repo` here (or check the lock) and return what it did; today it only names the command."""
     return (f"`groundctl pins update` writes {LOCK_FILE}: the checked digests of every release file groundctl "
             "installs (the Pulumi CLI, its plugins, Flux's install manifest, the image's base); commit it")
 
@@ -55,6 +56,7 @@ def init(
     else:
         files[starter.REQUIREMENTS_IN] = starter.requirements_in(version)
     compiled = (repo / starter.REQUIREMENTS_TXT).is_file()
+    lock = lock_step(repo)  # before the workflows: what they install is checked against the lock
     if compiled:
         files.update(_workflows(repo, default_branch))
     status = _refuse_replacing(repo, files)
@@ -65,7 +67,7 @@ def init(
             write_text(repo / rel, text, "--dir")
             status[rel] = "written"
     status.update({rel: "kept (yours)" for rel in kept})
-    steps = _next_steps(repo, facts, version, compiled)
+    steps = _next_steps(facts, version, compiled, lock)
     if json_out:
         console.emit_json({"environment": facts.name, "example": example, "files": status,
                            "workflows": compiled, "next_steps": steps})
@@ -142,7 +144,7 @@ def _refuse_replacing(repo: Path, files: dict[str, str]) -> dict[str, str]:
     return status
 
 
-def _next_steps(repo: Path, facts, version: str, compiled: bool) -> list[str]:
+def _next_steps(facts, version: str, compiled: bool, lock: str) -> list[str]:
     from bootstrap.spec.starter import REQUIREMENTS_IN, REQUIREMENTS_TXT, WHEEL_DIR, wheel_file
 
     steps = [f"review environments/{facts.name}.yaml, then `groundctl spec check {facts.name}` and "
@@ -152,7 +154,7 @@ def _next_steps(repo: Path, facts, version: str, compiled: bool) -> list[str]:
                   f"{WHEEL_DIR}/ and compile its requirements: `pip-compile --generate-hashes --output-file "
                   f"{REQUIREMENTS_TXT} {REQUIREMENTS_IN}`",
                   "`groundctl ci init` writes the workflows, which install groundctl from those two files"]
-    steps += [lock_step(repo),
+    steps += [lock,
               f"`groundctl spec roles {facts.name} --repo <org>/<repo>` prints the three roles' trust and permissions "
               "policies to create, whose ARNs go into the spec",
               "commit everything; a pull request then plans the environment"]
