@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 READ_ONLY_POLICY = "arn:aws:iam::aws:policy/ReadOnlyAccess"
 _BUCKET_READS = ("s3:GetBucketLocation", "s3:GetBucketVersioning", "s3:ListBucket", "s3:ListBucketVersions")
@@ -191,12 +190,14 @@ def subject_problems(repo: str, branch: str, namespace: str, fleet_issuer: str =
     """What is wrong with the values a trust policy names: each must name one thing, never a pattern (IAM reads
     `*` and `?` as wildcards in StringLike, and a reader of the policy may not see StringEquals)."""
     shown = {"--repo": repo, "--branch": branch, "--namespace": namespace, "--fleet-oidc-issuer": fleet_issuer}
-    problems = [f"{flag} {value!r} holds a wildcard ({', '.join(sorted(set(_PATTERN.findall(value))))}); name one"
+    problems = [f"{flag} {value[:120]!r} holds a wildcard ({', '.join(sorted(set(_PATTERN.findall(value))))}); name "
+                "one (read as a pattern, in a StringLike condition, it would let every match assume the role)"
                 for flag, value in shown.items() if _PATTERN.search(value)]
     if not problems:
         if repo != PLACEHOLDER_REPO and not _REPO.match(repo):
             problems.append(f"--repo {repo[:120]!r} is not a GitHub repository as owner/name")
-        if not branch or len(branch) > 255 or any(not c.isprintable() or c.isspace() for c in branch):
+        # git's own rules for a ref's name (git check-ref-format): none of these, which also keeps `:` out of the subject
+        if not branch or len(branch) > 255 or any(not c.isprintable() or c.isspace() or c in "~^:\\" for c in branch):
             problems.append(f"--branch {branch[:120]!r} is not a branch name")
         if not re.match(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", namespace):
             problems.append(f"--namespace {namespace[:120]!r} is not a Kubernetes namespace")
@@ -207,23 +208,26 @@ def subject_problems(repo: str, branch: str, namespace: str, fleet_issuer: str =
     return problems
 
 
-def role_name(role: str, spec) -> str:
-    """The IAM name of `role`: the one its ARN in the spec names (without a path), else `groundctl-<env>-<role>`."""
+def role_name(role: str, spec) -> tuple[str, str]:
+    """The IAM name and path of `role`: those its ARN in the spec names, else `groundctl-<env>-<role>` at `/`."""
     arn = getattr(spec.aws, BY_NAME[role].spec_field.split(".", 1)[1])
-    return arn.rsplit("/", 1)[-1] if arn else f"groundctl-{spec.name}-{role}"
+    if not arn:
+        return f"groundctl-{spec.name}-{role}", "/"
+    path, _, name = arn.split(":role", 1)[1].rpartition("/")
+    return name, path + "/"
 
 
-def policy_template(role: str) -> Optional[dict]:
+def policy_template(role: str) -> dict:
     """`policy(role, …)` with the environment's facts as blanks (`<bucket>`, `<region>`, `<account>`,
     `<env>`, `<kms alias>`): the statements the README and runbooks/run-on-a-schedule.md show verbatim."""
     from types import SimpleNamespace as Facts
 
     spec = Facts(name="<env>", aws=Facts(region="<region>", account_id="<account>"),
-                 backend=Facts(bucket="<bucket>", kms_alias="<kms alias>"))
+                 backend=Facts(bucket="<bucket>", kms_alias="<kms alias>", replica_region=None))
     return policy(role, spec)
 
 
-def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
+def describe(spec, repo: str = PLACEHOLDER_REPO, branch: str = "<default branch>",
              namespace: str = "groundctl", fleet_issuer: str = "") -> list[dict]:
     """Per role: its ARN in the spec, who assumes it (GitHub's subject, the fleet's ServiceAccount), its trust
     policy and permissions (the inline policy, and AWS's managed ReadOnlyAccess for the refreshes' reads), and
@@ -235,7 +239,7 @@ def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
     for role in ROLES:
         arn = getattr(spec.aws, role.spec_field.split(".", 1)[1])
         account = role.fleet_service_account.format(env=spec.name)
-        name = role_name(role.name, spec)
+        name, path = role_name(role.name, spec)
         trust, inline = trust_policy(role.name, spec, repo, branch, namespace, fleet_issuer), policy(role.name, spec)
         out.append({
             "role": role.name, "spec_field": role.spec_field, "arn": arn, "used_by": role.used_by,
@@ -245,7 +249,7 @@ def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
             "managed_policies": [READ_ONLY_POLICY],
             "trust_policy": trust,
             "policy": inline,
-            "create_role": {"RoleName": name, "AssumeRolePolicyDocument": json.dumps(trust),
+            "create_role": {"RoleName": name, "Path": path, "AssumeRolePolicyDocument": json.dumps(trust),
                             "Description": f"groundctl {role.name} role of {spec.name}: {role.used_by}"[:1000]},
             "put_role_policy": {"RoleName": name, "PolicyName": f"groundctl-{spec.name}-{role.name}",
                                 "PolicyDocument": json.dumps(inline)},

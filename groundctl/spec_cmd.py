@@ -52,10 +52,14 @@ def roles(
     from bootstrap.roles import describe, subject_problems
     from bootstrap.spec import load_spec
 
+    from bootstrap.roles import PLACEHOLDER_REPO
+
     wrong = subject_problems(repo=repo, branch=branch, namespace=namespace, fleet_issuer=fleet_issuer)
     if wrong:
-        raise BadInput(f"{'; '.join(wrong)}. Nothing was printed: a role must trust exactly one repository, branch "
-                       "and ServiceAccount (a pattern there lets every branch, or every repository, assume it).")
+        raise BadInput(f"{'; '.join(wrong)}. Nothing was printed: a role trusts exactly one repository, branch and "
+                       "ServiceAccount.")
+    if repo == PLACEHOLDER_REPO:
+        console.warn(f"the trust policies name {PLACEHOLDER_REPO}: give --repo <owner>/<name> for policies to create")
     described = describe(load_spec(environment), repo=repo, branch=branch, namespace=namespace,
                          fleet_issuer=fleet_issuer.removeprefix("https://"))
     if json_out:

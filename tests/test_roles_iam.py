@@ -125,7 +125,16 @@ def test_a_pattern_is_refused(monkeypatch, capsys, flag, value):
                    f"{flag} {value!r} holds a wildcard", "name one")
 
 
+def test_a_role_arn_with_a_path_is_created_at_that_path(monkeypatch, capsys, tmp_path):
+    data = yaml.safe_load((REPO / "environments" / "dev.yaml").read_text())
+    data["aws"]["plan_role_arn"] = "arn:aws:iam::111111111111:role/ci/github/groundctl-plan"
+    (tmp_path / "dev.yaml").write_text(yaml.safe_dump(data))
+    plan = _roles(monkeypatch, capsys, str(tmp_path / "dev.yaml"), "--repo", "acme/infra")["plan"]
+    assert (plan["create_role"]["RoleName"], plan["create_role"]["Path"]) == ("groundctl-plan", "/ci/github/")
+
+
 @pytest.mark.parametrize("flag,value,needle", [("--repo", "acme", "owner/name"), ("--branch", "a b", "branch name"),
+                                               ("--branch", "main:x", "branch name"),
                                                ("--fleet-oidc-issuer", "http://x y", "not an OIDC issuer")])
 def test_a_value_that_names_nothing_is_refused(monkeypatch, capsys, flag, value, needle):
     assert_refused(groundctl(monkeypatch, capsys, "spec", "roles", "dev", flag, value), 2, needle)
