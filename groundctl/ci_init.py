@@ -122,7 +122,10 @@ def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, st
                            f"outside {repo.resolve()}. Nothing was written. Replace the link with a plain folder or "
                            f"file (or remove it), then run `{command}` again.")
         if path.is_file():
-            status[rel] = "unchanged" if path.read_text(encoding="utf-8", errors="replace") == text else "differs"
+            # Its size first: a file of another size differs, and is never read whole to say so.
+            same = (path.stat().st_size == len(text.encode("utf-8"))
+                    and path.read_text(encoding="utf-8", errors="replace") == text)
+            status[rel] = "unchanged" if same else "differs"
         elif path.exists() or path.is_symlink():
             raise BadInput(f"{path} exists and is not a file. Move it away and run `{command}` again.")
         else:
