@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -38,7 +39,8 @@ def targets(
     else:
         paths = _read_changed(changed_files)
         _refuse_unusable_names(paths)
-        names, why = touched(paths, environments)
+        # The workflows name the requirements file they install (GROUNDCTL_INSTALL): a change to it is an upgrade.
+        names, why = touched(paths, environments, install=os.environ.get("GROUNDCTL_INSTALL", ""))
     selection = select(environments, names, needs.removesuffix("-role") if needs else None)
     for name, reason in selection.skipped:
         console.warn(f"{name}: not included: {reason}")

@@ -51,6 +51,8 @@ ALLOWED = {
         "writes the private run folder's settings file (0600) before it is renamed into place",
     ("bootstrap/engine/rundir.py", "write_plain_config", "os.fdopen"): "the descriptor above",
     ("bootstrap/ci/workflows.py", "_template", "...read_text"): "a workflow template inside groundctl's own package",
+    ("groundctl/init_cmd.py", "_first_spec", "...read_text"):
+        "one of the example specs bundled with groundctl (ENVIRONMENTS_DIR), chosen from their own listing",
     ("bootstrap/records/proc_probe.py", "_small", "open"): "/proc/<pid>/ files the kernel serves, to probe a lock holder",
     ("bootstrap/destinations.py", "_probe", "os.fdopen"):
         "writes the probe file (mkstemp) that shows a destination folder can be written, then removes it",

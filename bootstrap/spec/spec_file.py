@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+import bootstrap
 from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.kit.user_files import UnusableFile, read_user_file
 
@@ -23,8 +24,9 @@ MAX_INT_DIGITS = 30
 MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 QUOTE_PREFIX = 60
-# The example specs shipped with groundctl: found only when the working folder holds no environments/.
-ENVIRONMENTS_DIR = Path(__file__).resolve().parents[2] / "environments"
+# The example specs shipped with groundctl, package data of bootstrap.spec (so a wheel holds them; groundctl's own
+# checkout links environments/ to them): found only when the working folder holds no environments/.
+ENVIRONMENTS_DIR = Path(bootstrap.__file__).resolve().parent / "spec" / "examples"
 
 
 def bounded(value: object, limit: int = QUOTE_PREFIX) -> str:
