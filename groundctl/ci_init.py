@@ -111,6 +111,7 @@ def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, st
     """Per repository path: `new`, `unchanged` or `differs` from the text to write; BadInput for a path through a
     symbolic link or that is not a file, so that nothing is written."""
     from bootstrap.destinations import symlink_on_the_way
+    from bootstrap.kit.user_files import read_user_file
 
     status = {}
     for rel, text in files.items():
@@ -122,9 +123,12 @@ def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, st
                            f"outside {repo.resolve()}. Nothing was written. Replace the link with a plain folder or "
                            f"file (or remove it), then run `{command}` again.")
         if path.is_file():
-            # Its size first: a file of another size differs, and is never read whole to say so.
-            same = (path.stat().st_size == len(text.encode("utf-8"))
-                    and path.read_text(encoding="utf-8", errors="replace") == text)
+            # Its size first: a file of another size differs, and is never read whole to say so. One of the same size
+            # is read as every file a user names: a FIFO swapped in, or a hung mount, is an error naming it.
+            want = text.encode("utf-8")
+            same = path.stat().st_size == len(want) and read_user_file(
+                str(path), what="The file", max_bytes=len(want), follow_symlinks=False,
+                fix=f"Move it away and run `{command}` again") == want
             status[rel] = "unchanged" if same else "differs"
         elif path.exists() or path.is_symlink():
             raise BadInput(f"{path} exists and is not a file. Move it away and run `{command}` again.")
@@ -134,6 +138,7 @@ def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, st
 
 
 REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+WHEEL_MAX_BYTES = 256 << 20  # groundctl's wheel is well under a MiB; the bound is for what a requirement names
 
 
 def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
@@ -166,6 +171,7 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
     import hashlib
 
     from bootstrap.ci.requirements import Wheel
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     root = repo.resolve()
     for rel in candidates:
@@ -173,11 +179,8 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
         try:
             if not path.is_file() or not path.resolve().is_relative_to(root):
                 continue
-            digest = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError:
+            data = read_user_file(str(path), what="The wheel", max_bytes=WHEEL_MAX_BYTES, fix="")
+        except (OSError, UnusableFile):
             continue
-        return Wheel(rel, digest.hexdigest())
+        return Wheel(rel, hashlib.sha256(data).hexdigest())
     return None

@@ -55,15 +55,20 @@ def targets(
     console.data(shown)
 
 
+CHANGED_FILES_MAX_BYTES = 16 * 1024 * 1024  # `git diff --name-only` of a change of 100,000 files is a few MiB
+
+
 def _read_changed(path: Path) -> list[str]:
     from bootstrap.ci.touched import environment_of, not_paths
+    from bootstrap.kit.user_files import read_user_file
 
     how = "Give a text file with one changed path per line, such as the output of `git diff --name-only`"
     if environment_of(str(path)) is not None:
         raise BadInput(f"--changed-files {path} is an environment spec, not a list of changed paths. {how} (a file "
                        f"holding the line {path} touches that environment), or --all for every environment.")
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else read_user_file(
+            str(path), what="--changed-files", max_bytes=CHANGED_FILES_MAX_BYTES, fix=f"{how}.").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"Cannot read --changed-files {path} ({exc}). {how}.") from None
     lines = text.splitlines()
