@@ -91,10 +91,17 @@ def _kill(proc: subprocess.Popen) -> None:
     _signal_group(proc.pid, signal.SIGKILL)
     _kill_all(under)
     if _told_at is not None:
-        args = [a for a in proc.args[1:] if not a.startswith("-")] if isinstance(proc.args, list) else []
-        name = f"`pulumi {' '.join(args[:2])}`" if args else "`pulumi`"
+        name = f"`pulumi {_command_of(proc.args)}`"
         if name not in killed:
             killed.append(name)
+
+
+def _command_of(argv) -> str:
+    """`preview`, `up`, `stack export`: the Pulumi command an argv runs (its first words that are no flag)."""
+    words = [a for a in argv[1:] if not a.startswith("-")] if isinstance(argv, list) else []
+    if not words:
+        return ""
+    return " ".join(words[:2]) if words[0] in ("stack", "config", "plugin") else words[0]
 
 
 def _kill_all(processes: list[tuple[int, str]]) -> None:
@@ -157,12 +164,13 @@ def run(argv: Sequence[str], *, cwd: Optional[str], env: Mapping[str, str], inpu
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=dict(env),
                             encoding="utf-8", errors="replace", process_group=0)
-    _live[proc.pid] = proc
     out: list[str] = []
     err: list[str] = []
-    readers = [_reader(proc.stdout, out, on_output), _reader(proc.stderr, err, on_error)]
+    readers: list[threading.Thread] = []
     ends = time.monotonic() + timeout if timeout is not None else None
-    try:
+    try:  # from here on an interrupt, wherever it lands, ends the child
+        _live[proc.pid] = proc
+        readers += [_reader(proc.stdout, out, on_output), _reader(proc.stderr, err, on_error)]
         if _told_at is not None:  # started after the interrupt (a clean-up's command): told at once
             _signal_group(proc.pid, signal.SIGINT)
         if input is not None:
