@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from bootstrap import console
+from bootstrap.kit import console
 
 def invocation(argv: Sequence[str]) -> tuple[list[str], dict]:
     """The command's words (`state rehearse`) and its parsed parameters, read as click would, without running it."""
