@@ -78,6 +78,23 @@ def test_init_writes_the_workflow_set_into_a_fresh_repository(fresh_repo, init):
     assert code == 0 and set(json.loads(out)["files"].values()) == {"unchanged"}
 
 
+def test_init_leaves_the_drift_workflow_out_where_the_fleet_checks_drift(fresh_repo, init):
+    code, out, err = init(fresh_repo, "--no-drift", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    written = sorted(p.name for p in (fresh_repo / ".github" / "workflows").iterdir())
+    assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, REHEARSE_WORKFLOW])
+    assert f".github/workflows/{DRIFT_WORKFLOW}" not in report["files"]
+    assert not any(r["scheduled_drift"] for r in report["environments"])
+    # One written before is the operator's to delete: left as it is, and said so.
+    assert init(fresh_repo, "--force")[0] == 0
+    drift = fresh_repo / ".github" / "workflows" / DRIFT_WORKFLOW
+    before = drift.read_text()
+    code, out, err = init(fresh_repo, "--no-drift", "--json")
+    assert code == 0 and drift.read_text() == before
+    assert any(DRIFT_WORKFLOW in note and "left as it is" in note for note in json.loads(out)["install_notes"]), out
+
+
 def test_init_never_overwrites_a_different_file_without_force(fresh_repo, init):
     assert init(fresh_repo)[0] == 0
     edited = fresh_repo / ".github" / "workflows" / PR_WORKFLOW

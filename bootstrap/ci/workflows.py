@@ -68,6 +68,8 @@ class WorkflowOptions:
     # the file as it is): bootstrap.ci.requirements.
     wheel_dir: Optional[str] = None
     rehearsal_cron: str = "43 4 * * *"   # daily: the restore rehearsal of every environment with a record role
+    # The scheduled drift workflow; left out where the fleet's hourly drift CronJobs check drift (the same records).
+    drift: bool = True
 
 
 def problems(options: WorkflowOptions) -> list[str]:
@@ -147,4 +149,5 @@ def render(options: WorkflowOptions) -> dict[str, str]:
         pr_workflow=PR_WORKFLOW,
         result_check=RESULT_CHECK,
     )
-    return {f"{WORKFLOW_DIR}/{name}": fill(_template(name), values) for name in WORKFLOWS}
+    return {f"{WORKFLOW_DIR}/{name}": fill(_template(name), values) for name in WORKFLOWS
+            if options.drift or name != DRIFT_WORKFLOW}
