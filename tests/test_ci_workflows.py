@@ -274,6 +274,25 @@ def test_live_plan_only_with_the_specs_plan_role_and_never_for_forks():
     assert step(apply, "Credentials (OIDC, the spec's apply role)")["with"]["role-to-assume"] == "${{ matrix.apply_role }}"
 
 
+@pytest.mark.parametrize("install,key", [(OPTIONS.install, OPTIONS.install), (".", "pyproject.toml")])
+def test_every_job_keeps_pips_downloads_keyed_on_the_hash_of_what_it_installs(install, key):
+    """Each job installs groundctl and its dependencies (~500 MB): setup-python's pip cache, keyed on the sha256 of
+    the hashed requirements file (of pyproject.toml for groundctl's own checkout), keeps the downloads between jobs
+    and runs, and a changed file starts a new cache. Every job that installs sets Python up with it, before the
+    install."""
+    from dataclasses import replace
+
+    for name, workflow in rendered(replace(OPTIONS, install=install)).items():
+        for job_name, job in workflow["jobs"].items():
+            steps = job.get("steps", [])
+            installs = [i for i, s in enumerate(steps) if "pip install" in s.get("run", "")]
+            pythons = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/setup-python@")]
+            assert len(installs) == len(pythons), (name, job_name)
+            for i, j in zip(pythons, installs):
+                assert i < j and steps[i]["with"]["cache"] == "pip", (name, job_name)
+                assert steps[i]["with"]["cache-dependency-path"] == key, (name, job_name)
+
+
 def test_rendering_is_deterministic_and_fills_every_placeholder():
     first, second = render(OPTIONS), render(OPTIONS)
     assert first == second
