@@ -86,7 +86,8 @@ def main() -> None:
             sys.exit(1)
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()  # a usage error: the command line, not the environment, is wrong
-            _failed_start(str(getattr(exc, "format_message", lambda: exc)()), exc.exit_code)
+            said = getattr(exc, "format_message", None)
+            _failed_start(str(said() if callable(said) else exc), exc.exit_code)
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
