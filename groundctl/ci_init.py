@@ -31,8 +31,9 @@ def init(
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
     rehearsal_schedule: str = typer.Option("43 4 * * *", "--rehearsal-schedule",
                                            help="Cron schedule (UTC) of the restore rehearsal run."),
-    drift: bool = typer.Option(True, "--drift/--no-drift", help="Write the scheduled drift workflow; --no-drift "
-                               "leaves it out where the fleet's drift CronJobs check drift (both write the same records)."),
+    drift: bool = typer.Option(True, "--drift/--no-drift",
+                               help="Write the scheduled drift workflow; --no-drift leaves it out where the fleet's "
+                                    "drift CronJobs check drift (both write the same records)."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
     json_out: bool = json_opt("what was written and what CI will do per environment"),
 ) -> None:

@@ -6,7 +6,7 @@ folders (/opt: the Python, groundctl, the pinned CLI and the plugins, as the Doc
 the manifest's volumes mounted at its paths (the specs and Flux-manifest ConfigMaps read-only, the scratch
 emptyDir writable), the process started with the manifest's uid, gid and fsGroup through setpriv with no
 capabilities and no new privileges, in its workingDir, with its env and nothing else, and no network beyond
-loopback. AWS is an emulator on that loopback (on a free port): the spec the ConfigMap holds gets the one line that points at it
+loopback. AWS is an emulator on that loopback (a free port): the spec the ConfigMap holds gets the one line that points at it
 (aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before the pod ran.
 The layer programs are the engine tier's stand-ins (tests/journey.py), the provider plugins stand-in binaries
 (they cannot be had offline), put where the image puts them, and /etc/passwd and /etc/group hold the image's
@@ -390,7 +390,8 @@ def test_the_rebuild_drill_cronjobs_container_rebuilds_the_cluster_and_records_a
     # files in the scratch volume, where --out put them.
     assert report["written"]["bucket_key"] in _new(run, "records")
     assert report["written"]["bucket_key"].startswith(drills_prefix(ENV))
-    assert report["written"]["bucket_reports"] == [drill_report_key(ENV, report["drill_id"], ext) for ext in ("md", "svg")]
+    assert report["written"]["bucket_reports"] == [drill_report_key(ENV, report["drill_id"], ext)
+                                                   for ext in ("md", "svg")]
     assert set(report["written"]["bucket_reports"]) <= set(_new(run, "records"))
     files = report["written"]["files"]
     assert files and all(f.startswith(out_dir + "/") for f in files), files

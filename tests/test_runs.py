@@ -119,7 +119,8 @@ def test_the_commit_is_the_working_folders_checkout_or_github_sha_never_groundct
         pytest.skip("git is not installed: the checkout half cannot be run")
     repo = tmp_path / "infra"
     repo.mkdir()
-    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True)  # noqa: E731
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
     run("init", "-q")
     (repo / "README").write_text("infra\n")
     run("add", "README")

@@ -88,7 +88,8 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
             for lay in log.record.layers:
                 if lay.achieved == "pending":
                     log.set_layer(lay.layer, achieved=error_outcome(error), message=error.message)
-            _close(log, held, error_outcome(error), f"stopped at {log.record.stopped_at or 'start-up'}: {error.message}")
+            where = log.record.stopped_at or "start-up"
+            _close(log, held, error_outcome(error), f"stopped at {where}: {error.message}")
         else:
             _close(log, held, "succeeded", _closing_message(log.record))
     except KeyboardInterrupt:
