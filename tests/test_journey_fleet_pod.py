@@ -6,9 +6,9 @@ folders (/opt: the Python, groundctl, the pinned CLI and the plugins, as the Doc
 the manifest's volumes mounted at its paths (the specs and Flux-manifest ConfigMaps read-only, the scratch
 emptyDir writable), the process started with the manifest's uid, gid and fsGroup through setpriv with no
 capabilities and no new privileges, in its workingDir, with its env and nothing else, and no network beyond
-loopback. AWS is an emulator on that loopback (a free port): the spec the ConfigMap holds gets the one
-line that points at it
-(aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before the pod ran.
+loopback. AWS is an emulator on that loopback (a free port): the spec the ConfigMap holds gets the one line that
+points at it (aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before
+the pod ran.
 The layer programs are the engine tier's stand-ins (tests/journey.py), the provider plugins stand-in binaries
 (they cannot be had offline), put where the image puts them, and /etc/passwd and /etc/group hold the image's
 user as its Dockerfile adds it.
