@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 import botocore.exceptions
 
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.errors import CloudError
+from bootstrap.kit.errors import CloudError
 from bootstrap.records import layout
 
 INDEX_FORMAT = 1
