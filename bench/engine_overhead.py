@@ -12,7 +12,8 @@ acquisition), one layer, one stack, in one run:
                                             (Pulumi's own reviewed flow, two processes, as groundctl's gate:
                                             the same change, network:cidr flipped)
                                         and pulumi up --yes (the same change, ungated: printed, not judged)
-    groundctl plan                      vs  pulumi preview
+    groundctl plan                      vs  pulumi preview --save-plan F (groundctl's plan saves Pulumi's plan for
+                                            `up --plan-dir` too) and pulumi preview (printed, not judged)
     groundctl drift                     vs  pulumi preview --refresh --expect-no-changes
 
 groundctl is called in-process through its typer front door, as issue 29's table did: the figure is the
@@ -165,13 +166,14 @@ class Bench:
         return seconds
 
     def bare(self, work: str) -> float:
+        plan = str(self.bare_dir / "saved-plan.json")
         if work == "reviewed":
-            plan = self.bare_dir / "reviewed-plan.json"
-            seconds = self._pulumi(["preview", "--save-plan", str(plan)])
-            return seconds + self._pulumi(["up", "--yes", "--plan", str(plan)])
+            seconds = self._pulumi(["preview", "--save-plan", plan])
+            return seconds + self._pulumi(["up", "--yes", "--plan", plan])
         return self._pulumi({
             "up": ["up", "--yes"],
-            "plan": ["preview"],
+            "plan": ["preview", "--save-plan", plan],
+            "preview": ["preview"],
             "drift": ["preview", "--refresh", "--expect-no-changes"],
         }[work])
 
@@ -265,29 +267,33 @@ def breakdown(phase_runs: list[dict[str, float]], total: float) -> str:
 
 def measure(bench: Bench, runs: int, with_subprocess: bool) -> list:
     rows = []
-    for name, bare_name, work, change in [("no-op up", "pulumi up --yes (no-op)", "up", False)]:
-        rows.append(pair(bench, runs, with_subprocess, name, bare_name, work, change) + (TARGET,))
+    rows.append(pair(bench, runs, with_subprocess, "no-op up", "pulumi up --yes (no-op)", "up") + (TARGET,))
     rows += reviewed(bench, runs, with_subprocess)
-    for name, bare_name, work in [("plan", "pulumi preview", "plan"),
-                                  ("drift", "pulumi preview --refresh --expect-no-changes", "drift")]:
-        rows.append(pair(bench, runs, with_subprocess, name, bare_name, work, False) + (TARGET,))
+    plan = pair(bench, runs, with_subprocess, "plan", "pulumi preview --save-plan", "plan", extra="preview")
+    rows += [plan[:-1] + (TARGET,), ("plan (against a preview that saves no plan)", "pulumi preview", plan[2],
+                                     plan[-1], [], plan[5], None)]
+    rows.append(pair(bench, runs, with_subprocess, "drift", "pulumi preview --refresh --expect-no-changes", "drift")
+                + (TARGET,))
     return rows
 
 
 def pair(bench: Bench, runs: int, with_subprocess: bool, name: str, bare_name: str, work: str,
-         change: bool) -> tuple:
-    g, b, sub, phase_runs = [], [], [], []
+         extra: str | None = None) -> tuple:
+    """Runs alternating groundctl and bare; `extra`: another bare command timed beside them (last in the tuple)."""
+    g, b, sub, phase_runs, more = [], [], [], [], []
     keys, _ = bench.newest_record(set())
     for _ in range(runs):
         g.append(bench.groundctl(work))
         keys, record = bench.newest_record(keys)
         phase_runs.append(phases(record or bench.preview_record()))
         b.append(bench.bare(work))
+        if extra:
+            more.append(bench.bare(extra))
         if with_subprocess:
             sub.append(bench.groundctl(work, subprocess_=True))
             keys, _ = bench.newest_record(keys)
             bench.preview_record()
-    return name, bare_name, g, b, sub, phase_runs
+    return (name, bare_name, g, b, sub, phase_runs) + ((more,) if extra else ())
 
 
 def reviewed(bench: Bench, runs: int, with_subprocess: bool) -> list:

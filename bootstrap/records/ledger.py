@@ -201,18 +201,6 @@ def highest_serial(store: ObjectStore, project: str, stack: str) -> int:
                 if (m := _RECORD_NAME.fullmatch(key[len(prefix):]))), default=0)
 
 
-def ledger_object_versions(store: ObjectStore, project: str, stack: str) -> dict[str, int]:
-    """How many stored versions each ledger object has, from one listing.
-
-    Records are written once; a count above one is evidence of a rewrite, judged in recovery/lineage/tamper.py.
-    A delete marker is not counted: a deleted record is a gap, which the ledger read already reports."""
-    counts: dict[str, int] = {}
-    for v in store.versions(layout.ledger_prefix(project, stack)):
-        if not v.delete_marker:
-            counts[v.key] = counts.get(v.key, 0) + 1
-    return counts
-
-
 def _head(store: ObjectStore, project: str, stack: str,
           cache: dict[str, tuple]) -> tuple[Optional[LedgerRecord], int]:
     """(newest parseable record, highest serial claimed) from one listing and, usually, one read."""
