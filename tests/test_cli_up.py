@@ -6,6 +6,7 @@ the subprocess runs use nothing but the product, as an operator would.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -267,7 +268,8 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
     texts = [o + e for _, o, e in outputs]
     texts += [p.read_text() for p in (tmp_path / "plans").iterdir()]
     for v in [v for v in cli.store.versions(".groundctl/") if not v.delete_marker]:
-        texts.append(cli.store.get(v.key, v.version_id).body.decode())
+        body = cli.store.get(v.key, v.version_id).body
+        texts.append((gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body).decode())  # the ledger's index
     assert len(texts) > 10 and any("boom [redacted]" in t or "boom [secret]" in t for t in texts)
     for text in texts:
         for canary in (passphrase, deploy_key, kube):
