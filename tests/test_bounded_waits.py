@@ -265,11 +265,11 @@ def _get_of(fragment: str):
                                                 and "?versions" not in path)
 
 
-# Which reads trickle, and the commands that make them on a worker thread: ledger records are read on the
-# ledger's pool (status, state verify, state versions) or the guide's background reader (recover); state
-# versions are downloaded by the read-ahead pool (state versions, recover).
+# Which reads trickle, and the commands that make them on a worker thread: the ledger's index and records are read
+# on the ledger's side thread and pool (status, state verify, state versions) or the guide's background reader
+# (recover); state versions are downloaded by the read-ahead pool (state versions, recover).
 WORKER_READS = [
-    ("ledger records, the whole answer", _get_of("/.groundctl/ledger/"), "head",
+    ("ledger records, the whole answer", _get_of("/.groundctl/ledger"), "head",  # the records and their index
      [["status", "{spec}"], ["state", "verify", "{spec}", "network"], ["state", "versions", "{spec}", "network"],
       ["recover", "{spec}", "network", "--dry-run"]]),
     ("state versions, the body", _get_of("versionId="), "body",
