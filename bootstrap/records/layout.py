@@ -43,6 +43,19 @@ def ledger_key(project: str, stack: str, serial: int) -> str:
     return f"{ledger_prefix(project, stack)}{serial:012d}.json"
 
 
+def ledger_index_prefix(project: str, stack: str) -> str:
+    """Beside the ledger, not in it: a reader of an earlier version finds nothing it does not know there."""
+    return f"{GROUNDCTL}/ledger-index/{project}/{stack}/"
+
+
+def ledger_index_key(project: str, stack: str) -> str:
+    return f"{ledger_index_prefix(project, stack)}index.json.gz"
+
+
+def ledger_digest_key(project: str, stack: str, serial: int, sha256: str) -> str:
+    return f"{ledger_index_prefix(project, stack)}{serial:012d}.{sha256}"
+
+
 def lock_key(environment: str) -> str:
     return f"{GROUNDCTL}/locks/{environment}.json"
 
