@@ -68,6 +68,13 @@ def drill_key(environment: str, drill_id: str) -> str:
     return f"{GROUNDCTL}/drills/{environment}/{drill_id}.json"
 
 
+def drill_report_key(environment: str, drill_id: str, extension: str) -> str:
+    """A finished drill's rendered report (Markdown, its SVG timeline), kept beside its record for a reader who has
+    no other copy (a scheduled drill's pod loses its scratch volume). Past `locks/`, out of the range the fleet's
+    status listing reads, so that listing does not grow with the reports."""
+    return f"{GROUNDCTL}/reports/drills/{environment}/{drill_id}.{extension}"
+
+
 def quarantine_key(project: str, stack: str, stamp: str) -> str:
     return f"{GROUNDCTL}/quarantine/{project}/{stack}/{stamp}.json"
 
