@@ -31,6 +31,9 @@ def init(
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
     rehearsal_schedule: str = typer.Option("43 4 * * *", "--rehearsal-schedule",
                                            help="Cron schedule (UTC) of the restore rehearsal run."),
+    drift: bool = typer.Option(True, "--drift/--no-drift",
+                               help="Write the scheduled drift workflow; --no-drift leaves it out where the fleet's "
+                                    "drift CronJobs check drift (both write the same records)."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
     json_out: bool = json_opt("what was written and what CI will do per environment"),
 ) -> None:
@@ -49,8 +52,14 @@ def init(
         drift_cron=drift_schedule,
         rehearsal_cron=rehearsal_schedule,
         groundctl_version=version_of("groundctl", "unknown"),
+        drift=drift,
     )
     rendered, notes, options = workflow_files(repo, options)
+    left_out = f"{workflows.WORKFLOW_DIR}/{workflows.DRIFT_WORKFLOW}"
+    if not drift and (repo / left_out).is_file():
+        # Never deleted here: the repository's history is the operator's to change.
+        notes.append(f"{left_out} was left as it is (--no-drift writes no drift workflow); delete it to stop the "
+                     "scheduled drift runs there")
     for note in notes:
         console.info(note)
     status = file_status(repo, rendered, "groundctl ci init")
@@ -70,7 +79,8 @@ def init(
     chosen = {role: {x.environment for x in select(environments, None, role).include}
               for role in ("plan", "record", "apply")}
     rows = [{"environment": e.environment, "live_plan": e.environment in chosen["plan"],
-             "scheduled_drift": e.environment in chosen["record"], "apply_on_merge": e.environment in chosen["apply"],
+             "scheduled_drift": drift and e.environment in chosen["record"],
+             "apply_on_merge": e.environment in chosen["apply"],
              "spec_error": e.spec_error} for e in environments]
     if json_out:
         console.emit_json({"files": status, "install": options.install, "pulumi_version": options.pulumi_version,
@@ -84,7 +94,8 @@ def init(
         broken = "spec invalid: " if row["spec_error"] else ""
         shown.add_row(Text(row["environment"]), Text(f"{broken}yes"),
                       Text("plan role" if row["live_plan"] else "no (no aws.plan_role_arn)"),
-                      Text("record role" if row["scheduled_drift"] else "no (no aws.record_role_arn)"),
+                      Text("record role" if row["scheduled_drift"] else "no (--no-drift)" if not drift
+                           else "no (no aws.record_role_arn)"),
                       Text("apply role" if row["apply_on_merge"] else "no (no aws.apply_role_arn)"))
     console.data(shown)
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "

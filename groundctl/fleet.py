@@ -80,6 +80,11 @@ def manifests(
     environments: Optional[Path] = _ENVS,
     namespace: str = typer.Option("groundctl", "--namespace", help="Namespace of every object."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the YAML to this file instead of stdout."),
+    memory_limit: Optional[str] = typer.Option(
+        None, "--memory-limit", help="Memory limit of the drift and rehearsal pods (e.g. 2Gi) where a spec sets no "
+        "fleet.memory_limit (default: 1Gi)."),
+    drift: bool = typer.Option(True, "--drift/--no-drift", help="Schedule the hourly drift CronJobs; --no-drift "
+                               "leaves them out when the drift checks run elsewhere (`ci init`'s drift workflow)."),
     json_out: bool = json_opt("the manifests (a list) and the notes"),
 ) -> None:
     """Kubernetes manifests: per environment a drift CronJob and drill CronJobs, their ServiceAccounts, the specs."""
@@ -96,7 +101,7 @@ def manifests(
     from bootstrap.destinations import check_file, write_text
 
     check_file(out)
-    rendered = render(_spec_files(environments), image=image, ns=namespace)
+    rendered = render(_spec_files(environments), image=image, ns=namespace, memory_limit=memory_limit, drift=drift)
     if json_out:
         console.emit_json({"manifests": list(rendered.manifests), "notes": list(rendered.notes)})
     elif out is not None:

@@ -63,7 +63,11 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     error: Optional[GroundctlError] = None
     try:
         try:
-            approved = approved_plans(options.plan_dir, target.name) if options.plan_dir else None
+            approved = None
+            if options.plan_dir:
+                # A phase of its own, so that a refused --plan-dir is where the record says the run stopped.
+                with log.phase("plan-dir"):
+                    approved = approved_plans(options.plan_dir, target.name)
             states = run_states(target)
             for name in steps.preflight:
                 got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps),
@@ -87,7 +91,8 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
             for lay in log.record.layers:
                 if lay.achieved == "pending":
                     log.set_layer(lay.layer, achieved=error_outcome(error), message=error.message)
-            _close(log, held, error_outcome(error), f"stopped at {log.record.stopped_at or ''}: {error.message}")
+            where = log.record.stopped_at or "start-up"
+            _close(log, held, error_outcome(error), f"stopped at {where}: {error.message}")
         else:
             _close(log, held, "succeeded", _closing_message(log.record))
     except KeyboardInterrupt:
