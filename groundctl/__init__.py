@@ -74,14 +74,12 @@ def main() -> None:
         _failed_start(exc.message, exc.exit_code, "refused" if isinstance(exc, Refused) else "failed")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        _interrupted("nothing was left half-done: any environment lock this run held was released and every "
-                     "step taken is safe to repeat. Re-run the command to carry on")
+        _interrupted(_unwound())
     except Exception as exc:
         # click's exceptions (vendored by newer typer, plain click before): matched by shape, not class.
         if type(exc).__name__ == "Abort":
             if isinstance(exc.__cause__, KeyboardInterrupt):
-                _interrupted("nothing was left half-done: any environment lock this run held was released and "
-                             "every step taken is safe to repeat. Re-run the command to carry on")
+                _interrupted(_unwound())
             console.error("Aborted.")
             sys.exit(1)
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
@@ -121,6 +119,21 @@ def main() -> None:
         console.error(message)
         _failed_start(message, EXIT_INTERNAL)
         sys.exit(EXIT_INTERNAL)
+
+
+def _unwound() -> str:
+    # A Pulumi process that did not cancel within its grace was killed (bootstrap/engine/children.py): what it was
+    # doing may be cut off in its state, as with any killed update. Looked up, not imported: a run that started
+    # no Pulumi process never loaded the module.
+    children = sys.modules.get("bootstrap.engine.children")
+    killed = getattr(children, "killed", ())
+    if killed:
+        return (f"Pulumi did not stop within {children.GRACE_SECONDS:.0f} s and was killed ({', '.join(killed)}): "
+                "any environment lock this run held was released, but a killed update can leave pending operations "
+                "and its stack lock. Check `groundctl lock status` and `groundctl state verify` for the environment "
+                "before running the command again")
+    return ("nothing was left half-done: any environment lock this run held was released and every step taken is "
+            "safe to repeat. Re-run the command to carry on")
 
 
 def _failed_start(message: str, code: int, outcome: str = "failed") -> None:

@@ -66,6 +66,12 @@ def _render(record: dict) -> None:
             console.warn(f"{layer['layer']}: restorable, but the cloud differs from it: " + "; ".join(
                 f"{c['operation']} {c['urn'].rsplit('::', 1)[-1]} ({', '.join(c.get('diff_keys') or []) or '-'})"
                 for c in changes[:10]))
+        creates = ((layer.get("pending") or {}).get("creates") or [])
+        if creates:
+            console.info(f"{layer['layer']}: the state holds {len(creates)} pending create(s) an interrupted update "
+                         "left, which a recovery reconciles (adopted where it made something, else dropped): "
+                         + "; ".join(f"{p['kind']} {p['urn']}" for p in creates[:10])
+                         + (f"; and {len(creates) - 10} more" if len(creates) > 10 else ""))
         for other in layer.get("others") or []:
             console.info(f"{layer['layer']}: also rehearsed {other['version']['label']}: {other['outcome']}"
                          + (f" ({other['reason']})" if other.get("reason") else ""))

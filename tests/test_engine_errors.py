@@ -153,9 +153,8 @@ def engine(monkeypatch, tmp_path):
     eng._command = type("Cmd", (), {"command": "pulumi"})()
 
     def broken_cli(argv, *, input=None, **kwargs):  # a secret (on stdin) echoed back by a failing CLI
-        import subprocess
-        return subprocess.CompletedProcess(argv, 255, "", f"error: could not set {argv[-1]}: value {input} rejected")
-    monkeypatch.setattr("subprocess.run", broken_cli)
+        return 255, "", f"error: could not set {argv[-1]}: value {input} rejected"
+    monkeypatch.setattr("bootstrap.engine.children.run", broken_cli)
     return eng
 
 

@@ -194,7 +194,64 @@ def test_a_disabled_kms_key_fails_the_decryption_naming_the_key_from_describe_ke
     net = _layer(doc, "network")
     assert (net["failed_phase"], net["decrypt"]["kind"]) == ("decrypt", "key-disabled")
     assert net["decrypt"]["key"]["arn"] == key["Arn"] and net["decrypt"]["key"]["state"] == "Disabled"
-    assert provider in net["reason"] and f"{key['Arn']} (alias/{tier.state_bucket}) is disabled" in net["reason"]
+    # The proxy's answer names no key, and the state records only the alias: said to be the alias's current key.
+    assert provider in net["reason"] and \
+        f"the KMS key alias/{tier.state_bucket} points to now ({key['Arn']}) is disabled" in net["reason"]
+    assert "KMS's error names no key" in net["reason"]
+
+
+def _kms_error(code: str, message: str):
+    body = json.dumps({"__type": code, "message": message}).encode()
+    return lambda m, p, headers, b: (400, "application/x-amz-json-1.1", body) \
+        if headers.get("X-Amz-Target") == "TrentService.Decrypt" else None
+
+
+@pytest.mark.timeout(900)
+def test_after_the_alias_was_moved_the_key_that_failed_is_named_from_kmss_own_error(tmp_path, proxy):
+    """Issue 37 §1: the state records `awskms://alias/…`, never a key. DescribeKey of the alias answers for its
+    current key, which the rehearsal named as the one that failed. The emulator allows an alias to be moved and a
+    key disabled; its Decrypt, like AWS's, uses the key the ciphertext names, whatever the alias points to (and
+    ignores a key's state: the proxy answers as AWS does for the disabled key, naming it)."""
+    from bootstrap.engine.workspace import kms_provider
+
+    tier = make_tier(tmp_path, proxy.endpoint_url)
+    kms = boto3.client("kms", endpoint_url=proxy.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    old = kms.create_key()["KeyMetadata"]
+    alias = f"alias/{tier.state_bucket}"
+    kms.create_alias(AliasName=alias, TargetKeyId=old["KeyId"])
+    provider = kms_provider(alias, "us-east-1")
+    with tier_environment(tier) as mp:
+        mp.delenv("PULUMI_CONFIG_PASSPHRASE")
+        mp.setenv("ENGINE_TIER_SECRETS_PROVIDER", provider)
+        assert tier.cli_json("up", "SPEC", "--layers", "network", "--yes")["outcome"] == "succeeded"
+        new = kms.create_key()["KeyMetadata"]
+        kms.update_alias(AliasName=alias, TargetKeyId=new["KeyId"])
+        doc, _ = _rehearse(tier, proxy, "--layers", "network")  # the old key still decrypts what it encrypted
+        assert _layer(doc, "network")["outcome"] == "proven"
+
+        kms.disable_key(KeyId=old["KeyId"])
+        proxy.answer = _kms_error("DisabledException", f"{old['Arn']} is disabled.")
+        try:
+            moved, _ = _rehearse(tier, proxy, "--layers", "network", ok=(1,))
+            proxy.answer = _kms_error("AccessDeniedException", "The ciphertext refers to a customer master key that "
+                                      "does not exist, does not exist in this region, or you are not allowed to "
+                                      "access.")
+            unnamed, _ = _rehearse(tier, proxy, "--layers", "network", ok=(1,))
+        finally:
+            proxy.answer = None
+    net = _layer(moved, "network")
+    decrypt, reason = net["decrypt"], net["reason"]
+    assert (net["failed_phase"], decrypt["kind"]) == ("decrypt", "key-disabled")
+    assert (decrypt["key"]["arn"], decrypt["key"]["state"], decrypt["key"]["source"]) == (
+        old["Arn"], "Disabled", "kms-error")  # its state as the emulator's DescribeKey of the key itself says
+    assert (decrypt["alias_key"]["arn"], decrypt["alias_key"]["state"]) == (new["Arn"], "Enabled")
+    assert f"the KMS key {old['Arn']} is disabled" in reason and f"now points to {new['Arn']}" in reason
+    assert f"{new['Arn']} ({alias}) is disabled" not in reason  # what it said before: the wrong key
+    net = _layer(unnamed, "network")
+    assert (net["decrypt"]["kind"], net["decrypt"]["key"]["source"]) == ("access-denied", "alias-now")
+    assert f"the KMS key {alias} points to now ({new['Arn']})" in net["reason"]
+    assert "the key that failed is the one it pointed to then" in net["reason"]
 
 
 @pytest.mark.timeout(900)

@@ -42,6 +42,7 @@ def test_engine_errors_are_scrubbed_on_every_command(cli, monkeypatch, tmp_path,
     elif command[0] in ("plan", "drift"):
         # Previews run only on a deployed environment: its state bucket and stacks exist (a plan creates none).
         cli.store.client.create_bucket(Bucket=cli.store.bucket)
+        cli.store.put(".pulumi/meta.yaml", b"version: 1\n")  # written by the first Pulumi command that ran on it
         cli.engine.stacks.update({"backend", "network"})
     cli.engine.fail[(op, "network")] = _leaky_error()
     code, out, err = cli(*command, *(["--json"] if json_out else []))

@@ -21,6 +21,8 @@ OPENERS = {"open", "read_text", "read_bytes", "fdopen"}
 ALLOWED = {
     ("bootstrap/kit/user_files.py", "_read", "os.open"): "the reader itself: stat, then a non-blocking open",
     ("bootstrap/kit/user_files.py", "_read", "os.fdopen"): "the reader itself, on the descriptor it opened",
+    ("bootstrap/engine/children.py", "_stat", "open"):
+        "the kernel's /proc/<pid>/stat of a process under a Pulumi child, to end it: no file a user names",
     ("bootstrap/engine/automation.py", "_read_event_log", "open"):
         "the event log Pulumi writes into a private folder groundctl made for this update (mkdtemp)",
     ("bootstrap/engine/automation.py", "PulumiEngine.saved_plan", "open"):

@@ -28,10 +28,23 @@ def layer_skip_reason(target: Target, step: LayerStep, services: Services) -> Op
     return None
 
 
-def stack_action_for(target: Target, services: Services, layer: str, operation) -> StackAction:
+def pulumi_never_ran(store) -> bool:
+    """Whether no Pulumi command has ever run on the state bucket: there is no `.pulumi/meta.yaml`, which every
+    command writes on its first use of a bucket (pkg/backend/diy/backend.go:330, ensurePulumiMeta in meta.go:
+    65-112 and WriteTo :151-169), and no stack under `.pulumi/stacks/`. Then no stack exists, and asking Pulumi
+    would write that file first: a write the plan and record roles may not make (AccessDenied)."""
+    from bootstrap.records import layout
+
+    if store.get(f"{layout.PULUMI}/meta.yaml") is not None:
+        return False
+    return next(iter(store.keys(f"{layout.PULUMI}/stacks/", page_size=1)), None) is None
+
+
+def stack_action_for(target: Target, services: Services, layer: str, operation, *,
+                     never_ran: bool = False) -> StackAction:
     """Whether the layer's stack is used, created or reported; StackLost (exit 3) when the ledger knows it
-    but the backend no longer has it."""
-    exists = target.engine.stack_exists(layer)
+    but the backend no longer has it. `never_ran` (`pulumi_never_ran`): no stack exists, Pulumi is not asked."""
+    exists = False if never_ran else target.engine.stack_exists(layer)
     serial = 0 if exists else services.ledger_serial(target.store, layer, target.name)
     action = stack_action(operation, exists, serial)
     if action == "lost":

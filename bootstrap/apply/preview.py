@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 from bootstrap.kit import console
-from bootstrap.apply.layer_stack import layer_skip_reason, stack_action_for
+from bootstrap.apply.layer_stack import layer_skip_reason, pulumi_never_ran, stack_action_for
 from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states
 from bootstrap.apply.services import Services, default_services
-from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason, not_deployed_yet
+from bootstrap.apply.steps import Steps, build_preview, never_applied_yet, not_deployed_reason, not_deployed_yet
 from bootstrap.planning.summary import show_plan
 from bootstrap.kit.errors import EngineError, StateBucketMissing
 from bootstrap.planning import render as plan_render
@@ -60,8 +60,16 @@ def _preview_all(target: Target, steps: Steps, services: Services, saved_plans: 
             reason = not_deployed_yet(target.name, missing.bucket)
             return [Plan(step.layer, target.name, (), skipped_reason=step.skip_reason or reason,
                          not_deployed=not step.skip_reason) for step in steps.layers]
+    # A bucket that a first `up` made but stopped short of any layer (at its gate): answered before any Pulumi
+    # command, which would write .pulumi/meta.yaml, a write the plan and record roles may not make.
+    never_ran = pulumi_never_ran(target.store)
     plans = []
     for step in steps.layers:
+        if never_ran and not step.skip_reason:
+            stack_action_for(target, services, step.layer, step.operation, never_ran=True)  # StackLost if ledgered
+            plans.append(Plan(step.layer, target.name, (), skipped_reason=never_applied_yet(
+                target.name, target.spec.backend.bucket), not_deployed=True))
+            continue
         reason = layer_skip_reason(target, step, services)
         if reason:
             plans.append(Plan(step.layer, target.name, (), skipped_reason=reason))

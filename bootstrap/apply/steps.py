@@ -117,6 +117,13 @@ def not_deployed_yet(environment: str, bucket: str) -> str:
             "'Under CI'); plans preview against it from then on")
 
 
+def never_applied_yet(environment: str, bucket: str) -> str:
+    """What a plan or drift says of an environment whose state bucket no Pulumi command has opened yet."""
+    return (f"not deployed yet: the state bucket {bucket} exists, but no layer was ever applied to it (no Pulumi "
+            f"command has run on it: it holds no .pulumi/meta.yaml and no stack). Next: `groundctl up {environment}` "
+            "with its apply role (runbooks/create-environment.md); plans preview against it from then on")
+
+
 def kubernetes_endpoint(cluster_outputs: dict) -> Optional[tuple[str, int]]:
     """(host, port) of the cluster's API from its outputs, or None when it does not say."""
     url = cluster_outputs.get("cluster_endpoint")

@@ -28,11 +28,15 @@ class LayerStacks:
                  passphrase_env: str = PULUMI_PASSPHRASE_VAR,
                  stacks_dir: Path | None = None, backend_override: str | None = None,
                  secrets_provider: str | None = None,
-                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None):
+                 state_of: Callable[[str], Mapping[str, Any] | None] | None = None,
+                 private_copy: bool = False):
         # backend_override/secrets_provider: the restore rehearsal's scratch file:// backend, opened with the
         # state's own secrets provider (and the engine tier's emulator KMS); stacks_dir: the engine tier's programs.
         # state_of: a layer's deployment as the backend's bucket holds it now, read where a `stack export` would
         # be (None where it cannot tell: the export runs then).
+        # private_copy: every stack is a private copy of a stored state (the rehearsal's scratch backend), which a
+        # preview may prove whatever pending operations it holds: nothing else previews or updates it.
+        self._private_copy = private_copy
         from bootstrap.engine.rundir import RunDir
 
         self._state_of = state_of
@@ -150,10 +154,10 @@ class LayerStacks:
         """`pulumi config set --secret KEY` with the value on standard input, never on the command line
         (where `ps` shows it): with no value argument the CLI reads stdin when it is not a terminal, and
         `--raw` keeps the value exactly, trailing newline included."""
-        import subprocess
-
         from pulumi.automation._cmd import CommandResult
         from pulumi.automation.errors import create_command_error
+
+        from bootstrap.engine import children
 
         def run():
             workspace = stack.workspace
@@ -162,10 +166,9 @@ class LayerStacks:
                 env["PULUMI_HOME"] = workspace.pulumi_home
             argv = [self._command.command, "--non-interactive", "config", "set", "--secret", "--raw",
                     "--stack", stack.name, "--", key]
-            done = subprocess.run(argv, input=value, capture_output=True, text=True, cwd=workspace.work_dir,
-                                  env=env, check=False)
-            if done.returncode != 0:
-                raise create_command_error(CommandResult(done.stdout, done.stderr, done.returncode))
+            code, stdout, stderr = children.run(argv, cwd=workspace.work_dir, env=env, input=value)
+            if code != 0:
+                raise create_command_error(CommandResult(stdout, stderr, code))
         self._call(layer, "config", run)
 
     def _write_plain_config(self, layer: str, stack, values: dict[str, str]) -> None:
@@ -253,8 +256,10 @@ class LayerStacks:
         once per layer and run, before its first such operation (Pulumi only warns: bootstrap/engine/pending.py).
         The apply preflight refuses a whole run up front from the bucket; this catches what that read could not
         see (a state written since, one it could not parse) and guards the engine's other callers (recover's
-        verification, the drills, the rehearsal), on the export the layer's configuration already made."""
-        if layer in self._pending_checked:
+        verification, the drills), on the export the layer's configuration already made. A preview of a private
+        copy goes ahead: a preview writes no state, and the rehearsal proves the state an interrupted update left
+        (Pulumi previews it, warning only outside dry runs: pkg/resource/deploy/deployment_executor.go:183-187)."""
+        if layer in self._pending_checked or (operation == "preview" and self._private_copy):
             return
         if layer not in self._pending_seen:  # written since this run last exported it
             self._export_plain(layer, stack)

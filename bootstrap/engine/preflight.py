@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from bootstrap.engine import children
 from bootstrap.engine.errors import missing_cli_error
 from bootstrap.engine.plugins import (OPERATION_NEEDS, STATE, command_needs, layer_plugins, require_plugins,
                                       state_plugins)
@@ -67,20 +68,19 @@ def _reported_version(path: str) -> str:
     if key not in _probed:
         env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
         try:
-            done = subprocess.run([path, "version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
-                                  env=env, check=False)
+            code, stdout, stderr = children.run([path, "version"], cwd=None, env=env, timeout=VERSION_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise EngineError(f"The Pulumi CLI at {one_line(path)} did not answer `pulumi version` within "
                               f"{VERSION_TIMEOUT:.0f} s, so groundctl cannot use it. Nothing was changed. Check "
                               "that `pulumi version` works in this shell, and run the command again.") from None
         except OSError as exc:
             raise missing_cli_error(one_line(f"{path}: {exc.strerror or exc}")) from None
-        if done.returncode != 0:
+        if code != 0:
             raise EngineError(f"The Pulumi CLI at {one_line(path)} failed to report its version (`pulumi version` "
-                              f"exited {done.returncode}: {one_line(done.stderr or done.stdout)}). Nothing was "
+                              f"exited {code}: {one_line(stderr or stdout)}). Nothing was "
                               "changed. Check that `pulumi version` works in this shell, and run the command "
                               "again.")
-        _probed[key] = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        _probed[key] = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     return _probed[key]
 
 

@@ -6,6 +6,9 @@ passphrase KDF.
   though `require_cli` has read it once per process;
 - `select_stack` runs `pulumi stack select` (_local_workspace.py:476-484, via _stack.py:258-259) only to
   fail for a missing stack, which the export each layer's configuration runs anyway fails for too;
+- `PulumiCommand.run` starts the CLI in groundctl's own process group and, interrupted, leaves it running
+  untold (_cmd.py:242-266: `Popen.__exit__` only waits a moment on a KeyboardInterrupt): every command here
+  runs through bootstrap/engine/children.py instead;
 - `Stack.up` runs `stack output` twice and `stack history` after the update (_stack.py:443-447;
   _local_workspace.py:699-712; _stack.py:1408-1416, 1448-1457): the counts are in the update's own summary
   event and the outputs in its root stack's outputs event, which the same event stream carries.
@@ -14,9 +17,10 @@ passphrase KDF.
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from pulumi.automation import LocalWorkspace, LocalWorkspaceOptions, PulumiCommand, Stack
+from pulumi.automation._cmd import CommandResult
 from pulumi.automation._stack import StackInitMode, _cleanup
 
 
@@ -30,6 +34,26 @@ class KnownCli(PulumiCommand):
         self.version = _parse_and_validate_pulumi_version(
             min_version=_MINIMUM_VERSION, current_version=reported.strip().removeprefix("v"),
             opt_out=os.getenv(_SKIP_VERSION_CHECK_VAR) is not None)
+
+    def run(self, args: list[str], cwd: str, additional_env: Mapping[str, str],
+            on_output: Optional[Callable[[str], None]] = None,
+            on_error: Optional[Callable[[str], None]] = None) -> CommandResult:
+        """The SDK's run (the same arguments, environment and result: _cmd.py:191-273) through
+        bootstrap/engine/children.py, which ends the process when groundctl is interrupted."""
+        from pulumi.automation.errors import create_command_error
+
+        from bootstrap.engine import children
+
+        cut = args.index("--") if "--" in args else len(args)
+        if "--non-interactive" not in args[:cut]:
+            args.insert(0, "--non-interactive")
+        env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+        code, stdout, stderr = children.run([self.command, *args], cwd=cwd, env=env, on_output=on_output,
+                                            on_error=on_error)
+        result = CommandResult(stderr=stderr, stdout=stdout, code=code)
+        if code != 0:
+            raise create_command_error(result)
+        return result
 
 
 class _Unselected(Stack):

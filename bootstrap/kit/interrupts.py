@@ -10,6 +10,9 @@ Python runs a signal handler between any two bytecodes, also inside a weakref ca
 (importlib's module-lock clean-up is one), where a raised exception is printed as "Exception ignored"
 and dropped: the interrupt would be lost and `emulator start` would serve on. The unraisable hook sends
 such a signal again, so it is raised where the run can unwind.
+
+A child process groundctl waits on is told first: `on_interrupt` registers who tells it (the engine's Pulumi
+processes run in process groups of their own, which a signal sent to groundctl alone never reaches).
 """
 
 from __future__ import annotations
@@ -19,18 +22,28 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 _depth = 0
 _pending: Optional[int] = None
 received = False  # a signal came: whatever fails after it failed because of it, not because of a bug
 _last: Optional[int] = None
+_listeners: list[Callable[[int], None]] = []
+
+
+def on_interrupt(listener: Callable[[int], None]) -> None:
+    """Call `listener(signum)` on every SIGINT or SIGTERM, in the handler, before the interrupt is raised or
+    held: it must only send signals and set flags (no lock, no I/O that can block)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def on_signal(signum: int, frame) -> None:
     global _pending, received, _last
     received = True
     _last = signum
+    for listener in tuple(_listeners):
+        listener(signum)
     if frame is not None and frame.f_code is _redeliver.__code__:
         _send_again(signum)  # raised here it would be dropped as well
         return
@@ -80,6 +93,8 @@ def _redeliver(unraisable) -> None:
 
 
 def install() -> None:
+    global _pending, received, _last
+    _pending, received, _last = None, False, None  # a new command (in-process callers run several)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     sys.unraisablehook = _redeliver

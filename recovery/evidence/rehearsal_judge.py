@@ -4,12 +4,15 @@ a layer. Pure: the shell hands in what the engine and KMS said."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from bootstrap.engine.pending import pending_operations
 from bootstrap.engine.results import SECRET_SIG
 from bootstrap.engine.secrets_provider import PASSPHRASE
+from bootstrap.kit.untrusted import one_line
 
 MAX_CHANGES = 100       # changed resources kept in a record; the count says how many there were
 MAX_WALK = 2_000_000    # values visited when counting secrets: a bound, far above any real state
@@ -25,10 +28,13 @@ class KeyState:
     state: Optional[str] = None          # Enabled | Disabled | PendingDeletion | …; None when unread
     deletion_date: Optional[str] = None
     error: Optional[str] = None          # DescribeKey's own error code, when it failed
+    # How the key was known: `kms-error` (KMS's own error named it), `alias-now` (the key the state's alias points
+    # to now, which is not necessarily the one that failed), `provider` (the provider names the key itself).
+    source: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"id": self.key_id, "arn": self.arn, "state": self.state, "deletion_date": self.deletion_date,
-                "describe_error": self.error}
+                "describe_error": self.error, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,13 @@ class Decrypt:
     kind: Optional[str] = None       # why it failed: wrong-passphrase, passphrase-missing, access-denied, …
     message: Optional[str] = None
     secrets: int = 0                 # secret values of the state decrypted
-    key: Optional[KeyState] = None
+    key: Optional[KeyState] = None   # the key the failure is about
+    alias_key: Optional[KeyState] = None  # where KMS's error named another key: the one the alias points to now
 
     def to_dict(self) -> dict:
         return {"result": self.result, "provider": self.provider, "kind": self.kind, "message": self.message,
-                "secrets": self.secrets, "key": self.key.to_dict() if self.key else None}
+                "secrets": self.secrets, "key": self.key.to_dict() if self.key else None,
+                "alias_key": self.alias_key.to_dict() if self.alias_key else None}
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,38 @@ class Preview:
 
 
 @dataclass(frozen=True)
+class Pending:
+    """The pending operations of a restored version: what a recovery of it would meet. Its creates the recovery
+    reconciles (adopted where they made something, else dropped: recovery/survivors/pending_creates.py); any
+    other operation makes it refuse until an operator has checked that resource (recovery/guide/reconciling.py).
+    Each entry: {kind, urn}."""
+
+    creates: tuple[dict, ...] = ()
+    others: tuple[dict, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"creates": [dict(p) for p in self.creates], "others": [dict(p) for p in self.others]}
+
+
+def pending_of(deployment: Any) -> Pending:
+    """The pending operations of a deployment, as a recovery meets them. Pure."""
+    ops = pending_operations(deployment if isinstance(deployment, dict) else {})
+    # Read from the bucket: made inert and bounded before they are printed or recorded.
+    named = [(o.kind, {"kind": one_line(o.kind, 40), "urn": one_line(o.urn, 2000)}) for o in ops]
+    return Pending(tuple(p for kind, p in named if kind == "creating"),
+                   tuple(p for kind, p in named if kind != "creating"))
+
+
+def refusal_reason(label: str, pending: Pending) -> str:
+    """Why a recovery of the version would refuse: its pending operations that are not creates, each named."""
+    named = "; ".join(f"{p['kind']} {p['urn']}" for p in pending.others)
+    return (f"{label} restores, decrypts and previews, but a recovery of it would refuse: its state holds "
+            f"{len(pending.others)} pending operation(s) that are not creates ({named}), left by an update "
+            "interrupted while it changed or deleted them. Check each of these resources in the cloud and refresh "
+            "it, as runbooks/resolve-pending-operations.md says; a recovery then goes ahead")
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One version restored into the scratch backend, decrypted and previewed (as far as it got)."""
 
@@ -70,6 +110,7 @@ class Attempt:
     seconds: dict = field(default_factory=dict)   # phase -> seconds
     failed_phase: Optional[str] = None
     reason: Optional[str] = None
+    pending: Pending = Pending()
 
     @property
     def outcome(self) -> str:
@@ -80,7 +121,7 @@ class Attempt:
     def to_dict(self) -> dict:
         return {"version": dict(self.version), "age_seconds": self.age_seconds, "outcome": self.outcome,
                 "failed_phase": self.failed_phase, "reason": self.reason, "decrypt": self.decrypt.to_dict(),
-                "preview": self.preview.to_dict(), "seconds": dict(self.seconds)}
+                "preview": self.preview.to_dict(), "seconds": dict(self.seconds), "pending": self.pending.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -122,6 +163,7 @@ class LayerResult:
                 "newer": dict(self.newer) if self.newer is not None else None,
                 "version": dict(a.version) if a else None,
                 "decrypt": a.decrypt.to_dict() if a else None, "preview": a.preview.to_dict() if a else None,
+                "pending": a.pending.to_dict() if a else None,
                 "seconds": {**self.seconds, **(a.seconds if a else {})}, "choice": dict(self.choice),
                 "references": list(self.references), "others": [o.to_dict() for o in self.others],
                 "not_rehearsed": list(self.not_rehearsed)}
@@ -201,15 +243,44 @@ def failure_kind(provider: Optional[str], error: str, key: Optional[KeyState]) -
     return "decrypt-failed"
 
 
+_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,128}")
+
+
+def keys_named(error: str) -> list[str]:
+    """The KMS key ARNs an error names, in order, once each: KMS's own errors name the key the ciphertext was
+    encrypted with ("arn:aws:kms:…:key/… is disabled."), whatever alias the caller used. Pure."""
+    return list(dict.fromkeys(_KEY_ARN.findall(error)))
+
+
+def is_alias(key_id: Optional[str]) -> bool:
+    return bool(key_id) and (key_id.startswith("alias/") or ":alias/" in key_id)
+
+
 def _key_text(key: Optional[KeyState], fallback: Optional[str]) -> str:
     if key is None:
         return f"the KMS key {fallback}"
+    if key.source == "alias-now":
+        return f"the KMS key {key.key_id} points to now ({key.arn or 'not found'})"
     named = key.arn or key.key_id
     return f"the KMS key {named}" + (f" ({key.key_id})" if key.arn and key.key_id not in key.arn else "")
 
 
-def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState] = None) -> Decrypt:
-    """The failed decryption: the provider, the kind and one paragraph naming both and the engine's error."""
+def _whose(key: Optional[KeyState], alias_key: Optional[KeyState]) -> str:
+    """What the message must say of which key it named: the state records only an alias, which may have moved."""
+    if key is not None and key.source == "kms-error" and alias_key is not None:
+        return (f" KMS's error names this key; the state records only the alias {alias_key.key_id}, which now "
+                f"points to {alias_key.arn or 'no key'}: the alias was moved since this state was written.")
+    if key is not None and key.source == "alias-now":
+        return (f" KMS's error names no key and the state records only the alias, so this is the key the alias "
+                "points to now: if the alias was moved since this state was written, the key that failed is the "
+                "one it pointed to then.")
+    return ""
+
+
+def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState] = None,
+                    alias_key: Optional[KeyState] = None) -> Decrypt:
+    """The failed decryption: the provider, the kind and one paragraph naming both, which key it is about and how
+    that is known, and the engine's error."""
     kind = failure_kind(provider, error, key)
     what = {
         "wrong-passphrase": "the passphrase given (PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE) is "
@@ -228,21 +299,33 @@ def decrypt_failure(provider: Optional[str], error: str, key: Optional[KeyState]
         "wrong-key": f"{_key_text(key, kms_key_id(provider))} is not the key the state's data key was "
                      "encrypted with",
     }.get(kind, "the engine could not decrypt them")
+    if kind not in ("wrong-passphrase", "passphrase-missing"):
+        what += "." + _whose(key, alias_key)
+        what = what.removesuffix(".")
     name = "passphrase" if provider in (None, PASSPHRASE) else provider
     message = (f"The state's secrets cannot be decrypted with its own secrets provider ({name}): {what}. "
                f"Every version encrypted with it is unusable until this is fixed. The engine said: {error}")
-    return Decrypt("failed", provider or PASSPHRASE, kind, message, 0, key)
+    return Decrypt("failed", provider or PASSPHRASE, kind, message, 0, key, alias_key)
 
 
 # -- the preview -----------------------------------------------------------------------------------
 
 
-def preview_from_row(row: dict) -> Preview:
-    """A refresh preview judged as `drift` judges it (a `bootstrap.records.drift.drift_row` dict)."""
-    changes = tuple(row.get("changes") or ())
-    result = "no-change" if row.get("state") == "clean" and not changes else "drift"
-    return Preview(result, row.get("summary") or "", dict(row.get("counts") or {}), changes[:MAX_CHANGES],
-                   len(changes))
+def preview_from_row(row: dict, unfinished: frozenset[str] = frozenset()) -> Preview:
+    """A refresh preview judged as `drift` judges it (a `bootstrap.records.drift.drift_row` dict). The creates
+    of `unfinished` (the URNs of the state's pending creates) are no drift: the interrupted update never
+    finished them, the program still declares them, and a recovery reconciles them (its verification accepts
+    exactly these: recovery/guide/verifying.py)."""
+    every = tuple(row.get("changes") or ())
+    changes = tuple(c for c in every if not (c.get("operation") == "create" and c.get("urn") in unfinished))
+    shown = len(every) - len(changes)
+    clean = not changes and (row.get("state") == "clean" or shown > 0)
+    summary = row.get("summary") or ""
+    if shown:
+        summary = (f"no change but the {shown} create(s) the interrupted update never finished" if clean
+                   else summary + f" (with the {shown} create(s) the interrupted update never finished)")
+    return Preview("no-change" if clean else "drift", summary, dict(row.get("counts") or {}),
+                   changes[:MAX_CHANGES], len(changes))
 
 
 def preview_failure(message: str) -> Preview:

@@ -11,7 +11,8 @@ and the measured RPO, from a listing alone. The record itself holds, per layer: 
 id, serial, sha256, lineage, time), its age at the rehearsal, the measured RPO and the newer states (how many,
 the oldest), the decryption (provider, result, why it
 failed), the preview (no change / drift with the changed resources and fields / the engine's error), the
-seconds per phase, the references restored first, and the groundctl and Pulumi versions. No property value
+state's pending operations (`pending`: the creates a recovery would reconcile and the others it would refuse,
+each {kind, urn}), the seconds per phase, the references restored first, and the groundctl and Pulumi versions. No property value
 and no secret is kept; every text is redacted with the secrets the run knows of.
 """
 
@@ -31,7 +32,7 @@ from recovery.evidence.rehearsal_judge import OUTCOMES, LayerResult, run_outcome
 SCHEMA = 1
 _END_OF_TIME_MS = 9_999_999_999_999  # 2286-11-20, in epoch milliseconds
 _VERDICT = re.compile(r"^(?P<layer>[a-z][a-z0-9-]{0,62})\.(?P<outcome>[a-z]+)(?:\.(?P<rpo>\d{1,12})s)?$")
-PHASES = ("choose", "references", "restore", "decrypt", "preview")
+PHASES = ("choose", "references", "restore", "decrypt", "preview", "pending")
 
 
 def rehearsal_record(environment: str, layers: list[LayerResult], *, started: float, finished: float,
@@ -103,10 +104,12 @@ def _attempt_parts(d: dict) -> None:
     if decrypt:
         text(decrypt, "result"), text(decrypt, "provider", optional=True, max_len=500)
         text(decrypt, "kind", optional=True), prose(decrypt, "message"), whole(decrypt, "secrets", optional=True)
-        key = obj(decrypt, "key")
-        if key:
-            text(key, "id", max_len=500), text(key, "arn", optional=True, max_len=500)
-            text(key, "state", optional=True), text(key, "deletion_date", optional=True)
+        for field in ("key", "alias_key"):
+            key = obj(decrypt, field)
+            if key:
+                text(key, "id", max_len=500), text(key, "arn", optional=True, max_len=500)
+                text(key, "state", optional=True), text(key, "deletion_date", optional=True)
+                text(key, "source", optional=True)
     if preview:
         text(preview, "result"), prose(preview, "summary"), prose(preview, "error")
         whole(preview, "changes_total", optional=True)
@@ -116,6 +119,12 @@ def _attempt_parts(d: dict) -> None:
             if not isinstance(change, dict):
                 raise ValueError("an entry of 'changes' is not an object")
             text(change, "urn", max_len=4096), text(change, "type", optional=True), text(change, "operation")
+    pending = obj(d, "pending")
+    for group in ("creates", "others") if pending else ():
+        for op in items(pending, group, max_items=10_000):
+            if not isinstance(op, dict):
+                raise ValueError(f"an entry of 'pending.{group}' is not an object")
+            text(op, "kind"), text(op, "urn", max_len=4096)
     for phase, seconds in obj(d, "seconds").items():
         number({phase: seconds}, phase, optional=False, low=0, high=1e7)
     version = obj(d, "version")

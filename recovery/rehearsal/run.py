@@ -3,7 +3,10 @@
 --expect-no-changes`; each timed. The preview is itself the decryption's proof (it cannot run without
 decrypting the state and the config); only a failed one is followed by an export that decrypts the state on
 its own, to tell whether the secrets were the cause, and so is one that cannot run here (a provider plugin
-version the state records is not installed), to prove them. Every I/O goes through `Services`: the state
+version the state records is not installed), to prove them. A state an interrupted update left is proven too
+(the scratch copy is private, and a preview writes nothing): its pending creates, which a recovery reconciles,
+are no drift; any other pending operation fails the version at `pending`, as a recovery would refuse it; both
+are recorded, each with its kind and URN. Every I/O goes through `Services`: the state
 bucket is only read, the engine only ever sees the scratch backend, and nothing here writes a record (the
 caller does, with the result)."""
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 import botocore.exceptions
@@ -23,9 +26,10 @@ from bootstrap.records.drift import drift_row
 from bootstrap.kit.untrusted import epoch
 from recovery.choice.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
-from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
-                                      kms_region, preview_failure, preview_from_row, preview_not_run,
-                                      preview_reason, secrets_in)
+from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, is_alias,
+                                               keys_named, kms_key_id, kms_region, pending_of, preview_failure,
+                                               preview_from_row, preview_not_run, preview_reason, refusal_reason,
+                                               secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
 from recovery.state.state_bytes import NotAState, decompress, load_json
 
@@ -191,6 +195,10 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
     except RestoreFailed as exc:
         return Attempt(version, age, seconds=seconds, failed_phase="restore",
                        reason=f"{label} could not be restored: {exc.reason}")
+    pending = pending_of(placed)  # what a recovery of it would meet: the preview proves the state all the same
+    if pending.creates or pending.others:
+        svc.report(f"{layer}: {label} holds {len(pending.creates)} pending create(s) a recovery would reconcile and "
+                   f"{len(pending.others)} other pending operation(s) it would refuse")
     provider = state_provider(placed)
     svc.report(f"{layer}: opening it with its own secrets provider ({provider or PASSPHRASE})")
     engine, decrypt = _timed(svc, seconds, "decrypt", lambda: _open(layer, provider, lineage, placed, svc))
@@ -201,9 +209,13 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
         else:
             svc.report(f"{layer}: previewing against the cloud, its secrets and config decrypted (refresh, "
                        "expecting no changes)")
-            preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer))
+            unfinished = frozenset(p["urn"] for p in pending.creates)
+            preview = _timed(svc, seconds, "preview", lambda: _preview(engine, layer, unfinished))
             if preview.result != "failed":
-                return Attempt(version, age, decrypt, preview, seconds)
+                if pending.others:
+                    return Attempt(version, age, decrypt, preview, seconds, "pending", refusal_reason(label, pending),
+                                   pending)
+                return Attempt(version, age, decrypt, preview, seconds, pending=pending)
         # Whether the secrets were the cause, and the plaintexts to redact its error with, or, where the preview
         # could not run, their proof: only a preview that proved nothing pays for the export (it runs no provider).
         svc.report(f"{layer}: the preview cannot run here (a provider plugin the state records is missing); "
@@ -211,8 +223,9 @@ def _attempt(environment: str, layer: str, version: dict, lineage: Optional[str]
                    f"{layer}: the preview failed; decrypting the state's secrets to tell why")
         decrypt = _timed(svc, seconds, "decrypt", lambda: _decrypt(engine, layer, provider, svc))
         if decrypt.result == "ok":
-            return Attempt(version, age, decrypt, preview, seconds, "preview", preview_reason(label, preview))
-    return Attempt(version, age, decrypt, seconds=seconds, failed_phase="decrypt", reason=decrypt.message)
+            return Attempt(version, age, decrypt, preview, seconds, "preview", preview_reason(label, preview), pending)
+    return Attempt(version, age, decrypt, seconds=seconds, failed_phase="decrypt", reason=decrypt.message,
+                   pending=pending)
 
 
 def _open(layer: str, provider: Optional[str], lineage: Optional[str], placed: dict,
@@ -238,19 +251,35 @@ def _decrypt(engine, layer: str, provider: Optional[str], svc: Services) -> Decr
     try:
         deployment = engine.export_state(layer).get("deployment")
     except GroundctlError as exc:
-        key_id = kms_key_id(provider)
-        key = svc.describe_key(key_id, kms_region(provider)) if key_id else None
-        return decrypt_failure(provider, exc.message, key)
+        key, alias_key = _failed_key(provider, exc.message, svc)
+        return decrypt_failure(provider, exc.message, key, alias_key)
     count, plaintexts = secrets_in(deployment)
     svc.secrets.update(plaintexts)
     return Decrypt("ok", provider or PASSPHRASE, secrets=count)
 
 
-def _preview(engine, layer: str):
+def _failed_key(provider: Optional[str], error: str, svc: Services) -> tuple[Optional[KeyState], Optional[KeyState]]:
+    """The KMS key a failed decryption is about, and, where it is not the alias's current key, that one too. The
+    state records its provider's alias only (`awskms://alias/…`), never a key, and the alias may have been moved
+    since: a decryption uses the key the ciphertext names (gocloud's awskms sends no KeyId to Decrypt), which
+    KMS's own errors name. Without a key in the error it is the alias's current key, and the message says so."""
+    key_id, region = kms_key_id(provider), kms_region(provider)
+    if key_id is None:
+        return None, None
+    if not is_alias(key_id):
+        return replace(svc.describe_key(key_id, region), source="provider"), None
+    now = replace(svc.describe_key(key_id, region), source="alias-now")
+    named = keys_named(error)
+    if not named or named[0] == now.arn:
+        return (replace(now, source="kms-error") if named else now), None
+    return replace(svc.describe_key(named[0], region), source="kms-error"), now
+
+
+def _preview(engine, layer: str, unfinished: frozenset[str] = frozenset()):
     try:
         plan = engine.preview(layer, refresh=True, expect_no_changes=True)
     except UnexpectedChanges as exc:
         plan = exc.plan
     except GroundctlError as exc:
         return preview_failure(exc.message)
-    return preview_from_row(drift_row(plan))
+    return preview_from_row(drift_row(plan), unfinished)

@@ -25,7 +25,8 @@ def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
         engine = automation.PulumiEngine(target.spec, endpoint_url=target.endpoint_url,
                                          lineage_for=lambda _layer: lineage, backend_override=backend_url,
                                          secrets_provider=provider,
-                                         state_of=lambda name: placed if name == layer else None)
+                                         state_of=lambda name: placed if name == layer else None,
+                                         private_copy=True)
         require_engine(engine, [layer])
         return ScrubbingEngine(engine, secrets)
     return build

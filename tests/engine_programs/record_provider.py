@@ -11,7 +11,8 @@ can fail or stall one create of a real update, before its object is written or a
 resource but never answered). "allocate-then-sleep" writes the object under a key of its own,
 `<key>.<random>`, as AWS gives each create of an EIP or NAT gateway a new ID: a second create of the same
 record makes a second object instead of overwriting the first.
-Three more act elsewhere: "read-fail" makes a refresh's read of the record fail (as an AccessDenied would),
+Four more act elsewhere: "read-fail" makes a refresh's read of the record fail (as an AccessDenied would),
+"read-sleep:<seconds>" stalls it,
 "update-sleep:<seconds>" stalls its update before the object is rewritten, and "delete-sleep:<seconds>" its
 delete before the object is removed.
 """
@@ -66,6 +67,8 @@ class RecordProvider(ResourceProvider):
     def read(self, id_, props):
         if _action(props.get("name", "")) == "read-fail":
             raise RuntimeError(f"injected failure reading record {props.get('name')}: AccessDenied")
+        if _action(props.get("name", "")).startswith("read-sleep:"):
+            time.sleep(float(_action(props["name"]).split(":", 1)[1]))
         s3 = _s3(props)
         try:
             body = json.loads(s3.get_object(Bucket=props["bucket"], Key=id_)["Body"].read())
