@@ -255,7 +255,8 @@ def test_a_drill_name_is_read_strictly():
 
     report = drill_report("dev", "state-loss", 3, rto_minutes=30, recovery=612.4)
     assert parse_drill_name(record_name(report)) == {"drill_id": report.drill_id, "kind": "state-loss",
-                                                     "outcome": "passed", "recovery_seconds": 612.0}
+                                                     "outcome": "passed", "recovery_seconds": 612.0,
+                                                     "at": "2025-11-27T16:00:00Z"}  # its id's start time
     old = parse_drill_name("20261202T110000Z-rebuild-cluster-3f9a1c")  # written before names carried the verdict
     assert old["outcome"] is None and old["kind"] == "rebuild-cluster"
     for planted in ("20261202T110000Z-rebuild-cluster-3f9a1c--passed-1e400s", "20261202T110000Z-state-loss-1--won",

@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from itertools import islice, takewhile
 from typing import Any, Callable, Optional
 
@@ -31,6 +31,7 @@ from bootstrap.aws.clients import separate_budget
 from bootstrap.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
+from bootstrap.records.clock import ahead, iso
 from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.lock_status import lock_status
 from bootstrap.untrusted import Unreadable
@@ -46,6 +47,7 @@ DRIFT_PAGE = 8             # the newest drift records, one small listing: a run 
 MAX_DRIFT_STREAK = 200     # a run of drifted (or failed) checks is dated this far back; past it, "at least"
 REHEARSAL_PAGE = 32        # the newest rehearsals: at a daily schedule a month, far past any layer's freshness
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
+MAX_FUTURE = 200           # records from the future passed over to find the present: a planted flood is not followed
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ def parse_drill_name(stem: str) -> Optional[dict]:
     if kind is None or len(stem) > 200:
         return None
     if not sep:
-        return {"drill_id": drill_id, "kind": kind, "outcome": None, "recovery_seconds": None}
+        return {"drill_id": drill_id, "kind": kind, "outcome": None, "recovery_seconds": None,
+                "at": drill_started(drill_id)}
     outcome, secs = verdict, None
     for known in OUTCOMES:
         if verdict == known or verdict.startswith(known + "-"):
@@ -88,7 +91,45 @@ def parse_drill_name(stem: str) -> Optional[dict]:
             break
     else:
         return None
-    return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs}
+    return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs,
+            "at": drill_started(drill_id)}
+
+
+def drill_started(drill_id: str) -> Optional[str]:
+    """A drill id starts with its UTC start time: `20261202T110000Z-…` → `2026-12-02T11:00:00Z`."""
+    stamp = drill_id.split("-", 1)[0]
+    try:
+        return iso(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc))
+    except ValueError:
+        return None
+
+
+def _from_future(key: str, claimed: Optional[str], modified, kind: str, future: dict) -> bool:
+    """Whether the record at `key` claims a time after the bucket wrote it (`bootstrap.records.clock`); if so it is
+    counted in `future[kind]`, the first few with their key and both times."""
+    lead = ahead(claimed, modified)
+    if lead is None:
+        return False
+    seen = future.setdefault(kind, {"count": 0, "records": [], "flood": False})
+    seen["count"] += 1
+    if len(seen["records"]) < 5:
+        seen["records"].append({"key": key, "at": iso(claimed), "written_at": iso(modified), "ahead_seconds": lead})
+    return True
+
+
+def _present(listing, claimed: Callable[[str], Optional[str]], kind: str, future: dict):
+    """The (key, last modified) of `listing` whose record is not from the future; those that are go into `future`.
+    Stops after MAX_FUTURE of them in a row: a flood of planted keys is not followed."""
+    run = 0
+    for key, _size, modified in listing:
+        if not _from_future(key, claimed(key), modified, kind, future):
+            run = 0
+            yield key, modified
+            continue
+        run += 1
+        if run >= MAX_FUTURE:
+            future[kind]["flood"] = True
+            return
 
 
 def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> tuple[Optional[dict], Optional[str]]:
@@ -110,12 +151,20 @@ def _outcome(key: str) -> Optional[str]:
     return named["outcome"] if named else None
 
 
-def drift_streak(store, env: str) -> tuple[Optional[str], dict]:
-    """The newest drift key, and the run of checks with its result when that is drift or a failure:
-    {records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK records)}.
-    One listing of DRIFT_PAGE keys; one more only while the run fills it."""
+def _drift_at(key: str) -> Optional[str]:
+    named = parse_name(_stem(key))
+    return named["at"] if named else None
+
+
+def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Optional[str], dict]:
+    """The newest drift key not from the future, and the run of checks with its result when that is drift or a
+    failure: {records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK
+    records)}. One listing of DRIFT_PAGE keys; one more only while the run fills it (or records from the future
+    fill it: those go into `future`)."""
+    future = {} if future is None else future
     prefix = layout.drift_prefix(env)
-    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=DRIFT_PAGE), DRIFT_PAGE)]
+    keys = [k for k, _m in islice(_present(store.keys(prefix, page_size=DRIFT_PAGE), _drift_at, "drift", future),
+                                  DRIFT_PAGE)]
     if not keys:
         return None, {}
     outcome = _outcome(keys[0])
@@ -124,8 +173,9 @@ def drift_streak(store, env: str) -> tuple[Optional[str], dict]:
     run = list(takewhile(lambda k: _outcome(k) == outcome, keys))
     ended = len(run) < len(keys) or len(keys) < DRIFT_PAGE
     if not ended:
-        older = store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1])
-        for key, _s, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
+        older = _present(store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1]),
+                         _drift_at, "drift", {})  # passed over, not counted twice
+        for key, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
             if _outcome(key) != outcome:
                 ended = True
                 break
@@ -135,14 +185,19 @@ def drift_streak(store, env: str) -> tuple[Optional[str], dict]:
     return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}
 
 
+def _drill_at(key: str) -> Optional[str]:
+    parsed = parse_drill_name(_stem(key))
+    return parsed["at"] if parsed else None
+
+
 def scan(store, env: str) -> dict:
     """Two listings: the newest drift keys (`drift_streak`: drift records are named newest first), then
     `.groundctl/` from past `drift/` to `locks/`: the drill names per kind (oldest first), the ledger heads and
     whether the lock is listed. (Starting the second listing at the drift records would save a call only
-    while the drift history is short; it grows by one record per check.)"""
+    while the drift history is short; it grows by one record per check.) Records from the future are `future`."""
     base = f"{layout.GROUNDCTL}/"
-    found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": []}
-    found["drift_key"], found["drift_streak"] = drift_streak(store, env)
+    found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": [], "future": {}}
+    found["drift_key"], found["drift_streak"] = drift_streak(store, env, found["future"])
     for key, _size, modified in store.keys(base, start_after=f"{base}drift/~"):
         rest = key[len(base):].split("/")
         if rest[0] > "locks":
@@ -151,7 +206,7 @@ def scan(store, env: str) -> dict:
             parsed = parse_drill_name(_stem(key))
             if parsed is None:
                 found["odd_drills"].append(key)
-            else:
+            elif not _from_future(key, parsed["at"], modified, "drill", found["future"]):
                 found["drills"].setdefault(parsed["kind"], []).append(parsed | {"key": key})
         elif rest[0] == "ledger" and len(rest) == 4 and rest[2] == env and rest[1] in LAYER_NAMES \
                 and _stem(key).isdigit() and int(_stem(key)) >= (found["heads"].get(rest[1]) or {}).get("serial", -1):
@@ -171,17 +226,23 @@ def _sorted(found: dict) -> dict:
     return found
 
 
-def rehearsals(store, env: str, problems: list[dict]) -> dict:
+def _rehearsal_name(prefix: str, key: str) -> Optional[dict]:
+    name = key[len(prefix):]
+    return parse_rehearsal_name(name) if "/" not in name and name.endswith(".json") and len(name) <= 600 else None
+
+
+def rehearsals(store, env: str, problems: list[dict], future: Optional[dict] = None) -> dict:
     """The newest REHEARSAL_PAGE rehearsal records by name (newest first), in one listing; the records a layer
     (or a run that stopped before any layer) last failed in are read in full for their reason, at most one per
     layer. {records: [{key, rehearsal_id, at, outcome, layers}], complete (nothing older exists), reasons:
     {key: {layer or "": reason}}}. Names of another shape and unreadable records are `problems`."""
     prefix = layout.rehearsals_prefix(env)
-    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=REHEARSAL_PAGE), REHEARSAL_PAGE)]
+    listing = _present(store.keys(prefix, page_size=REHEARSAL_PAGE),
+                       lambda k: (_rehearsal_name(prefix, k) or {}).get("at"), "rehearsal", {} if future is None else future)
+    keys = [k for k, _m in islice(listing, REHEARSAL_PAGE)]
     records, odd = [], []
     for key in keys:
-        name = key[len(prefix):]
-        parsed = parse_rehearsal_name(name) if "/" not in name and name.endswith(".json") and len(name) <= 600 else None
+        parsed = _rehearsal_name(prefix, key)
         (records.append(parsed | {"key": key}) if parsed else odd.append(key))
     problems += [{"key": k, "why": "is not a rehearsal record name"} for k in odd[:5]]
     failed: dict[str, list[str]] = {}  # key -> the layers whose latest verdict it holds and is `failed`
@@ -227,6 +288,8 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
             doc, why = ((named, None) if named and named["outcome"] != "failed"
                         else _json(store, newest, load_drift_record))
             raw["drift"] = doc or (named and named | {"reason": f"its record cannot be read ({why})"})
+            if doc and named:  # its time is the name's, checked against the bucket's clock; the body's was not
+                raw["drift"] = doc | {"at": named["at"]}
             if why:
                 raw["problems"].append({"key": newest, "why": f"is not a readable drift record ({why})"})
         raw["problems"] += [{"key": k, "why": "is not a drill record name"} for k in found["odd_drills"][:5]]
@@ -256,7 +319,8 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if raw["lock"].get("unreadable"):
             raw["problems"].append({"key": raw["lock"]["unreadable"], "why": "is not a readable lock object"})
         raw["ledger"] = found["heads"]
-        raw["rehearsals"] = rehearsals(store, env, raw["problems"])
+        raw["rehearsals"] = rehearsals(store, env, raw["problems"], found["future"])
+        raw["future"] = found["future"]
     except GroundctlError as exc:
         raw["error"] = exc.message
     return raw
