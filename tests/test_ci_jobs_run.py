@@ -137,7 +137,7 @@ def _run_plugin_step(folder: Path, downloads: Path) -> tuple[subprocess.Complete
 def test_the_plugin_step_installs_what_the_engine_check_looks_for(tmp_path, local_plugin_releases):
     from bootstrap.engine import plugins
     from bootstrap.engine.versions import LINUX_AMD64
-    from bootstrap.errors import EngineError
+    from bootstrap.kit.errors import EngineError
     from bootstrap.layers import LAYER_NAMES, STACKS_DIR
 
     root = str(STACKS_DIR.parent)

@@ -14,7 +14,7 @@ from bootstrap.records.clock import SKEW_SECONDS, ahead
 from bootstrap.records.drift import drift_record, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.drills.report import write_report
-from recovery.fleet.reading import Source, read_environment
+from recovery.evidence.reading import Source, read_environment
 from recovery.fleet.status import fleet_report
 from tests.fleetseed import Seed, drill_report, save_rehearsal, seed_environment, spec_data
 
@@ -113,7 +113,7 @@ def test_a_clock_a_little_fast_is_no_finding(aws, emulator_endpoint):
 
 def test_a_flood_from_the_future_is_not_followed(aws, emulator_endpoint, monkeypatch):
     """More planted records than a page: the present is still found, within a bounded number of keys."""
-    from recovery.fleet import reading
+    from recovery.evidence import reading
 
     monkeypatch.setattr(reading, "MAX_FUTURE", 12)
     s3 = aws.client("s3")

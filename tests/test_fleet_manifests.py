@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import BadInput, SpecError
+from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.spec import load_spec, parse_spec
 from recovery.fleet import manifests as fm
 

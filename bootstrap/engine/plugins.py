@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
-from bootstrap.errors import EngineError
-from bootstrap.untrusted import clip, inert, one_line
+from bootstrap.kit.errors import EngineError
+from bootstrap.kit.untrusted import clip, inert, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")

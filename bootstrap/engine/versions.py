@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from bootstrap.errors import GroundctlError
+from bootstrap.kit.errors import GroundctlError
 
 # `config set --raw` (how a secret's exact bytes reach the CLI on stdin) exists only from v3.247.0.
 PULUMI_CLI_MIN = "3.247.0"

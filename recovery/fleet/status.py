@@ -1,4 +1,4 @@
-"""`fleet status`: one row per environment from its raw records (`recovery.fleet.reading`), its findings
+"""`fleet status`: one row per environment from its raw records (`recovery.evidence.reading`), its findings
 (`recovery.fleet.findings`), and the fleet's order and counts. Pure: the clock is passed in.
 
 Rows sort by their worst level (critical, warning, info, ok), production first within a level, then by
@@ -13,9 +13,9 @@ from typing import Any, Optional
 from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
 from recovery.fleet.manifests import drills_allowed, schedules
-from recovery.fleet.protection import judge
-from recovery.fleet.rehearsals import summarize_rehearsals
-from recovery.fleet.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind, drill_started
+from recovery.evidence.protection import judge
+from recovery.evidence.rehearsals import summarize_rehearsals
+from recovery.evidence.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind, drill_started
 
 # A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
 MISSED_RUNS = 2
@@ -70,7 +70,7 @@ def _drift(d: Optional[dict], streak: dict, now: float) -> Optional[dict]:
 
 def _last(doc: dict, now: float) -> dict:
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
-    # The id's time was checked against the bucket's clock (`recovery.fleet.reading`); the body's was not.
+    # The id's time was checked against the bucket's clock (`recovery.evidence.reading`); the body's was not.
     at = drill_started(str(doc.get("drill_id"))) or doc.get("started_at")
     return {"drill_id": doc.get("drill_id"), "kind": doc.get("kind"), "verdict": v.get("outcome"),
             "reason": v.get("reason"), "recovery_seconds": v.get("recovery_seconds"), "rto_seconds": v.get("rto_seconds"),
@@ -80,7 +80,7 @@ def _last(doc: dict, now: float) -> dict:
 def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
     at = drill_started(name["drill_id"])
     return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"],
-            "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.fleet.reading)
+            "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.evidence.reading)
             "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
             "age_seconds": _age(at, now)}
 
