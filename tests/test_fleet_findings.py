@@ -410,8 +410,10 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
     assert "1 critical" in proc.stderr and "Critical: broken" in proc.stderr
     assert "critical: broken: state-loss drill failed" in proc.stderr
     assert "next: groundctl drill history broken (runbooks/fleet-findings.md#drill-failed)" in proc.stderr
-    # The table's next step column: the worst finding's command, on the environment's row.
-    assert "groundctl drill history broken" in next(line for line in proc.stdout.splitlines() if " broken " in line)
+    # The row says the state in words (the drills: failed); the next step is on the finding's line, once.
+    row = next(line for line in proc.stdout.splitlines() if " broken " in line)
+    assert row.split()[:2] == ["critical", "broken"] and " failed " in row and "groundctl" not in proc.stdout
+    assert proc.stderr.count("next: groundctl drill history broken") == 1
     proc = _status_in_process(failed, "--fail-on", "attention")
     assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
 
@@ -454,7 +456,8 @@ def test_an_unreadable_environment_is_unreadable_and_needs_attention(tmp_path, a
     proc, _ = _status(envs, env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5", "COLUMNS": "400"})
     assert proc.returncode == 0, proc.stderr
     away = next(line for line in proc.stdout.splitlines() if " away " in line)
-    assert "warning" in away and "unreadable: Could not read versioning of away-bucket" in away
+    assert away.split()[:3] == ["warning", "away", "unreadable"]  # the reason is under the table, once
+    assert "Could not read" not in proc.stdout and proc.stderr.count("Could not read versioning of away-bucket") == 1
     assert not any(word in away for word in ("never checked", "free", "no ledger", "none"))
     assert "1 warning" in proc.stderr and "1 unreadable" in proc.stderr and "warning: away: Could not" in proc.stderr
     proc, _ = _status(envs, "--fail-on", "warning", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5"})

@@ -94,6 +94,11 @@ def data(renderable: Any) -> None:
     _out.print(_prepare(renderable))
 
 
+def data_width() -> int:
+    """How wide the data on stdout may be: the terminal's width, COLUMNS, or 4096 without a terminal."""
+    return _out.width
+
+
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
