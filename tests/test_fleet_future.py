@@ -113,9 +113,9 @@ def test_a_clock_a_little_fast_is_no_finding(aws, emulator_endpoint):
 
 def test_a_flood_from_the_future_is_not_followed(aws, emulator_endpoint, monkeypatch):
     """More planted records than a page: the present is still found, within a bounded number of keys."""
-    from recovery.evidence import reading
+    from recovery.evidence import listing
 
-    monkeypatch.setattr(reading, "MAX_FUTURE", 12)
+    monkeypatch.setattr(listing, "MAX_FUTURE", 12)
     s3 = aws.client("s3")
     bucket = f"ff-{uuid.uuid4().hex[:18]}"
     now = time.time()

@@ -16,7 +16,7 @@ from typing import Optional, Union
 SKEW_SECONDS = 300.0  # NTP keeps a host within a second; five minutes is a broken clock or a lie
 
 
-def _ts(when: Union[str, float, datetime, None]) -> Optional[float]:
+def ts(when: Union[str, float, datetime, None]) -> Optional[float]:
     if isinstance(when, datetime):
         return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
     if isinstance(when, (int, float)):
@@ -30,13 +30,13 @@ def _ts(when: Union[str, float, datetime, None]) -> Optional[float]:
 def ahead(claimed: Union[str, float, datetime, None], written: Union[str, float, datetime, None]) -> Optional[float]:
     """Seconds by which a record's `claimed` time is past when the bucket `written` it, when that is more than
     SKEW_SECONDS; None when it is not (or either time is unknown: then nothing is claimed about it)."""
-    c, w = _ts(claimed), _ts(written)
+    c, w = ts(claimed), ts(written)
     if c is None or w is None or c - w <= SKEW_SECONDS:
         return None
     return round(c - w, 1)
 
 
 def iso(when: Union[str, float, datetime, None]) -> Optional[str]:
-    ts = _ts(when)
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat(
+    stamp = ts(when)
+    return None if stamp is None else datetime.fromtimestamp(stamp, timezone.utc).isoformat(
         timespec="seconds").replace("+00:00", "Z")

@@ -31,23 +31,21 @@ from bootstrap.aws.clients import separate_budget
 from bootstrap.kit.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
-from bootstrap.records.clock import ahead, iso
+from bootstrap.records.clock import iso
 from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.lock_status import lock_status
-from bootstrap.kit.untrusted import Unreadable
+from recovery.evidence import summaries, summary
 from recovery.evidence.drill_record import load_drill_record
+from recovery.evidence.listing import checked, from_future, present
 from recovery.evidence.protection import read_protection
-from recovery.evidence.rehearsal_record import load_rehearsal_record
-from recovery.evidence.rehearsal_record import parse_name as parse_rehearsal_name
+from recovery.evidence.rehearsal_listing import rehearsals
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")
 MAX_DRILLS_PER_KIND = 50   # the trend needs the last few; a planted flood of keys is not carried further
 DRIFT_PAGE = 8             # the newest drift records, one small listing: a run of one result usually ends in it
 MAX_DRIFT_STREAK = 200     # a run of drifted (or failed) checks is dated this far back; past it, "at least"
-REHEARSAL_PAGE = 32        # the newest rehearsals: at a daily schedule a month, far past any layer's freshness
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
-MAX_FUTURE = 200           # records from the future passed over to find the present: a planted flood is not followed
 
 
 @dataclass(frozen=True)
@@ -104,44 +102,6 @@ def drill_started(drill_id: str) -> Optional[str]:
         return None
 
 
-def _from_future(key: str, claimed: Optional[str], modified, kind: str, future: dict) -> bool:
-    """Whether the record at `key` claims a time after the bucket wrote it (`bootstrap.records.clock`); if so it is
-    counted in `future[kind]`, the first few with their key and both times."""
-    lead = ahead(claimed, modified)
-    if lead is None:
-        return False
-    seen = future.setdefault(kind, {"count": 0, "records": [], "flood": False})
-    seen["count"] += 1
-    if len(seen["records"]) < 5:
-        seen["records"].append({"key": key, "at": iso(claimed), "written_at": iso(modified), "ahead_seconds": lead})
-    return True
-
-
-def _present(listing, claimed: Callable[[str], Optional[str]], kind: str, future: dict):
-    """The (key, last modified) of `listing` whose record is not from the future; those that are go into `future`.
-    Stops after MAX_FUTURE of them in a row: a flood of planted keys is not followed."""
-    run = 0
-    for key, _size, modified in listing:
-        if not _from_future(key, claimed(key), modified, kind, future):
-            run = 0
-            yield key, modified
-            continue
-        run += 1
-        if run >= MAX_FUTURE:
-            future[kind]["flood"] = True
-            return
-
-
-def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> tuple[Optional[dict], Optional[str]]:
-    """(the record at `key` checked by `load`, None) or (None, why it is unreadable): every kind alike, so a record
-    that fails its checks is a problem named by its key, never a row that shows what it lacks."""
-    obj = store.get(key)
-    try:
-        return load(obj.body if obj is not None else None, key), None
-    except Unreadable as exc:
-        return None, exc.reason
-
-
 def _stem(key: str) -> str:
     return key.rsplit("/", 1)[-1].removesuffix(".json")
 
@@ -156,25 +116,26 @@ def _drift_at(key: str) -> Optional[str]:
     return named["at"] if named else None
 
 
-def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Optional[str], dict]:
-    """The newest drift key not from the future, and the run of checks with its result when that is drift or a
-    failure: {records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK
-    records)}. One listing of DRIFT_PAGE keys; one more only while the run fills it (or records from the future
-    fill it: those go into `future`)."""
+def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Optional[str], dict, Optional[datetime]]:
+    """The newest drift key not from the future, the run of checks with its result when that is drift or a
+    failure ({records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK
+    records)}), and when the bucket wrote that newest record. One listing of DRIFT_PAGE keys; one more only
+    while the run fills it (or records from the future fill it: those go into `future`)."""
     future = {} if future is None else future
-    prefix = layout.drift_prefix(env)
-    keys = [k for k, _m in islice(_present(store.keys(prefix, page_size=DRIFT_PAGE), _drift_at, "drift", future),
-                                  DRIFT_PAGE)]
+    prefix, skip = layout.drift_prefix(env), summary.key(env)
+    newest = [(k, m) for k, m in islice(present(((k, s, m) for k, s, m in store.keys(prefix, page_size=DRIFT_PAGE)
+                                                 if k != skip), _drift_at, "drift", future), DRIFT_PAGE)]
+    keys = [k for k, _m in newest]
     if not keys:
-        return None, {}
-    outcome = _outcome(keys[0])
+        return None, {}, None
+    outcome, written = _outcome(keys[0]), newest[0][1]
     if outcome not in ("drift", "failed"):
-        return keys[0], {}
+        return keys[0], {}, written
     run = list(takewhile(lambda k: _outcome(k) == outcome, keys))
     ended = len(run) < len(keys) or len(keys) < DRIFT_PAGE
     if not ended:
-        older = _present(store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1]),
-                         _drift_at, "drift", {})  # passed over, not counted twice
+        older = present(store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1]),
+                        _drift_at, "drift", {})  # passed over, not counted twice
         for key, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
             if _outcome(key) != outcome:
                 ended = True
@@ -182,7 +143,7 @@ def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Option
             run.append(key)
         else:
             ended = len(run) < MAX_DRIFT_STREAK
-    return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}
+    return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}, written
 
 
 def _drill_at(key: str) -> Optional[str]:
@@ -197,7 +158,7 @@ def scan(store, env: str) -> dict:
     while the drift history is short; it grows by one record per check.) Records from the future are `future`."""
     base = f"{layout.GROUNDCTL}/"
     found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": [], "future": {}}
-    found["drift_key"], found["drift_streak"] = drift_streak(store, env, found["future"])
+    found["drift_key"], found["drift_streak"], found["drift_written"] = drift_streak(store, env, found["future"])
     for key, _size, modified in store.keys(base, start_after=f"{base}drift/~"):
         rest = key[len(base):].split("/")
         if rest[0] > "locks":
@@ -206,7 +167,7 @@ def scan(store, env: str) -> dict:
             parsed = parse_drill_name(_stem(key))
             if parsed is None:
                 found["odd_drills"].append(key)
-            elif not _from_future(key, parsed["at"], modified, "drill", found["future"]):
+            elif not from_future(key, parsed["at"], modified, "drill", found["future"]):
                 found["drills"].setdefault(parsed["kind"], []).append(parsed | {"key": key})
         elif rest[0] == "ledger" and len(rest) == 4 and rest[2] == env and rest[1] in LAYER_NAMES \
                 and _stem(key).isdigit() and int(_stem(key)) >= (found["heads"].get(rest[1]) or {}).get("serial", -1):
@@ -226,46 +187,6 @@ def _sorted(found: dict) -> dict:
     return found
 
 
-def _rehearsal_name(prefix: str, key: str) -> Optional[dict]:
-    name = key[len(prefix):]
-    return parse_rehearsal_name(name) if "/" not in name and name.endswith(".json") and len(name) <= 600 else None
-
-
-def rehearsals(store, env: str, problems: list[dict], future: Optional[dict] = None) -> dict:
-    """The newest REHEARSAL_PAGE rehearsal records by name (newest first), in one listing; the records a layer
-    (or a run that stopped before any layer) last failed in are read in full for their reason, at most one per
-    layer. {records: [{key, rehearsal_id, at, outcome, layers}], complete (nothing older exists), reasons:
-    {key: {layer or "": reason}}}. Names of another shape and unreadable records are `problems`."""
-    prefix = layout.rehearsals_prefix(env)
-    listing = _present(store.keys(prefix, page_size=REHEARSAL_PAGE),
-                       lambda k: (_rehearsal_name(prefix, k) or {}).get("at"), "rehearsal", {} if future is None else future)
-    keys = [k for k, _m in islice(listing, REHEARSAL_PAGE)]
-    records, odd = [], []
-    for key in keys:
-        parsed = _rehearsal_name(prefix, key)
-        (records.append(parsed | {"key": key}) if parsed else odd.append(key))
-    problems += [{"key": k, "why": "is not a rehearsal record name"} for k in odd[:5]]
-    failed: dict[str, list[str]] = {}  # key -> the layers whose latest verdict it holds and is `failed`
-    seen: set[str] = set()
-    for rec in records:
-        if not rec["layers"] and rec is records[0] and rec["outcome"] == "failed":
-            failed.setdefault(rec["key"], []).append("")
-        for layer, verdict in rec["layers"].items():
-            if layer not in seen and verdict["outcome"] == "failed":
-                failed.setdefault(rec["key"], []).append(layer)
-            seen.add(layer)
-    reasons: dict[str, dict] = {}
-    for key, layers in islice(failed.items(), len(LAYER_NAMES) + 1):
-        doc, why = _json(store, key, load_rehearsal_record)
-        if doc is None:
-            problems.append({"key": key, "why": f"is not a readable rehearsal record ({why})"})
-        told = {"": (doc or {}).get("reason")}
-        told |= {str(x.get("layer")): x.get("reason") for x in (doc or {}).get("layers", [])}
-        unknown = f"its record cannot be read ({why})" if why else "no reason recorded"
-        reasons[key] = {layer: told.get(layer) or unknown for layer in layers}
-    return {"records": records, "complete": len(keys) < REHEARSAL_PAGE, "reasons": reasons}
-
-
 def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> dict:
     """The raw records of one environment (plain data), or the reason it could not be read."""
     spec = src.spec
@@ -274,19 +195,25 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         return raw | {"skipped": src.skip}
     try:
         store, s3 = src.connect() if src.connect else (src.store, src.s3)
-        raw["protection"] = read_protection(s3, spec.backend.bucket,
-                                            replication=bool(spec.backend.replica_region))
+        env, replication = spec.name, bool(spec.backend.replica_region)
+        fetched = summaries.fetch(store, env, raw["problems"])
+        if fetched == summaries.MISSING_BUCKET:
+            raw["protection"] = read_protection(s3, spec.backend.bucket, replication=replication)
+            return raw
+        found = scan(store, env)
+        # The summary stands in for the rehearsal listing and the settings only while no drift check ran after it.
+        fetched = summaries.current(fetched, found["drift_written"])
+        raw["protection"] = ((fetched and summaries.settings(fetched, replication))
+                             or read_protection(s3, spec.backend.bucket, replication=replication))
         if not raw["protection"].get("exists", True):
             return raw
-        env = spec.name
-        found = scan(store, env)
         newest = found["drift_key"]
         raw["drift"], raw["drift_streak"] = None, found["drift_streak"]
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
             doc, why = ((named, None) if named and named["outcome"] != "failed"
-                        else _json(store, newest, load_drift_record))
+                        else checked(store, newest, load_drift_record))
             raw["drift"] = doc or (named and named | {"reason": f"its record cannot be read ({why})"})
             if doc and named:  # its time is the name's, checked against the bucket's clock; the body's was not
                 raw["drift"] = doc | {"at": named["at"]}
@@ -302,7 +229,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
                 # pass (its reason, its failed phase), and an earlier one only when its name is silent.
                 if (i == 0 and item["outcome"] != "passed") or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
                     old_reads += i > 0
-                    doc, why = _json(store, item["key"], load_drill_record)
+                    doc, why = checked(store, item["key"], load_drill_record)
                     if doc is None:
                         raw["problems"].append({"key": item["key"], "why": f"is not a readable drill record ({why})"})
                         if item["outcome"] is not None:  # its name still says its verdict: never an older one's
@@ -319,7 +246,8 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if raw["lock"].get("unreadable"):
             raw["problems"].append({"key": raw["lock"]["unreadable"], "why": "is not a readable lock object"})
         raw["ledger"] = found["heads"]
-        raw["rehearsals"] = rehearsals(store, env, raw["problems"], found["future"])
+        raw["rehearsals"] = ((fetched and summaries.rehearsal_part(fetched, env, found["future"]))
+                             or rehearsals(store, env, raw["problems"], found["future"]))
         raw["future"] = found["future"]
     except GroundctlError as exc:
         raw["error"] = exc.message
