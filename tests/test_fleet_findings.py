@@ -293,6 +293,44 @@ def test_the_page_stays_small_at_200_environments():
     assert len(page.encode()) < 200 * 2560, len(page.encode())
 
 
+def test_the_page_is_about_a_kibibyte_per_environment_when_most_have_nothing_to_do():
+    """1,000 environments, one in ten with something to act on: the others are a line each, with no details."""
+    from datetime import datetime, timezone
+
+    from recovery.fleet.html import render
+    from tests.fleetseed import T0
+
+    now = T0 + 12 * 86400
+
+    def iso(ts):
+        return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+
+    stamp = datetime.fromtimestamp(now - 86400, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    specs, raws = {}, []
+    for i in range(1000):
+        name = f"environment-{i:04d}"
+        specs[name] = parse_spec(spec_data(name, f"{name}-state", "http://127.0.0.1:9"), name)
+        loud = i % 10 == 0
+        raws.append({
+            "environment": name, "bucket": f"{name}-state", "problems": [],
+            "protection": {"bucket": f"{name}-state", "exists": True, "unreadable": [], "versioning": "Enabled",
+                           "noncurrent_days": 30, "replication": "not read", "from": "summary", "age_seconds": 3600},
+            "drift": {"check_id": "c", "at": iso(now - 1800), "drift": loud, "drifted_layers": ["network"] if loud else []},
+            "drill_count": 2, "drills": [],
+            "drill_names": [{"drill_id": f"{stamp}-{kind}-00000{k}", "kind": kind, "outcome": "passed",
+                             "recovery_seconds": 600.0} for k, kind in enumerate(("rebuild-cluster", "state-loss"))],
+            "lock": {"held": False}, "ledger": {"network": {"serial": 12, "at": iso(now - 86400)}},
+            "rehearsals": {"complete": True, "reasons": {}, "records": [{
+                "key": f"k{i}", "rehearsal_id": "r", "at": iso(now - 3600), "outcome": "proven",
+                "layers": {"network": {"outcome": "proven", "rpo_seconds": 0}}}]}})
+    report = fleet_report(raws, specs, now)
+    assert sum(r["level"] in ("critical", "warning") for r in report["environments"]) == 100
+    page = render(report)
+    assert page.count("<details") == 100 + 1  # the loud ones' details, and the one collapsed quiet section
+    assert 'title="settings as the last drift check read them, 60 min ago"' in page
+    assert len(page.encode()) / 1000 < 1024, len(page.encode()) / 1000
+
+
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def _drift_at(key: str) -> Optional[str]:
 def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Optional[str], dict, Optional[datetime]]:
     """The newest drift key not from the future, the run of checks with its result when that is drift or a
     failure ({records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK
-    records)}), and when the bucket wrote that newest record. One listing of DRIFT_PAGE keys; one more only
+    records)}), and the latest time the bucket wrote one of the newest records. One listing of DRIFT_PAGE keys; one more only
     while the run fills it (or records from the future fill it: those go into `future`)."""
     future = {} if future is None else future
     prefix, skip = layout.drift_prefix(env), summary.key(env)
@@ -128,7 +128,8 @@ def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Option
     keys = [k for k, _m in newest]
     if not keys:
         return None, {}, None
-    outcome, written = _outcome(keys[0]), newest[0][1]
+    # The latest the bucket wrote any of them: a record named earlier may have been written later.
+    outcome, written = _outcome(keys[0]), max(m for _k, m in newest)
     if outcome not in ("drift", "failed"):
         return keys[0], {}, written
     run = list(takewhile(lambda k: _outcome(k) == outcome, keys))
