@@ -22,8 +22,9 @@ app.add_typer(fleet_app, name="fleet")
 _ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments).")
 
 
-def _spec_files(folder: Optional[Path]):
-    """Every `*.yaml` of the folder, validated, with its text as written."""
+def _spec_files(folder: Optional[Path], *, manifests: bool = True):
+    """Every `*.yaml` of the folder, validated, with its text as written (and, with `manifests`, the Flux manifest
+    each names: only the CronJobs mount it, and finding it parses every spec a second time)."""
     from bootstrap.spec import load_spec
     from bootstrap.spec.spec_file import ENVIRONMENTS_DIR, environments_dir
     from recovery.fleet.manifests import SpecFile
@@ -41,6 +42,8 @@ def _spec_files(folder: Optional[Path]):
     if not paths:
         raise BadInput(f"No environment spec (*.yaml) in {base}. Give the folder that holds the fleet's specs.")
     files = [SpecFile(load_spec(p.stem, base=base), p.name, p.read_text()) for p in paths]
+    if not manifests:
+        return files
     return [replace(f, manifest_text=_repository_manifest(base.parent, f.flux_manifest_path)) for f in files]
 
 
@@ -119,7 +122,7 @@ def status(
         raise BadInput(f"--fail-on '{fail_on[:40]}' is not a level; use --fail-on critical (exit 1 on critical findings) "
                        "or --fail-on warning (on critical or warning findings).")
     writable_dir(html, "--html")
-    files = _spec_files(environments)
+    files = _spec_files(environments, manifests=False)
     # Each environment gets what one AWS call may take (GROUNDCTL_CLOUD_DEADLINE): a stuck one is its own row.
     raws = read_fleet(sources(files, endpoint_url, os.environ), workers=workers, deadline=call_deadline())
     report = fleet_report(raws, {f.spec.name: f.spec for f in files}, time.time())
