@@ -7,7 +7,7 @@
 #   docker build -t REGISTRY/groundctl:0.1.0 .
 # linux/amd64 only: the digests are those of the linux-amd64 release files. A slot that still says
 # not-recorded stops the build before anything is downloaded (the base image's, at FROM: "invalid
-# reference format" naming it); the README's "Bumping a Pulumi version" says where each value comes from.
+# reference format" naming it); docs/maintaining.md ("Bumping a Pulumi version") says where each value comes from.
 ARG BASE_IMAGE_DIGEST=not-recorded
 FROM python:3.11.11-slim-bookworm@${BASE_IMAGE_DIGEST}
 
@@ -30,7 +30,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Nothing is fetched unchecked: every digest this build checks is recorded, or the build stops here.
 RUN for slot in PULUMI_SHA256 PULUMI_AWS_SHA256 PULUMI_KUBERNETES_SHA256; do \
         [[ "${!slot}" =~ ^[0-9a-f]{64}$ ]] || { echo "${slot} is '${!slot}', not a sha256: record it in" \
-            "bootstrap/engine/versions.py and here (README: Bumping a Pulumi version)" >&2; exit 1; }; \
+            "bootstrap/engine/versions.py and here (docs/maintaining.md: Bumping a Pulumi version)" >&2; exit 1; }; \
     done
 
 ADD https://get.pulumi.com/releases/sdk/pulumi-v${PULUMI_VERSION}-linux-x64.tar.gz /tmp/pulumi.tgz

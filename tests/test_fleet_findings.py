@@ -26,6 +26,7 @@ from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
 from recovery.evidence.reading import read_fleet
 from recovery.fleet.status import fleet_report
+from tests import docs
 from tests.conftest import REPO
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
@@ -33,15 +34,12 @@ from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 
 def _readme_rules() -> list[tuple[str, ...]]:
-    """The rows of the README's fleet rules table: (rule, production, elsewhere, when, command, runbook)."""
-    readme = (REPO / "README.md").read_text()
-    head = readme.index("| rule | production | elsewhere | when | next step | runbook |")
+    """The rows of docs/fleet.md's rules table: (rule, production, elsewhere, when, command, runbook)."""
+    table = docs.section("fleet.md", "The rules table")
     rows = []
-    for line in readme[head:].splitlines()[2:]:
-        if not line.strip().startswith("|"):
-            break
-        rule, prod, other, when, command, runbook = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        link = re.fullmatch(r"\[(.+)\]\((runbooks/.+)\)", runbook)
+    for line in docs.table_after(table, "| rule | production | elsewhere | when | next step | runbook |"):
+        rule, prod, other, when, command, runbook = [c.strip() for c in line.strip("|").split(" | ")]
+        link = re.fullmatch(r"\[(.+)\]\(\.\./(runbooks/.+)\)", runbook)
         assert link and link[2].endswith(link[1]), line
         rows.append((rule.strip("`"), prod, other, when, command.strip("`"), link[2]))
     return rows
@@ -495,7 +493,7 @@ def test_an_unreadable_environment_is_unreadable_and_needs_attention(tmp_path, a
     assert proc.returncode == 0, proc.stderr
     away = next(line for line in proc.stdout.splitlines() if " away " in line)
     assert away.split()[:3] == ["warning", "away", "unreadable"]  # the reason is under the table, once
-    assert "Could not read" not in proc.stdout and proc.stderr.count("Could not read versioning of away-bucket") == 1
+    assert "Could not read" not in proc.stdout and proc.stderr.count("Could not read s3://away-bucket/") == 1
     assert not any(word in away for word in ("never checked", "free", "no ledger", "none"))
     assert "1 warning" in proc.stderr and "1 unreadable" in proc.stderr and "warning: away: Could not" in proc.stderr
     proc, _ = _status(envs, "--fail-on", "warning", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5"})

@@ -19,6 +19,7 @@ from bootstrap.engine.plugins import Plugin, sdk_plugin
 from bootstrap.engine.preflight import parse_version
 from bootstrap.engine.versions import (LINUX_AMD64, NOT_RECORDED, PULUMI_CLI_MIN, PULUMI_CLI_PINNED, PULUMI_SDK_MIN,
                                        Release, plugin_install_argv)
+from tests import docs
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 
@@ -186,11 +187,14 @@ def test_the_shipped_table_writes_the_workflows_only_with_every_digest_recorded(
 # -- the README ----------------------------------------------------------------------------------------------
 
 def test_the_readme_states_the_table_and_how_to_bump_it():
-    readme = " ".join((REPO / "README.md").read_text().split())
-    prerequisites = readme[readme.index("## Prerequisites for real runs"):readme.index("### Bumping a Pulumi version")]
-    bump = readme[readme.index("### Bumping a Pulumi version"):readme.index("## Layers")]
+    def flat(text: str) -> str:
+        return " ".join(text.split())
+
+    prerequisites = flat(docs.section("running.md", "Prerequisites for real runs"))
+    bump = flat(docs.section("maintaining.md", "Bumping a Pulumi version"))
     assert f"v{PULUMI_CLI_MIN} or later" in prerequisites and f"v{PULUMI_CLI_PINNED}" in prerequisites
-    assert f"`pulumi>={PULUMI_SDK_MIN}`" in prerequisites and "any Pulumi CLI 3.x" not in readme
+    assert f"`pulumi>={PULUMI_SDK_MIN}`" in prerequisites
+    assert not any("any Pulumi CLI 3.x" in flat(p.read_text()) for p in [docs.README, *docs.pages()])
     for release in versions.PROVIDER_PLUGINS:
         assert f"`{release.name} v{release.version}`" in prerequisites and f"{release.sdk} {release.version}" in \
             prerequisites

@@ -1,6 +1,6 @@
 """The Pulumi releases groundctl supports and ships with, and the sha256 of each release file it installs: the one
 table every other file takes them from (the CLI check and the plugin preflight, the generated workflows, the
-Dockerfile, pyproject's SDK pins, the README and the tests hold to it).
+Dockerfile, pyproject's SDK pins, docs/ and the tests hold to it).
 
 A digest is copied from the checksums file the project publishes with the release (`checksums` below), never
 computed from a download of one's own: that would only record whatever the download happened to return. Until
@@ -30,7 +30,7 @@ LINUX_AMD64 = "linux-amd64"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 TABLE = "bootstrap/engine/versions.py"
-BUMP = "the README's 'Bumping a Pulumi version'"
+BUMP = "'Bumping a Pulumi version' in groundctl's docs/maintaining.md"
 
 
 def platform_key(system: str, machine: str) -> str:
