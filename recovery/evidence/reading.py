@@ -1,18 +1,20 @@
 """Reading every environment's records for `fleet status`: a few S3 calls per environment, each environment
 on its own deadline, so one stuck endpoint is that environment's row and never the whole fleet's wait.
 
-Per environment, a number of calls that does not grow with its drift or drill history:
-- the bucket's versioning and noncurrent-version lifecycle, and its replication when the spec asks for a
-  replica (`recovery.evidence.protection`): 2 or 3 calls;
+Per environment, a number of calls that does not grow with its history; 3 in steady state:
+- the environment's summary (`recovery.evidence.summary`): its newest rehearsals' names with their failures'
+  reasons, and its bucket's settings as the last drift check read them. Taken only while no drift record is newer
+  (`recovery.evidence.summaries`); else, or when it is missing, the REHEARSAL_PAGE newest rehearsal records are
+  listed (`recovery.evidence.rehearsal_listing`) and the bucket's versioning, lifecycle and (when the spec asks
+  for a replica) replication are read (`recovery.evidence.protection`): 3 or 4 calls more;
 - a listing of its newest drift records (named newest first, with their verdict: a small page, and one
   more, bounded, only while a run of drifted or failed checks goes on past it, to date its start), and one listing of
   `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
   names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
-- a listing of its REHEARSAL_PAGE newest restore rehearsal records (named newest first with every layer's
-  verdict and the age of the version it proved: `recovery.evidence.rehearsal_record`);
-- the latest drill of a kind only when it did not pass (its reason, its failed phase), the newest rehearsal
-  record of a layer only when that layer failed in it (its reason), and the lock object only when one is
-  listed. A passing drill's or rehearsal's name says all the status shows of it.
+- the latest drill of a kind only when it did not pass (its reason, its failed phase), and the lock object only
+  when one is listed. A passing drill's or rehearsal's name says all the status shows of it.
+Every record's time comes from its name and is checked against when the bucket wrote it (`listing`): a record
+from the future is passed over and counted, never the newest evidence.
 Names are trusted as far as drift record names already are: what they claim is what a record of that name
 was written for; a body that disagrees would be a planted or hand-edited record.
 """
