@@ -17,7 +17,7 @@ backend it runs it on. (On the real S3 stack the bare side would pay the emulato
 preview does not, and the ratio would flatter the rehearsal.) What the ratio charges to groundctl is everything
 else: reading the ledger and the stack's versions to choose the one a recovery would restore, copying it into
 the scratch backend, the workspace set-up (the decryption's proof is the preview's own: only a failed preview
-is followed by a `stack export --show-secrets`). Target <= 1.2x;
+is followed by a `stack export --show-secrets`). Target <= 1.10x (issue 38 §2);
 the rehearsal's own seconds per phase (its JSON record) are printed beside it.
 
 Part 2, --sizes environments (each its own state and records buckets, the network stand-in up; the set-up is
@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 from bench.engine_overhead import fmt, load, verdict  # noqa: E402
 from bench.prerequisites import require_engine  # noqa: E402
 
-OVERHEAD_TARGET = 1.2
+OVERHEAD_TARGET = 1.10  # issue 38 §2
 SCALE_TARGET = 1.25
 LAYER = "network"
 TIMEOUT = 900  # seconds for one command, generous for a loaded machine

@@ -57,9 +57,10 @@ def main() -> None:
     # Standalone mode lets typer report usage errors itself (exit 2); everything else is ours.
     try:
         from bootstrap.kit import console
-        from bootstrap.kit.errors import GroundctlError
+        from bootstrap.kit.errors import GroundctlError, Refused
     except KeyboardInterrupt:
         _interrupted("before the command started; nothing was changed")
+    console.json_emitted = False
     try:
         from groundctl.cli import command
 
@@ -70,6 +71,7 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except GroundctlError as exc:
         console.error(exc.message)
+        _failed_start(exc.message, exc.exit_code, "refused" if isinstance(exc, Refused) else "failed")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         _interrupted("nothing was left half-done: any environment lock this run held was released and every "
@@ -84,6 +86,8 @@ def main() -> None:
             sys.exit(1)
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()  # a usage error: the command line, not the environment, is wrong
+            said = getattr(exc, "format_message", None)
+            _failed_start(str(said() if callable(said) else exc), exc.exit_code)
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
@@ -92,6 +96,7 @@ def main() -> None:
         scratch = from_exception(exc)
         if scratch is not None:  # Python found no folder for temporary files: the machine's, not a bug
             console.error(scratch.message)
+            _failed_start(scratch.message, scratch.exit_code)
             sys.exit(scratch.exit_code)
         if interrupts.received:
             # Cut off mid-way (an import or a clean-up the signal interrupted), the run failed because of the
@@ -105,15 +110,24 @@ def main() -> None:
 
             code = error_code(exc) or type(exc).__name__
             said = str(getattr(exc, "response", {}).get("Error", {}).get("Message") or "")[:200]
-            console.error(f"AWS refused a request ({code}{': ' + said if said else ''}). Check that the "
-                          "credentials in use may do this on the environment's account and state bucket (their IAM "
-                          "policy, the bucket and key policies), then re-run.")
+            message = (f"AWS refused a request ({code}{': ' + said if said else ''}). Check that the credentials "
+                       "in use may do this on the environment's account and state bucket (their IAM policy, the bucket "
+                       "and key policies), then re-run.")
+            console.error(message)
+            _failed_start(message, 4)
             sys.exit(4)
-        console.error(
-            f"groundctl hit an internal error ({type(exc).__name__}). This is a bug, not a problem with "
-            "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them."
-        )
+        message = (f"groundctl hit an internal error ({type(exc).__name__}). This is a bug, not a problem with "
+                   "your input. Re-run with GROUNDCTL_DEBUG=1 to see the details and report them.")
+        console.error(message)
+        _failed_start(message, EXIT_INTERNAL)
         sys.exit(EXIT_INTERNAL)
+
+
+def _failed_start(message: str, code: int, outcome: str = "failed") -> None:
+    # With --json, a run that stopped before it printed its document still prints one: the reason, as a record.
+    from groundctl.failed_start import emit
+
+    emit(sys.argv[1:], message, code, outcome)
 
 
 def _interrupted(what: str) -> None:

@@ -31,12 +31,15 @@ def init(
     drift_schedule: str = typer.Option("17 6 * * *", "--drift-schedule", help="Cron schedule (UTC) of the drift run."),
     rehearsal_schedule: str = typer.Option("43 4 * * *", "--rehearsal-schedule",
                                            help="Cron schedule (UTC) of the restore rehearsal run."),
+    drift: bool = typer.Option(True, "--drift/--no-drift",
+                               help="Write the scheduled drift workflow; --no-drift leaves it out where the fleet's "
+                                    "drift CronJobs check drift (both write the same records)."),
     force: bool = typer.Option(False, "--force", help="Overwrite workflow files that differ from what would be written."),
     json_out: bool = json_opt("what was written and what CI will do per environment"),
 ) -> None:
     """Write .github/workflows/groundctl-{pr,apply,drift,rehearse}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
-    from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
+    from bootstrap.destinations import check_dir, write_text
 
     from bootstrap.engine.versions import PULUMI_CLI_PINNED
 
@@ -49,32 +52,17 @@ def init(
         drift_cron=drift_schedule,
         rehearsal_cron=rehearsal_schedule,
         groundctl_version=version_of("groundctl", "unknown"),
+        drift=drift,
     )
-    wrong = workflows.problems(options)
-    notes: list[str] = []
-    if not wrong and options.install != workflows.CHECKOUT:
-        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
-        options = replace(options, wheel_dir=wheel_dir)
-    if wrong:
-        raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    rendered, notes, options = workflow_files(repo, options)
+    left_out = f"{workflows.WORKFLOW_DIR}/{workflows.DRIFT_WORKFLOW}"
+    if not drift and (repo / left_out).is_file():
+        # Never deleted here: the repository's history is the operator's to change.
+        notes.append(f"{left_out} was left as it is (--no-drift writes no drift workflow); delete it to stop the "
+                     "scheduled drift runs there")
     for note in notes:
         console.info(note)
-    rendered = workflows.render(options)
-    status = {}
-    for rel, text in rendered.items():
-        path = repo / rel
-        link = symlink_on_the_way(repo, rel)
-        if link is not None:
-            # A link planted in a repository (a pull request can add one) would send the write anywhere.
-            raise BadInput(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
-                           f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
-                           "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
-        if path.is_file():
-            status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
-        elif path.exists():
-            raise BadInput(f"{path} exists and is not a file. Move it away and run `groundctl ci init` again.")
-        else:
-            status[rel] = "new"
+    status = file_status(repo, rendered, "groundctl ci init")
     differing = [rel for rel, s in status.items() if s == "differs"]
     if differing and not force:
         raise Refused(
@@ -91,7 +79,8 @@ def init(
     chosen = {role: {x.environment for x in select(environments, None, role).include}
               for role in ("plan", "record", "apply")}
     rows = [{"environment": e.environment, "live_plan": e.environment in chosen["plan"],
-             "scheduled_drift": e.environment in chosen["record"], "apply_on_merge": e.environment in chosen["apply"],
+             "scheduled_drift": drift and e.environment in chosen["record"],
+             "apply_on_merge": e.environment in chosen["apply"],
              "spec_error": e.spec_error} for e in environments]
     if json_out:
         console.emit_json({"files": status, "install": options.install, "pulumi_version": options.pulumi_version,
@@ -105,7 +94,8 @@ def init(
         broken = "spec invalid: " if row["spec_error"] else ""
         shown.add_row(Text(row["environment"]), Text(f"{broken}yes"),
                       Text("plan role" if row["live_plan"] else "no (no aws.plan_role_arn)"),
-                      Text("record role" if row["scheduled_drift"] else "no (no aws.record_role_arn)"),
+                      Text("record role" if row["scheduled_drift"] else "no (--no-drift)" if not drift
+                           else "no (no aws.record_role_arn)"),
                       Text("apply role" if row["apply_on_merge"] else "no (no aws.apply_role_arn)"))
     console.data(shown)
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "
@@ -113,7 +103,53 @@ def init(
                  "trust policies.")
 
 
+def workflow_files(repo: Path, options):
+    """(repository path → text of each workflow, notes on the install, the options with the wheel's folder) for
+    `repo`; BadInput naming what stops them (an option, the requirements file, the wheel it pins)."""
+    from bootstrap.ci import workflows
+
+    wrong = workflows.problems(options)
+    notes: list[str] = []
+    if not wrong and options.install != workflows.CHECKOUT:
+        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
+        options = replace(options, wheel_dir=wheel_dir)
+    if wrong:
+        raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    return workflows.render(options), notes, options
+
+
+def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, str]:
+    """Per repository path: `new`, `unchanged` or `differs` from the text to write; BadInput for a path through a
+    symbolic link or that is not a file, so that nothing is written."""
+    from bootstrap.destinations import symlink_on_the_way
+    from bootstrap.kit.user_files import read_user_file
+
+    status = {}
+    for rel, text in files.items():
+        path = repo / rel
+        link = symlink_on_the_way(repo, rel)
+        if link is not None:
+            # A link planted in a repository (a pull request can add one) would send the write anywhere.
+            raise BadInput(f"{link} is a symbolic link, and `{command}` never writes through one: {rel} could land "
+                           f"outside {repo.resolve()}. Nothing was written. Replace the link with a plain folder or "
+                           f"file (or remove it), then run `{command}` again.")
+        if path.is_file():
+            # Its size first: a file of another size differs, and is never read whole to say so. One of the same size
+            # is read as every file a user names: a FIFO swapped in, or a hung mount, is an error naming it.
+            want = text.encode("utf-8")
+            same = path.stat().st_size == len(want) and read_user_file(
+                str(path), what="The file", max_bytes=len(want), follow_symlinks=False,
+                fix=f"Move it away and run `{command}` again") == want
+            status[rel] = "unchanged" if same else "differs"
+        elif path.exists() or path.is_symlink():
+            raise BadInput(f"{path} exists and is not a file. Move it away and run `{command}` again.")
+        else:
+            status[rel] = "new"
+    return status
+
+
 REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+WHEEL_MAX_BYTES = 256 << 20  # groundctl's wheel is well under a MiB; the bound is for what a requirement names
 
 
 def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
@@ -146,6 +182,7 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
     import hashlib
 
     from bootstrap.ci.requirements import Wheel
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     root = repo.resolve()
     for rel in candidates:
@@ -153,11 +190,8 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
         try:
             if not path.is_file() or not path.resolve().is_relative_to(root):
                 continue
-            digest = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError:
+            data = read_user_file(str(path), what="The wheel", max_bytes=WHEEL_MAX_BYTES, fix="")
+        except (OSError, UnusableFile):
             continue
-        return Wheel(rel, digest.hexdigest())
+        return Wheel(rel, hashlib.sha256(data).hexdigest())
     return None

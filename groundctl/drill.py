@@ -77,7 +77,7 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
     from recovery.drills.report import write_report
 
     out_dir = out if out is not None else (None if dry_run else Path(".groundctl") / "drills" / report.environment)
-    files, key, notes = (), None, []
+    files, key, reports, notes = (), None, (), []
     try:
         files = write_report(report, out_dir=out_dir, secret_values=ctx.secrets).files
     except OSError as exc:
@@ -95,21 +95,23 @@ def _finish(report: DrillReport, ctx, store, out: Optional[Path], json_out: bool
                 notes.append("the drill record was not stored: the state bucket cannot hold it (see the preflight)")
         if bucket:
             try:
-                key = write_report(report, store=store, secret_values=ctx.secrets).bucket_key
+                stored = write_report(report, store=store, secret_values=ctx.secrets)
+                key, reports = stored.bucket_key, stored.bucket_reports
             except Exception as exc:  # noqa: BLE001 - the outcome is still shown, and the files hold it
                 notes.append(f"the drill record could not be stored in the state bucket "
                              f"({getattr(exc, 'message', None) or type(exc).__name__})")
     if json_out:
         from recovery.drills.report import redact_obj
         doc = redact_obj(report.to_dict(), ctx.secrets)
-        doc["written"] = {"bucket_key": key, "files": list(files)}
+        doc["written"] = {"bucket_key": key, "bucket_reports": list(reports), "files": list(files)}
         console.emit_json(doc)
     else:
         # Phase messages can quote engine output; mask before anything reaches the terminal.
         from recovery.drills.report import redact_report
         _render(redact_report(report, ctx.secrets))
         if key:
-            console.info(f"Drill record: {key} in the state bucket")
+            console.info(f"Drill record: {key} in the state bucket"
+                         + (f", its report beside it: {', '.join(reports)}" if reports else ""))
         for f in files:
             console.info(f"Wrote {f}")
     for note in notes:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from bootstrap.kit import console
 from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, refuse_embedded, split_layers, table
 from bootstrap.kit.errors import BadInput
 from bootstrap.layers import select
 
@@ -50,7 +50,9 @@ def status(
 
     from bootstrap.records.lock_status import lock_status
 
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+    # A history read from an emulator started for this command is always empty: say so, never "never applied".
+    spec = refuse_embedded(environment, endpoint_url)
+    with open_target(environment, endpoint_url=endpoint_url, spec=spec) as target:
         try:
             target.require_bucket()
             store, note = target.store, ""
@@ -131,7 +133,7 @@ def drift(
                                 ".groundctl/drift/<env>/ (what scheduled runs do; `groundctl fleet status` reads it)."),
 ) -> None:
     """Refresh-preview every layer expecting no changes; exit 0 when clean, 1 when drift is found."""
-    from bootstrap.apply.preview import preview_all
+    from bootstrap.apply.preview import preview_all, said_phases
     from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
     from bootstrap.kit.errors import GroundctlError
@@ -142,7 +144,8 @@ def drift(
         steps = build_preview(target.spec, split_layers(layers), emulated=target.emulated, refresh=True)
         try:
             require_flux_secrets(target.spec, steps)
-            plans = preview_all(target, steps, default_services())
+            timings: dict[str, float] = {}
+            plans = preview_all(target, steps, default_services(), timings=timings)
         except GroundctlError as exc:
             if record:  # a scheduled check that failed is seen as failed, with its reason
                 record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
@@ -155,12 +158,13 @@ def drift(
             refresh_summary(target)
     drifted = [r["layer"] for r in rows if r["state"] in ("drift", "not deployed")]
     if json_out:
-        console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows})
+        console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows, "phases": timings})
     else:
         shown = table(f"drift of {environment}", "layer", "state", "detail")
         for row in rows:
             shown.add_row(Text(row["layer"]), Text(row["state"]), Text(row["summary"]))
         console.data(shown)
         console.info(f"drift found in {', '.join(drifted)}" if drifted else "no drift: every layer matches its state")
+        console.info(said_phases(timings))
     if drifted:
         raise typer.Exit(1)

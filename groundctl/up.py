@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 def report(outcome: "RunOutcome", json_out: bool) -> None:
     record = outcome.record
     if json_out:
-        console.emit_json(record.to_dict())
+        # Whether the record reached the state bucket: a run stopped before the bucket was ready has only this copy.
+        console.emit_json(record.to_dict() | {"stored": outcome.stored})
     else:
         rows = table(f"{record.command} {record.environment} — run {record.run_id}: {record.outcome}",
                      "layer", "attempted", "achieved", "serial", "detail")

@@ -263,6 +263,30 @@ def test_the_merge_applies_only_a_successful_plan(tmp_path, run, result, expect)
         assert not outputs.exists() or "run_id" not in outputs.read_text()
 
 
+@pytest.mark.parametrize("workflow,job,name,needle", [
+    (REHEARSE_WORKFLOW, "rehearse", "Rehearse", "- stopped before its report (exit 2): "),
+    (DRIFT_WORKFLOW, "drift", "Drift", "Drift check of gone: failed (exit 2): "),
+])
+def test_a_scheduled_job_that_fails_before_its_report_says_why_in_its_summary(tmp_path, workflow, job, name, needle):
+    """The step's script, run with bash, the real groundctl and jq: the environment's spec is gone, so groundctl
+    stops before its report; its --json record of why reaches the job summary (it used to print nothing)."""
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "groundctl").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m groundctl "$@"\n')
+    (bin_dir / "groundctl").chmod(0o755)
+    (tmp_path / "environments").mkdir()
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs"
+    script = step(rendered()[workflow]["jobs"][job], name)["run"]
+    done = _bash(script, {"PATH": f"{bin_dir}:{os.environ['PATH']}", "ENVIRONMENT": "gone",
+                          "PYTHONPATH": str(REPO), "GITHUB_STEP_SUMMARY": str(summary),
+                          "GITHUB_OUTPUT": str(outputs)}, tmp_path)
+    assert done.returncode == 2, done.stderr
+    said = summary.read_text()
+    assert needle in said and "No environment spec" in said, said
+
+
 # -- ci targets ---------------------------------------------------------------------------------------------
 
 def test_a_spec_given_as_the_changed_files_is_bad_input(monkeypatch, capsys, tmp_path):

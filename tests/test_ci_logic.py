@@ -233,7 +233,7 @@ RECORD = {"run_id": "r-123", "environment": "dev", "command": "up", "outcome": "
                       "fingerprint": "f" * 64, "message": "no changes"},
                      {"layer": "network", "attempted": "up", "achieved": "refused", "serial": None,
                       "fingerprint": "e" * 64, "message": "The network layer | was not applied"}],
-          "phases": []}
+          "phases": [], "stored": True}
 
 
 def test_the_merge_summary_shows_the_reason_the_layers_and_the_record():
@@ -247,6 +247,28 @@ def test_the_merge_summary_shows_the_reason_the_layers_and_the_record():
     assert "**groundctl said:**" not in text  # the log repeats the record's reason: shown once
     fenced = text.split("````json\n", 1)[1].split("\n````", 1)[0]
     assert json.loads(fenced) == RECORD
+
+
+def test_the_merge_summary_says_the_record_is_in_the_bucket_only_when_it_was_stored():
+    unstored = up_summary("dev", dict(RECORD, stored=False), "")
+    assert ".groundctl/runs/" not in unstored and "in the state bucket" in unstored
+    assert "The run record was not stored in the state bucket" in unstored
+    assert "the copy below is the only one" in unstored
+    silent = up_summary("dev", {k: v for k, v in RECORD.items() if k != "stored"}, "")  # an older groundctl's record
+    assert "in the state bucket" not in silent
+    assert "commit `aaaaaaaaaaaa`" in silent
+
+
+def test_the_merge_summary_of_a_start_that_failed_shows_its_reason_from_the_record():
+    from groundctl.failed_start import document
+
+    doc = document(["up", "dev", "--plan-dir", "approved/live", "--yes", "--json"],
+                   "No environment spec at environments/dev.yaml.", 2, "failed")
+    assert doc["command"] == "up" and doc["environment"] == "dev" and doc["stopped_before_report"] is True
+    text = up_summary("dev", doc, "")
+    assert text.startswith("## groundctl up `dev`: ❌ stopped before the run started (exit 2)")
+    assert "**Why:** No environment spec at environments/dev.yaml." in text and "state bucket" not in text
+    assert document(["up", "dev", "--yes"], "whatever", 2, "failed") is None  # no --json: nothing on stdout
 
 
 def test_the_merge_summary_without_a_record_shows_what_groundctl_said():

@@ -169,12 +169,41 @@ def test_no_approved_plan_is_refused_and_the_summary_says_why(repo, run_step, mo
     root, engine, _ = repo
     assert groundctl(monkeypatch, capsys, "ci", "init", "--install", ".")[0] == 0
     apply = _job(root, APPLY_WORKFLOW, "apply")
+    # The runner's checkout is the repository (no .git here: the commit is the one GitHub names).
+    sha = "c0ffee" + "1" * 34
+    monkeypatch.setenv("GITHUB_SHA", sha)
     # The download found no artifact (the pull request had no live plan): nothing is applied.
     code, out, err = run_step(apply, "Apply the approved plan", {"ENVIRONMENT": "local"})
     assert code == 2 and not [c for c in engine.calls if c[0] == "up"]
+    record = json.loads(out)
+    # Refused before any other phase: the record names the phase, was never stored, and carries the commit.
+    assert record["stopped_at"] == "plan-dir" and record["stored"] is False and record["git_commit"] == sha
     (root / "run-record.json").write_text(out)
     (root / "up.log").write_text(err)
     code, summary, _ = run_step(apply, "Run record and reason in the job summary", {"ENVIRONMENT": "local",
                                                                                    "EXIT_CODE": "2"})
     assert code == 0 and "❌ failed" in summary
-    assert "--plan-dir approved/live is not a directory" in summary.split("**Why:** ", 1)[1].split("\n", 1)[0]
+    why = summary.split("**Why:** ", 1)[1].split("\n", 1)[0]
+    assert why.startswith("stopped at plan-dir: --plan-dir approved/live is not a directory"), why
+    assert "stopped at `plan-dir`" in summary and f"commit `{sha[:12]}`" in summary
+    assert ".groundctl/runs/" not in summary and "The run record was not stored in the state bucket" in summary
+
+
+def test_a_start_that_fails_is_a_record_in_the_summary(repo, run_step, monkeypatch, capsys):
+    """`up --json` that stops before its run (here: a spec that is not a valid spec) prints its
+    reason as a record, which the summary shows (it used to print nothing, and the summary said 'no error')."""
+    root, engine, _ = repo
+    assert groundctl(monkeypatch, capsys, "ci", "init", "--install", ".")[0] == 0
+    (root / "environments" / "local.yaml").write_text("name: local\nbackend: [not, a, mapping]\n")
+    apply = _job(root, APPLY_WORKFLOW, "apply")
+    code, out, err = run_step(apply, "Apply the approved plan", {"ENVIRONMENT": "local"})
+    assert code == 2 and "error: " in err
+    record = json.loads(out)
+    assert record["stopped_before_report"] is True and record["command"] == "up" and record["environment"] == "local"
+    assert record["exit_code"] == 2 and record["message"] and record["message"] in " ".join(err.split())
+    (root / "run-record.json").write_text(out)
+    (root / "up.log").write_text("")  # the reason must come from the record itself
+    code, summary, _ = run_step(apply, "Run record and reason in the job summary", {"ENVIRONMENT": "local",
+                                                                                   "EXIT_CODE": "2"})
+    assert code == 0 and "stopped before the run started (exit 2)" in summary
+    assert summary.split("**Why:** ", 1)[1].split("\n", 1)[0] == record["message"]

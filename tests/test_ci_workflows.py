@@ -78,6 +78,23 @@ def test_init_writes_the_workflow_set_into_a_fresh_repository(fresh_repo, init):
     assert code == 0 and set(json.loads(out)["files"].values()) == {"unchanged"}
 
 
+def test_init_leaves_the_drift_workflow_out_where_the_fleet_checks_drift(fresh_repo, init):
+    code, out, err = init(fresh_repo, "--no-drift", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    written = sorted(p.name for p in (fresh_repo / ".github" / "workflows").iterdir())
+    assert written == sorted([PR_WORKFLOW, APPLY_WORKFLOW, REHEARSE_WORKFLOW])
+    assert f".github/workflows/{DRIFT_WORKFLOW}" not in report["files"]
+    assert not any(r["scheduled_drift"] for r in report["environments"])
+    # One written before is the operator's to delete: left as it is, and said so.
+    assert init(fresh_repo, "--force")[0] == 0
+    drift = fresh_repo / ".github" / "workflows" / DRIFT_WORKFLOW
+    before = drift.read_text()
+    code, out, err = init(fresh_repo, "--no-drift", "--json")
+    assert code == 0 and drift.read_text() == before
+    assert any(DRIFT_WORKFLOW in note and "left as it is" in note for note in json.loads(out)["install_notes"]), out
+
+
 def test_init_never_overwrites_a_different_file_without_force(fresh_repo, init):
     assert init(fresh_repo)[0] == 0
     edited = fresh_repo / ".github" / "workflows" / PR_WORKFLOW
@@ -213,7 +230,8 @@ def test_every_groundctl_command_in_the_workflows_exists_with_its_flags():
                      'groundctl plan "$ENVIRONMENT" --out "$PLAN_DIR/live"',
                      'groundctl up "$ENVIRONMENT" --plan-dir approved/live --yes --json',
                      'groundctl drift "$ENVIRONMENT" --record --json', "groundctl ci targets", "groundctl ci comment",
-                     "groundctl ci summary", "groundctl ci drift-issue"):
+                     "groundctl ci summary", "groundctl ci drift-issue", "groundctl ci digests",
+                     "groundctl ci verify-plan"):
         assert expected in text, expected
 
 
@@ -255,6 +273,25 @@ def test_live_plan_only_with_the_specs_plan_role_and_never_for_forks():
     assert "steps.credentials.outcome == 'success'" in step(plan, "Live plan")["if"]
     apply = rendered()[APPLY_WORKFLOW]["jobs"]["apply"]
     assert step(apply, "Credentials (OIDC, the spec's apply role)")["with"]["role-to-assume"] == "${{ matrix.apply_role }}"
+
+
+@pytest.mark.parametrize("install,key", [(OPTIONS.install, OPTIONS.install), (".", "pyproject.toml")])
+def test_every_job_keeps_pips_downloads_keyed_on_the_hash_of_what_it_installs(install, key):
+    """Each job installs groundctl and its dependencies (~500 MB): setup-python's pip cache, keyed on the sha256 of
+    the hashed requirements file (of pyproject.toml for groundctl's own checkout), keeps the downloads between jobs
+    and runs, and a changed file starts a new cache. Every job that installs sets Python up with it, before the
+    install."""
+    from dataclasses import replace
+
+    for name, workflow in rendered(replace(OPTIONS, install=install)).items():
+        for job_name, job in workflow["jobs"].items():
+            steps = job.get("steps", [])
+            installs = [i for i, s in enumerate(steps) if "pip install" in s.get("run", "")]
+            pythons = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/setup-python@")]
+            assert len(installs) == len(pythons), (name, job_name)
+            for i, j in zip(pythons, installs):
+                assert i < j and steps[i]["with"]["cache"] == "pip", (name, job_name)
+                assert steps[i]["with"]["cache-dependency-path"] == key, (name, job_name)
 
 
 def test_rendering_is_deterministic_and_fills_every_placeholder():

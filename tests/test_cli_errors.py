@@ -1,6 +1,7 @@
 """Bad input through the real front door (`groundctl.main`): each case ends with a one-paragraph
-`error:` on stderr, nothing on stdout, the documented exit code, and never a traceback or an internal
-error. And every reporting command's `--json` stdout is one JSON document and nothing else."""
+`error:` on stderr, nothing on stdout (with `--json`, the one record of why: groundctl.failed_start), the documented
+exit code, and never a traceback or an internal error. And every reporting command's `--json` stdout is one JSON
+document and nothing else."""
 
 from __future__ import annotations
 
@@ -26,9 +27,16 @@ def groundctl(monkeypatch, capsys, *args: str, env: dict | None = None):
 def assert_refused(result, code: int, *needles: str) -> None:
     rc, out, err = result
     assert rc == code, err
-    assert out == ""
     assert "Traceback" not in err and "internal error" not in err
     message = err[err.index("error: "):]
+    if "--json" in sys.argv:
+        # A command asked for JSON that stopped before its report still prints one document: the same reason.
+        doc = json.loads(out)
+        assert doc["stopped_before_report"] is True and doc["exit_code"] == code and doc["outcome"] in (
+            "failed", "refused"), doc
+        assert " ".join(doc["message"].split()) in " ".join(message.split()), (doc, message)
+    else:
+        assert out == ""
     assert "\n\n" not in message.strip()  # one paragraph
     for needle in needles:
         assert needle in " ".join(message.split()), message

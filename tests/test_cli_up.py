@@ -6,6 +6,7 @@ the subprocess runs use nothing but the product, as an operator would.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -267,7 +268,8 @@ def test_canary_secrets_never_leave(cli, monkeypatch, tmp_path, aws):
     texts = [o + e for _, o, e in outputs]
     texts += [p.read_text() for p in (tmp_path / "plans").iterdir()]
     for v in [v for v in cli.store.versions(".groundctl/") if not v.delete_marker]:
-        texts.append(cli.store.get(v.key, v.version_id).body.decode())
+        body = cli.store.get(v.key, v.version_id).body
+        texts.append((gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body).decode())  # the ledger's index
     assert len(texts) > 10 and any("boom [redacted]" in t or "boom [secret]" in t for t in texts)
     for text in texts:
         for canary in (passphrase, deploy_key, kube):
@@ -362,3 +364,25 @@ def test_emulator_start_serves_until_interrupted():
         assert proc.wait(timeout=30) == 130
     err = proc.stderr.read()
     assert "AWS emulator stopped" in err and "Interrupted;" in err and "Traceback" not in err
+
+
+def test_plan_and_drift_report_their_phases_and_write_nothing_to_the_bucket(cli, tmp_path):
+    """Issue 38 §2: where a plan's or a drift check's time goes, printed and in --json, from a run record kept in
+    memory: the plan role may not write to the bucket."""
+    assert cli("up", "SPEC", "--yes")[0] == 0
+
+    def objects() -> set:
+        return {(v.key, v.version_id) for v in cli.store.versions("")}
+
+    before = objects()
+    code, out, err = cli("plan", "SPEC", "--json", "--out", str(tmp_path / "plans"))
+    assert code == 0, err
+    phases = json.loads(out)["phases"]
+    assert {"network/preview", "cluster/preview"} <= set(phases) and all(s >= 0 for s in phases.values())
+    assert any(not name.count("/") for name in phases), phases  # the preflight's own phases
+    code, out, err = cli("drift", "SPEC", "--json")
+    assert code == 0, err
+    assert "network/refresh-preview" in json.loads(out)["phases"]
+    code, out, err = cli("drift", "SPEC")
+    assert code == 0 and "Time per phase:" in out + err and "network/refresh-preview" in out + err
+    assert objects() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import xml.etree.ElementTree as ET
 
 from bootstrap.records import layout
@@ -90,6 +91,32 @@ def test_written_files_and_bucket_record_hold_no_secret(tmp_path, aws, bucket):
     stored = store.get(written.bucket_key).body.decode()
     assert CANARY not in stored and json.loads(stored)["verdict"]["outcome"] == "passed"
     ET.parse(tmp_path / f"{r.drill_id}.svg")  # valid XML
+    # The rendered report is kept in the bucket too (a scheduled drill's pod loses its files), as written locally.
+    assert written.bucket_reports == tuple(layout.drill_report_key("dev", r.drill_id, ext) for ext in ("md", "svg"))
+    for key in written.bucket_reports:
+        body = store.get(key).body.decode()
+        assert CANARY not in body
+        assert body == (tmp_path / f"{r.drill_id}.{key.rsplit('.', 1)[1]}").read_text()
+
+
+def test_a_progress_checkpoint_keeps_no_rendered_report_and_the_reports_stay_out_of_the_status_listing(aws, bucket):
+    from recovery.drills.report import RUNNING
+    from recovery.evidence.reading import scan
+
+    store = ObjectStore(aws.client("s3"), bucket)
+    r = report(rebuild())
+    running = replace(r, verdict=replace(r.verdict, outcome=RUNNING))
+    assert write_report(running, store=store).bucket_reports == ()
+    assert [k for k, _, _ in store.keys(".groundctl/reports/")] == []
+    written = write_report(r, store=store)
+    assert len(written.bucket_reports) == 2
+    # Fleet status's listing reads from the drift records to locks/ and stops there: reports sort after it, so
+    # they never cost it a page, and what it finds is the same with or without them.
+    assert all(key > ".groundctl/locks/~" for key in written.bucket_reports)
+    found = scan(store, "dev")
+    for key in written.bucket_reports:
+        store.delete(key)
+    assert scan(store, "dev") == found
 
 
 def test_a_secret_that_rendering_escapes_is_still_masked(tmp_path):

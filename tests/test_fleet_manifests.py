@@ -274,6 +274,47 @@ def test_drill_deadline_follows_the_rto(rendered):
     assert job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == fm.drill_deadline(40) == 40 * 120 + 900
 
 
+def _memory(rendered: fm.Rendered) -> dict[str, tuple[str, str]]:
+    """Per CronJob: its container's memory (request, limit)."""
+    out = {}
+    for name, job in by_name(rendered, "CronJob").items():
+        res = pod_of(job)["containers"][0]["resources"]
+        out[name] = (res["requests"]["memory"], res["limits"]["memory"])
+    return out
+
+
+def test_the_drift_and_rehearsal_pods_memory_limit_comes_from_the_spec_or_the_flag(tmp_path):
+    assert set(_memory(fm.render(spec_files(), image=IMAGE)).values()) >= {("512Mi", "1Gi")}  # the default
+    big, small = _data("staging"), _data("staging")
+    big["fleet"] = dict(big.get("fleet") or {}, memory_limit="3Gi")
+    small["name"] = "small"
+    small["backend"]["bucket"] = small["backend"]["bucket"] + "-small"
+    rendered = fm.render(spec_files(repository(tmp_path, staging=big, small=small)), image=IMAGE, memory_limit="384Mi")
+    memory = _memory(rendered)
+    assert memory["drift-staging"] == memory["rehearse-staging"] == ("512Mi", "3Gi")  # the spec's own
+    assert memory["drift-small"] == memory["rehearse-small"] == ("384Mi", "384Mi")  # the flag; request within it
+    assert memory["drill-rebuild-staging"] == memory["drill-rebuild-small"] == ("1Gi", "2Gi")  # drills keep theirs
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extras")
+    for m in rendered.manifests:
+        kv.validate(m, K8S_VERSION, strict=True)
+    for bad in ("2GB", "1.5Gi", "128Mi", "65Gi"):
+        with pytest.raises(SpecError) as err:
+            parse_spec({**_data("staging"), "fleet": {"memory_limit": bad}}, "staging.yaml")
+        assert "fleet.memory_limit" in err.value.message or "memory" in err.value.message
+        with pytest.raises(BadInput, match="--memory-limit"):
+            fm.render(spec_files(), image=IMAGE, memory_limit=bad)
+
+
+def test_the_drift_cronjobs_can_be_left_out_where_the_drift_workflow_checks_drift():
+    rendered = fm.render(spec_files(), image=IMAGE, drift=False)
+    jobs = by_name(rendered, "CronJob")
+    everything = by_name(fm.render(spec_files(), image=IMAGE), "CronJob")
+    assert not [n for n in jobs if n.startswith("drift-")]
+    assert set(jobs) == {n for n in everything if not n.startswith("drift-")} and any(n.startswith("rehearse-")
+                                                                                       for n in jobs)
+    assert any("--no-drift" in note and "fleet.drift_schedule" in note for note in rendered.notes)
+
+
 # -- the CLI ---------------------------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -288,6 +329,12 @@ def test_cli_prints_the_manifests_and_refuses_an_unpinned_image():
     assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # and a rehearsal each
     refused = _cli("--image", "registry.example/groundctl:latest", "--environments", str(FLEET))
     assert refused.returncode == 2 and "is not pinned" in refused.stderr and "Traceback" not in refused.stderr
+    sized = _cli("--image", IMAGE, "--environments", str(FLEET), "--memory-limit", "2Gi", "--no-drift")
+    assert sized.returncode == 0, sized.stderr
+    jobs = [d for d in yaml.safe_load_all(sized.stdout) if d["kind"] == "CronJob"]
+    assert len(jobs) == 6 and not [j for j in jobs if j["metadata"]["name"].startswith("drift-")]
+    assert {pod_of(j)["containers"][0]["resources"]["limits"]["memory"] for j in jobs
+            if j["metadata"]["name"].startswith("rehearse-")} == {"2Gi"}
 
 
 # -- the Dockerfile --------------------------------------------------------------------------------------
@@ -337,6 +384,8 @@ from tests.test_cli_errors import assert_refused, groundctl  # noqa: E402
      "is not a Kubernetes namespace name"),
     (["fleet", "manifests", "--image", "groundctl", "--environments", str(FLEET)], "is not pinned"),
     (["fleet", "status", "--environments", str(REPO / "tests" / "data")], "No environment spec"),
+    (["fleet", "manifests", "--image", IMAGE, "--environments", str(FLEET), "--memory-limit", "lots"],
+     "--memory-limit 'lots' is not a memory size"),
 ])
 def test_bad_fleet_input_is_one_paragraph(monkeypatch, capsys, args, needle):
     assert_refused(groundctl(monkeypatch, capsys, *args), 2, needle)

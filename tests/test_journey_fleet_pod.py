@@ -6,8 +6,9 @@ folders (/opt: the Python, groundctl, the pinned CLI and the plugins, as the Doc
 the manifest's volumes mounted at its paths (the specs and Flux-manifest ConfigMaps read-only, the scratch
 emptyDir writable), the process started with the manifest's uid, gid and fsGroup through setpriv with no
 capabilities and no new privileges, in its workingDir, with its env and nothing else, and no network beyond
-loopback. AWS is an emulator on that loopback: the spec the ConfigMap holds gets the one line that points at it
-(aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before the pod ran.
+loopback. AWS is an emulator on that loopback (a free port): the spec the ConfigMap holds gets the one line that
+points at it (aws.endpoint_url; the fleet renders no emulator spec), and the environment was born by hand before
+the pod ran.
 The layer programs are the engine tier's stand-ins (tests/journey.py), the provider plugins stand-in binaries
 (they cannot be had offline), put where the image puts them, and /etc/passwd and /etc/group hold the image's
 user as its Dockerfile adds it.
@@ -18,6 +19,12 @@ environment clean; the rebuild drill destroys and recreates the cluster layer an
 emulator, skips the Flux phases and says the drill is unverified (exit 1), its report files in the scratch volume
 (--out); `state rehearse --record` proves every deployed layer restorable, touching no stack.
 
+The image's Python is the one running the tests, with the packages of the environment the tests run in: in a
+virtual environment (the README's install), its site-packages take the place of the base interpreter's, as the
+Dockerfile installs groundctl's dependencies into the image's own Python. Everything a run starts (the emulator,
+the pod) is in a PID namespace of its own, which ends with the run on every path: a failed script, a timeout, an
+interrupted pytest.
+
 Marked `engine`: the real CLI. Skipped with the reason where namespaces or setpriv are not available."""
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import sysconfig
 import uuid
 from pathlib import Path
 
@@ -39,7 +49,6 @@ from tests.plugin_releases import make_tarball
 
 CLI, NO_CLI = pinned_cli()
 ENV = "pod"
-PORT = 4566
 RECORDS = "pod-records"
 PASSPHRASE = "pod-journey-passphrase-T7x2"
 
@@ -51,8 +60,43 @@ def _namespaces() -> str:
     for tool in ("unshare", "setpriv", "ip"):
         if not shutil.which(tool):
             return f"needs {tool}"
-    done = subprocess.run(["unshare", "-m", "-n", "true"], capture_output=True, text=True, timeout=60)
-    return "" if done.returncode == 0 else f"unshare -m -n is refused here: {done.stderr.strip()}"
+    done = subprocess.run([*NAMESPACES, "true"], capture_output=True, text=True, timeout=60)
+    return "" if done.returncode == 0 else f"{' '.join(NAMESPACES)} is refused here: {done.stderr.strip()}"
+
+
+# Mounts, network and PIDs of its own: whatever the script starts dies with it (the kernel ends every process of a
+# PID namespace when its first one ends, and --kill-child ends that one when unshare itself is killed).
+NAMESPACES = ("unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
+
+
+def in_namespaces(script: str, timeout: float) -> subprocess.CompletedProcess:
+    """`script` run by bash in NAMESPACES; on a timeout (or any other way out) nothing it started is left."""
+    proc = subprocess.Popen([*NAMESPACES, "bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _free_port() -> int:
+    # Free on this host, and so in the run's own (empty) network namespace too; never a fixed one.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def image_python() -> tuple[Path, list[tuple[Path, str]]]:
+    """The interpreter the image's /opt/python is made of, and what is mounted over it: in a virtual environment,
+    its site-packages over the base's (which lacks what the venv installed: pulumi, boto3, moto)."""
+    base = Path(sys.base_prefix)
+    if Path(sys.prefix) == base:
+        return base, []
+    sites = sorted({Path(sysconfig.get_path(kind)) for kind in ("purelib", "platlib")})
+    return base, [(site, f"/opt/python/{site.relative_to(sys.prefix)}") for site in sites]
 
 
 NO_NAMESPACES = _namespaces()
@@ -130,7 +174,7 @@ def _volumes(pod: dict, configmaps: dict, stage: Path, spec_edit) -> tuple[list[
     return lines, scratch
 
 
-def _script(cronjob: dict, configmaps: dict, stage: Path, image: dict, endpoint: str) -> tuple[str, Path]:
+def _script(cronjob: dict, configmaps: dict, stage: Path, image: dict, port: int) -> tuple[str, Path]:
     pod = _pod(cronjob)
     container = pod["containers"][0]
     context, security = pod["securityContext"], container["securityContext"]
@@ -138,13 +182,17 @@ def _script(cronjob: dict, configmaps: dict, stage: Path, image: dict, endpoint:
     assert security["capabilities"]["drop"] == ["ALL"] and context["runAsNonRoot"]
     assert context["runAsUser"] == image["uid"]  # the image's user
 
+    endpoint = f"http://127.0.0.1:{port}"
+
     def pointed(text: str) -> str:
         data = yaml.safe_load(text)
         data["aws"]["endpoint_url"] = endpoint
         return yaml.safe_dump(data, sort_keys=False)
 
     mounts, scratch = _volumes(pod, configmaps, stage, pointed)
-    python = Path(sys.base_prefix)
+    python, site_packages = image_python()
+    packages = "".join(f'mount --bind "{site}" "{target}" && mount -o remount,bind,ro "{target}"\n'
+                       for site, target in site_packages)
     image_path = "/opt/pulumi/bin:/opt/pulumi/plugins:/opt/python/bin:/usr/bin:/bin"
     # What the image's environment (Dockerfile ENV) and the emulator's stand-ins add to the manifest's env.
     runtime = {"PATH": image_path, "LD_LIBRARY_PATH": "/opt/python/lib", "PYTHONDONTWRITEBYTECODE": "1",
@@ -182,13 +230,14 @@ for pair in "{python}:/opt/python" "{REPO}:/opt/groundctl" "{CLI}:/opt/pulumi/bi
             "{image['etc']}/passwd:/etc/passwd" "{image['etc']}/group:/etc/group"; do
   mount --bind "${{pair%%:*}}" "${{pair#*:}}" && mount -o remount,bind,ro "${{pair#*:}}"
 done
-mount -o remount,ro /opt
+{packages}mount -o remount,ro /opt
 # The operator's side, before the pod: the emulator on loopback, and the environment born by hand.
 mount -t tmpfs -o mode=700 operator /srv
 mkdir -p /srv/infra/environments
 cp {stage}/volume-spec/{ENV}.yaml /srv/infra/environments/
-LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -m moto.server -H 127.0.0.1 -p {PORT} >/srv/moto.log 2>&1 &
-for i in $(seq 1200); do (exec 3<>/dev/tcp/127.0.0.1/{PORT}) 2>/dev/null && break; sleep 0.1; done
+LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -m moto.server -H 127.0.0.1 -p {port} >/srv/moto.log 2>&1 &
+trap "kill $! 2>/dev/null" EXIT
+for i in $(seq 1200); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.1; done
 LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "import boto3; boto3.client('s3', \\
   endpoint_url='{endpoint}', region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t'\\
   ).create_bucket(Bucket='{RECORDS}')"
@@ -244,9 +293,8 @@ def _run(fleet, name: str, args: list[str]) -> dict:
     manifests, stage, image = fleet
     cronjob = manifests["cronjobs"][name]
     assert _pod(cronjob)["containers"][0]["args"] == args
-    script, scratch = _script(cronjob, manifests["configmaps"], stage, image, f"http://127.0.0.1:{PORT}")
-    done = subprocess.run(["unshare", "-m", "-n", "bash", "-c", script], capture_output=True, text=True,
-                          timeout=1700)
+    script, scratch = _script(cronjob, manifests["configmaps"], stage, image, _free_port())
+    done = in_namespaces(script, timeout=1700)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     said = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ", 1)[0].isupper()
                 and " " in line)
@@ -262,6 +310,41 @@ def _run(fleet, name: str, args: list[str]) -> dict:
 def _new(run: dict, what: str) -> list[str]:
     """The keys of `what` (records, cloud) the pod added."""
     return sorted(set(run["after"][what]) - set(run["before"][what]))
+
+
+def _running(marker: str) -> list[str]:
+    """The host's processes whose command line holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:
+            pass  # ended while looking
+    return found
+
+
+def _gone(marker: str) -> bool:
+    import time
+
+    ends = time.monotonic() + 60  # the kernel ends a PID namespace's processes at once; a loaded host is slow to
+    while _running(marker) and time.monotonic() < ends:
+        time.sleep(0.1)
+    return not _running(marker)
+
+
+def test_what_a_run_starts_ends_with_it_whether_it_fails_or_times_out():
+    """The emulator a run starts in the background (here a stand-in with a marked command line) does not outlive
+    it: not when the script fails with it running, nor when the run is cut off by its timeout."""
+    marker = f"pod-journey-{uuid.uuid4().hex}"
+    started = (f"(exec -a {marker} sleep 600) & for i in $(seq 1200); do pgrep -f {marker} >/dev/null && break; "
+               "sleep 0.05; done; ")
+    done = in_namespaces(started + "echo UP; exit 3", timeout=120)
+    assert done.returncode == 3 and "UP" in done.stdout, done.stderr
+    assert _gone(marker), _running(marker)
+    with pytest.raises(subprocess.TimeoutExpired):
+        in_namespaces(started + "sleep 600", timeout=5)
+    assert _gone(marker), _running(marker)
 
 
 def test_the_drift_cronjobs_container_records_a_clean_environment_under_its_security_context(fleet):
@@ -280,7 +363,7 @@ def test_the_rebuild_drill_cronjobs_container_rebuilds_the_cluster_and_records_a
     the orchestrator and skips the Flux phases, naming why: its honest verdict is `unverified` (exit 1), and it
     writes its record in the state bucket and its report files in the scratch volume (--out)."""
     from bootstrap.apply.steps import EMULATOR_HAS_NO_KUBERNETES
-    from bootstrap.records.layout import drills_prefix, stack_key
+    from bootstrap.records.layout import drill_report_key, drills_prefix, stack_key
     from recovery.fleet.manifests import SCRATCH
 
     out_dir = f"{SCRATCH}/drill-reports"
@@ -304,9 +387,13 @@ def test_the_rebuild_drill_cronjobs_container_rebuilds_the_cluster_and_records_a
               for when in ("before", "after")]
     assert others[0] == others[1] and len(others[0]) >= 3, others
     assert f"{ENV}/cluster/cluster" in run["after"]["cloud"] and run["after"]["cloud"] == run["before"]["cloud"]
-    # Its record in the state bucket, its report files in the scratch volume, where --out put them.
+    # Its record and its rendered report in the state bucket (the scratch volume goes with the pod), and its report
+    # files in the scratch volume, where --out put them.
     assert report["written"]["bucket_key"] in _new(run, "records")
     assert report["written"]["bucket_key"].startswith(drills_prefix(ENV))
+    assert report["written"]["bucket_reports"] == [drill_report_key(ENV, report["drill_id"], ext)
+                                                   for ext in ("md", "svg")]
+    assert set(report["written"]["bucket_reports"]) <= set(_new(run, "records"))
     files = report["written"]["files"]
     assert files and all(f.startswith(out_dir + "/") for f in files), files
     assert all((run["scratch"] / Path(f).relative_to(SCRATCH)).is_file() for f in files)

@@ -175,6 +175,7 @@ class Actions:
     def __init__(self, world: dict, run_id: int, artifacts: Path):
         self.world, self.run_id, self.artifacts = world, run_id, artifacts
         self.roles: list[str] = []
+        self.caches: list[str] = []  # the pip cache key of each setup-python step
 
     def handlers(self) -> dict:
         return {"actions/checkout": self.checkout, "actions/setup-python": self.setup_python,
@@ -187,13 +188,23 @@ class Actions:
         return {}
 
     def setup_python(self, given: dict, job) -> dict:
+        """A fresh Python and, as the action's `cache: pip` does, pip's cache folder restored by its key: the
+        sha256 of the dependency file in the checkout (the action fails the job when no such file is there)."""
         assert given["python-version"] == "3.11"
+        assert given["cache"] == "pip"
+        dependencies = job.workspace / given["cache-dependency-path"]
+        if not dependencies.is_file():
+            raise ValueError(f"No file in {job.workspace} matched to [{given['cache-dependency-path']}]")
+        key = f"setup-python-Linux-python-3.11-pip-{hashlib.sha256(dependencies.read_bytes()).hexdigest()}"
+        self.caches.append(key)
+        cache = self.world["folder"] / "actions-cache" / key
+        cache.mkdir(parents=True, exist_ok=True)
         python = job.folder / "hostedtoolcache" / "python"
         venv.create(python, with_pip=True)
         site, = python.glob("lib/python*/site-packages")
         (site / "groundctl_journey_seam.py").write_text(SEAM_MODULE)
         (site / "groundctl_journey_seam.pth").write_text("import groundctl_journey_seam\n")
-        return {"path": [str(python / "bin")]}
+        return {"path": [str(python / "bin")], "env": {"PIP_CACHE_DIR": str(cache)}}
 
     def credentials(self, given: dict, job) -> dict:
         assert given["allowed-account-ids"] == ACCOUNT
@@ -309,6 +320,7 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
     comment = (pr.jobs["plan"][0].workspace / "plans" / ENV / "comment.md").read_text()
     assert posted[0]["fields"]["body"] == comment and f"<!-- groundctl:plan:{ENV} -->" in comment
     assert "cluster" in comment and head[:12] in comment
+    assert f"<!-- groundctl:digests:{ENV} " in comment and "#### Digests of the reviewed plan" in comment
 
     # 2. The merge's apply workflow, from the pull request's artifact.
     state = json.loads(gh_world.read_text())
@@ -322,9 +334,15 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
         "sha": merge, "run_id": 5002, "event_name": "push", "event": {"before": base}}, gh_world, gh_log)
     apply.run()
     assert apply.result("apply") == "success", _failures(apply)
+    # The artifact was checked against the digests the plan job posted for the pull request's last commit.
+    assert _steps(apply, "apply")["Check the plan against the digests posted for review"].outcome == "success"
     assert apply_actions.roles == [ROLES["apply"]]
     record = json.loads((apply.jobs["apply"][0].workspace / "run-record.json").read_text())
     assert record["outcome"] == "succeeded" and record["stopped_at"] is None, record
+    # Every job of both runs kept pip's downloads under one key: the hash of the requirements file they install.
+    key = hashlib.sha256((infra / DEFAULT_REQUIREMENTS).read_bytes()).hexdigest()
+    assert pr_actions.caches and apply_actions.caches and {
+        c.rsplit("-", 1)[1] for c in pr_actions.caches + apply_actions.caches} == {key}
     cluster = world["s3"].get_object(Bucket=world["records"], Key=f"{ENV}/cluster/cluster")
     assert json.loads(cluster["Body"].read())["version"] == "1.32"
     assert ENV in apply.jobs["apply"][0].summary

@@ -95,3 +95,37 @@ def test_stored_record_redacts_secrets_that_json_escapes():
     body = log.to_bytes().decode()
     assert json.dumps(canary)[1:-1] not in body and canary not in body
     assert REDACTED in body
+
+
+def test_the_commit_is_the_working_folders_checkout_or_github_sha_never_groundctls_own(tmp_path):
+    """A run records the commit of the repository it runs from: the checkout in the working folder, else (no git
+    checkout there, as in a container or a copy without .git) the GITHUB_SHA GitHub Actions sets; never the commit
+    of the folder groundctl is installed in (a wheel's site-packages, or groundctl's own checkout here)."""
+    import shutil
+    import subprocess
+
+    from bootstrap.records.runs import git_commit
+    from tests.conftest import REPO
+
+    sha = "b" * 40
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_commit(str(plain), {"GITHUB_SHA": sha}) == sha
+    assert git_commit(str(plain), {"GITHUB_SHA": sha.upper()}) == sha
+    assert git_commit(str(plain), {}) is None  # groundctl's own checkout (a git repository) is not asked
+    for hostile in ("main", "b" * 39, "b" * 40 + "\n$(id)", "../" * 20):
+        assert git_commit(str(plain), {"GITHUB_SHA": hostile}) is None, hostile
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the checkout half cannot be run")
+    repo = tmp_path / "infra"
+    repo.mkdir()
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+    run("init", "-q")
+    (repo / "README").write_text("infra\n")
+    run("add", "README")
+    run("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "first")
+    head = run("rev-parse", "HEAD").stdout.strip()
+    own = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert head != own
+    assert git_commit(str(repo), {"GITHUB_SHA": sha}) == head  # the checkout itself wins over what the job says

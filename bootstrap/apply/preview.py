@@ -20,10 +20,33 @@ from bootstrap.target import Target, open_target
 
 
 def preview_all(target: Target, steps: Steps, services: Services,
-                saved_plans: Optional[dict[str, str]] = None) -> list[Plan]:
+                saved_plans: Optional[dict[str, str]] = None, timings: Optional[dict[str, float]] = None) -> list[Plan]:
     """Preview (or refresh-preview for drift) every layer in order; skipped layers carry their reason. Given
-    `saved_plans`, each preview's Pulumi saved plan goes there (layer → text) for `up --plan-dir` to apply."""
+    `saved_plans`, each preview's Pulumi saved plan goes there (layer → text) for `up --plan-dir` to apply.
+    Given `timings`, the seconds of each phase go there ("preflight-x", "<layer>/preview"), in the order run:
+    the run record stays in memory (the plan role may not write to the bucket), so the command reports them."""
     log = start_run(target.name, steps.command, {}, clock=services.clock, secret_values=target.secret_values)
+    try:
+        return _preview_all(target, steps, services, saved_plans, log)
+    finally:
+        if timings is not None:
+            timings.update(phase_seconds(log.record.to_dict()))
+
+
+def phase_seconds(record: dict) -> dict[str, float]:
+    """Seconds per phase of a run record, its own phases first, then each layer's as "<layer>/<phase>"."""
+    out: dict[str, float] = {}
+    for where, phases in [("", record.get("phases") or []),
+                          *((f"{lay['layer']}/", lay.get("phases") or []) for lay in record.get("layers") or [])]:
+        for p in phases:
+            if p.get("seconds") is not None:
+                out[where + p["name"]] = out.get(where + p["name"], 0.0) + float(p["seconds"])
+    return out
+
+
+def _preview_all(target: Target, steps: Steps, services: Services, saved_plans: Optional[dict[str, str]],
+                 log) -> list[Plan]:
+    log.plan_layers([step.layer for step in steps.layers], steps.command)
     states = run_states(target)
     for name in steps.preflight:
         try:
@@ -48,7 +71,8 @@ def preview_all(target: Target, steps: Steps, services: Services,
                               not_deployed=True))
             continue
         save = saved_plans is not None and target.engine.supports_saved_plans()
-        with console.progress(f"{step.layer}: {'refresh-preview' if step.operation == 'drift' else 'preview'}") as tick:
+        kind = "refresh-preview" if step.operation == "drift" else "preview"
+        with log.phase(kind, step.layer), console.progress(f"{step.layer}: {kind}") as tick:
             plans.append(target.engine.preview(step.layer, refresh=step.operation == "drift", save_plan=save,
                                                on_progress=tick))
         text = target.engine.saved_plan(step.layer) if save else None
@@ -79,17 +103,24 @@ def plan_live(environment: str, *, out_dir: Optional[Path] = None, json_out: boo
                      on_emulator=lambda url: console.info(f"Started the embedded AWS emulator at {url}.")) as target:
         steps = build_preview(target.spec, layers, emulated=target.emulated, refresh=False)
         saved_plans: dict[str, str] = {}
-        plans = preview_all(target, steps, services or default_services(), saved_plans)
+        timings: dict[str, float] = {}
+        plans = preview_all(target, steps, services or default_services(), saved_plans, timings)
     from bootstrap.destinations import write_files
 
     written = write_files(out_dir, plan_render.plan_files(plans, saved_plans))
     not_yet = plan_render.not_deployed_yet(plans)
     if json_out:
-        console.emit_json({**plan_render.combined_json(plans, saved_plans), "files": [str(f) for f in written]})
+        console.emit_json({**plan_render.combined_json(plans, saved_plans), "files": [str(f) for f in written],
+                           "phases": timings})
     elif not_yet:
         console.info(f"{plans[0].environment}: {not_yet}")
     else:
         for plan in plans:
             show_plan(plan)
         console.info(f"Wrote {len(written)} plan files under {out_dir}.")
+        console.info(said_phases(timings))
     return 0
+
+
+def said_phases(timings: dict[str, float]) -> str:
+    return "Time per phase: " + (", ".join(f"{name} {seconds:.2f} s" for name, seconds in timings.items()) or "none")

@@ -18,8 +18,8 @@ def _kube_client(spec, kubeconfig: str):
 
 
 def _ledger_serial(store, layer: str, environment: str) -> int:
-    from bootstrap.records.ledger import read_ledger
-    return read_ledger(store, layer, environment).highest_serial
+    from bootstrap.records.ledger import highest_serial
+    return highest_serial(store, layer, environment)
 
 
 @dataclass

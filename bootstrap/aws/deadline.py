@@ -57,10 +57,18 @@ class _Watchdog:
         with self._cond:
             if call.cut:
                 raise Cut()  # the deadline passed before this request was sent: do not send it
+            # The connection is this call's until another request on it enlists it: a pooled connection goes back
+            # to the pool when its answer is read, and may then carry another thread's call, which this call's
+            # deadline must never cut.
+            conn.groundctl_call = call
             call.conns.append(conn)
             host, port = getattr(conn, "host", None), getattr(conn, "port", None)
             if host:
                 call.where = f"https://{host}" if port in (None, 443) else f"http://{host}:{port}"
+
+    def disown(self, conn) -> None:
+        with self._cond:
+            conn.groundctl_call = None
 
     def _run(self) -> None:
         with self._cond:
@@ -70,7 +78,8 @@ class _Watchdog:
                     self._calls.discard(call)
                     call.cut = True
                     for conn in call.conns:
-                        _shut(conn)
+                        if getattr(conn, "groundctl_call", None) is call:
+                            _shut(conn)
                 nearest = min((c.ends for c in self._calls), default=None)
                 self._cond.wait(None if nearest is None else max(0.01, nearest - now))
 
@@ -110,6 +119,8 @@ def _enlisting(base):
             call = getattr(_local, "call", None)
             if call is not None:
                 WATCHDOG.enlist(call, self)
+            elif getattr(self, "groundctl_call", None) is not None:
+                WATCHDOG.disown(self)  # a request outside any bounded call: no earlier call's deadline cuts it
             return super().request(*args, **kwargs)
 
     Enlisting.__name__ = Enlisting.__qualname__ = f"Deadline{base.__name__}"

@@ -29,9 +29,12 @@ def up_summary(environment: str, record: Optional[dict], log_text: str, plan_dir
                exit_code: Optional[int] = None) -> str:
     """The merge job's summary: the outcome, the reason it stopped, each layer, and the run record itself."""
     errors = error_lines(log_text)
-    if record is None:
-        code = f" (exit {exit_code})" if exit_code is not None else ""
-        why = "; ".join(errors) or "groundctl printed no error; see the job log"
+    if record is None or record.get("stopped_before_report") is True:
+        # No record, or the front door's record of a start that failed (groundctl.failed_start): its reason.
+        code = exit_code if exit_code is not None else (record or {}).get("exit_code")
+        code = f" (exit {code})" if isinstance(code, int) else ""
+        said = str((record or {}).get("message") or "")
+        why = said or "; ".join(errors) or "groundctl printed no error; see the job log"
         return "\n".join([
             f"## groundctl up `{environment}`: ❌ stopped before the run started{code}", "",
             f"**Why:** {why}", "",
@@ -52,9 +55,13 @@ def up_summary(environment: str, record: Optional[dict], log_text: str, plan_dir
         facts.append(f"approved plan `{plan_dir}`")
     if record.get("git_commit"):
         facts.append(f"commit `{str(record['git_commit'])[:12]}`")
-    facts.append(f"record `.groundctl/runs/{environment}/{record.get('run_id', '?')}.json` in the state bucket")
-    lines += [" · ".join(facts), "",
-              "| layer | attempted | achieved | serial | fingerprint | detail |", "|---|---|---|---:|---|---|"]
+    if record.get("stored") is True:
+        facts.append(f"record `.groundctl/runs/{environment}/{record.get('run_id', '?')}.json` in the state bucket")
+    lines += [" · ".join(facts), ""]
+    if record.get("stored") is False:
+        lines += ["The run record was not stored in the state bucket (the run stopped before the bucket was ready, or "
+                  "the write failed): the copy below is the only one.", ""]
+    lines += ["| layer | attempted | achieved | serial | fingerprint | detail |", "|---|---|---|---:|---|---|"]
     for lay in record.get("layers", []):
         fp = lay.get("fingerprint") or ""
         lines.append(f"| `{_cell(lay.get('layer', ''))}` | {_cell(lay.get('attempted', ''))} | "

@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
 from bootstrap.kit.errors import EngineError
-from bootstrap.kit.untrusted import clip, inert, one_line
+from bootstrap.kit.untrusted import clip, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
@@ -259,6 +259,26 @@ def plugin_places(env: Mapping[str, str], names: Iterable[str],
 # -- the message ------------------------------------------------------------------------------------
 
 
+def shell_word(value: str) -> str:
+    """`value` as one bash word that stands for exactly its bytes (`os.fsencode`: a path from the environment
+    keeps a byte that is not UTF-8 as a surrogate) and prints as plain text. shlex's quoting when every character
+    is printable; otherwise bash's $'…', with each control character, format character (a bidi override) and
+    byte that is not UTF-8 written as \\xHH, so the pasted command names the very folder. Pure."""
+    if value.isprintable():
+        return shlex.quote(value)
+    out = []
+    for char in value:
+        if "\udc80" <= char <= "\udcff":  # a byte that is not UTF-8, as os.fsdecode keeps it
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif char in "'\\":
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+    return "$'" + "".join(out) + "'"
+
+
 def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
                     table: Sequence[versions.Release] = ()) -> str:
     """The command that installs `plugin` with its download checked, from groundctl's table when it holds that
@@ -268,7 +288,7 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
         plugin.name, plugin.version, repository=pinned.repository if pinned else f"pulumi/pulumi-{plugin.name}")
     digest = release.digest(platform)
     # The whole path, quoted for the shell: a command cut short or split at a space would install elsewhere.
-    prefix = f"PULUMI_HOME={shlex.quote(clip(inert(home, keep_newlines=False), MAX_PATH))} " if home else ""
+    prefix = f"PULUMI_HOME={shell_word(clip(home, MAX_PATH))} " if home else ""
     command = f"`{prefix}{' '.join(versions.plugin_install_argv(release, digest or '<sha256>'))}`"
     return command if digest else (f"{command} with the sha256 of {release.tarball(platform)} from "
                                    f"{release.checksums}")

@@ -99,7 +99,14 @@ def data_width() -> int:
     return _out.width
 
 
+# Whether this run printed its JSON document: one that stops before it does prints a record of why instead
+# (groundctl.failed_start). The front door clears it as each run starts.
+json_emitted = False
+
+
 def emit_json(obj: Any) -> None:
+    global json_emitted
+    json_emitted = True
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 

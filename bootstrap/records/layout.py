@@ -43,6 +43,19 @@ def ledger_key(project: str, stack: str, serial: int) -> str:
     return f"{ledger_prefix(project, stack)}{serial:012d}.json"
 
 
+def ledger_index_prefix(project: str, stack: str) -> str:
+    """Beside the ledger, not in it: a reader of an earlier version finds nothing it does not know there."""
+    return f"{GROUNDCTL}/ledger-index/{project}/{stack}/"
+
+
+def ledger_index_key(project: str, stack: str) -> str:
+    return f"{ledger_index_prefix(project, stack)}index.json.gz"
+
+
+def ledger_digest_key(project: str, stack: str, serial: int, sha256: str) -> str:
+    return f"{ledger_index_prefix(project, stack)}{serial:012d}.{sha256}"
+
+
 def lock_key(environment: str) -> str:
     return f"{GROUNDCTL}/locks/{environment}.json"
 
@@ -53,6 +66,13 @@ def run_key(environment: str, run_id: str) -> str:
 
 def drill_key(environment: str, drill_id: str) -> str:
     return f"{GROUNDCTL}/drills/{environment}/{drill_id}.json"
+
+
+def drill_report_key(environment: str, drill_id: str, extension: str) -> str:
+    """A finished drill's rendered report (Markdown, its SVG timeline), kept beside its record for a reader who has
+    no other copy (a scheduled drill's pod loses its scratch volume). Past `locks/`, out of the range the fleet's
+    status listing reads, so that listing does not grow with the reports."""
+    return f"{GROUNDCTL}/reports/drills/{environment}/{drill_id}.{extension}"
 
 
 def quarantine_key(project: str, stack: str, stamp: str) -> str:

@@ -6,7 +6,9 @@ and `previous_sha256`, which makes the records a hash chain. A record is written
 If-None-Match: * so two writers can never claim one serial.
 
 The I/O here is reading the ledger and appending to it. Judging a ledger's records is pure
-(`verify_chain`); placing state candidates against them is `recovery.lineage.placement`.
+(`verify_chain`); placing state candidates against them is `recovery.lineage.placement`. A long ledger is
+read through its index (`bootstrap.records.ledger_index`) in a few calls; what the index cannot vouch for
+is read one record at a time.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
-from bootstrap.records import layout
+from bootstrap.records import layout, ledger_index
 from bootstrap.kit.errors import CloudError, StateUnusable
 from bootstrap.aws.objectstore import ObjectStore, StoredObject
 from bootstrap.kit.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
@@ -98,6 +100,8 @@ class LedgerRead:
     records: tuple[LedgerRecord, ...]        # parseable records, sorted by serial
     problems: tuple[Finding, ...]            # unparseable record, stray object, gap in serials
     highest_serial: int                      # highest serial any ledger object claims, parseable or not
+    object_versions: Mapping[str, int] = field(default_factory=dict)  # stored versions of each ledger object
+    index_note: str = ""                     # how much of it the index vouched for, and why not the rest
 
     @property
     def head(self) -> Optional[LedgerRecord]:
@@ -140,51 +144,61 @@ def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRe
 
 
 def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
-    """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised."""
+    """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised.
+
+    One version listing of the ledger (which also counts each object's versions, the tamper check's input),
+    the index's listing and object, then one GET for each record the index cannot vouch for."""
     prefix = layout.ledger_prefix(project, stack)
-    cache: dict[str, tuple] = {}
+    with ThreadPoolExecutor(max_workers=1) as side:
+        index = side.submit(ledger_index.read_index, store, project, stack)
+        listed = list(store.versions(prefix))
+    entries, digests, index_problem = index.result()
+    by_key: dict[str, list] = {}
+    for v in listed:
+        by_key.setdefault(v.key, []).append(v)
+    counts = {k: sum(1 for v in vs if not v.delete_marker) for k, vs in by_key.items()}
+    counts = {k: n for k, n in counts.items() if n}
     problems: list[Finding] = []
-    wanted: list[tuple[str, int]] = []
-    for key, _size, _mod in store.keys(prefix):
+    wanted: dict[int, str] = {}
+    versions_of: dict[int, list] = {}
+    for key in sorted(by_key):
+        if next((v for v in by_key[key] if v.is_latest), by_key[key][0]).delete_marker:
+            continue  # deleted: not a current object, so a gap below (a rewrite shows in its versions count)
         m = _RECORD_NAME.fullmatch(key[len(prefix):])
         if not m:
             problems.append(Finding("stray-object", None, f"{key} is in the ledger but is not a ledger record."))
             continue
-        wanted.append((key, int(m.group(1))))
-    todo = [(k, s) for k, s in wanted if k not in cache]
+        wanted[int(m.group(1))] = key
+        versions_of[int(m.group(1))] = by_key[key]
+    taken, refused = ledger_index.vouched(entries, digests, versions_of)
+    parsed = {serial: _parse_record(wanted[serial], serial, body) for serial, body in taken.items()}
+    todo = sorted(refused)
     if todo:
         # Records are small and independent; a few parallel reads keep a long ledger quick to read.
         with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-            bodies = list(pool.map(lambda ks: store.get(ks[0]), todo))
-        for (key, serial), obj in zip(todo, bodies):
-            if obj is None:
-                continue  # deleted between listing and reading; it is reported as a gap below
-            cache[key] = _parse_record(key, serial, obj.body)
+            bodies = list(pool.map(lambda s: store.get(wanted[s]), todo))
+        for serial, obj in zip(todo, bodies):
+            if obj is not None:  # deleted between listing and reading: reported as a gap below
+                parsed[serial] = _parse_record(wanted[serial], serial, obj.body)
     records = []
-    for key, _serial in wanted:
-        rec, problem = cache.get(key, (None, None))
+    for serial in sorted(wanted):
+        rec, problem = parsed.get(serial, (None, None))
         if rec:
             records.append(rec)
         if problem:
             problems.append(problem)
-    records.sort(key=lambda r: r.serial)
-    highest = max((s for _k, s in wanted), default=0)
-    present = {s for _k, s in wanted}
-    for missing in (s for s in range(1, highest) if s not in present):
+    highest = max(wanted, default=0)
+    for missing in (s for s in range(1, highest) if s not in parsed):
         problems.append(Finding("gap", missing, f"serial {missing} is missing from the ledger."))
-    return LedgerRead(project, stack, tuple(records), tuple(problems), highest)
+    return LedgerRead(project, stack, tuple(records), tuple(problems), highest, counts,
+                      ledger_index.note(len(taken), refused, index_problem))
 
 
-def ledger_object_versions(store: ObjectStore, project: str, stack: str) -> dict[str, int]:
-    """How many stored versions each ledger object has, from one listing.
-
-    Records are written once; a count above one is evidence of a rewrite, judged in recovery/lineage/tamper.py.
-    A delete marker is not counted: a deleted record is a gap, which the ledger read already reports."""
-    counts: dict[str, int] = {}
-    for v in store.versions(layout.ledger_prefix(project, stack)):
-        if not v.delete_marker:
-            counts[v.key] = counts.get(v.key, 0) + 1
-    return counts
+def highest_serial(store: ObjectStore, project: str, stack: str) -> int:
+    """The highest serial any ledger object claims, from the listing alone."""
+    prefix = layout.ledger_prefix(project, stack)
+    return max((int(m.group(1)) for key, _s, _m in store.keys(prefix)
+                if (m := _RECORD_NAME.fullmatch(key[len(prefix):]))), default=0)
 
 
 def _head(store: ObjectStore, project: str, stack: str,
@@ -202,6 +216,11 @@ def _head(store: ObjectStore, project: str, stack: str,
         if cache[key][0] is not None:
             return cache[key][0], serials[0][0]
     return None, serials[0][0] if serials else 0
+
+
+def _record_bytes(store: ObjectStore, project: str, stack: str, serial: int) -> Optional[bytes]:
+    obj = store.get(layout.ledger_key(project, stack, serial))
+    return obj.body if obj is not None else None
 
 
 def current_lineage(store: ObjectStore, project: str, stack: str) -> Optional[str]:
@@ -301,11 +320,14 @@ def append_record(store: ObjectStore, project: str, stack: str, *, operation: st
         )
         key = layout.ledger_key(project, stack, serial)
         body = rec.to_json()
+        ledger_index.claim_digest(store, project, stack, serial, body)  # before the record: see ledger_index
         if store.put_if_absent(key, body):
             if settle_seconds and not getattr(store, "atomic_conditional_writes", False):
                 time.sleep(settle_seconds)  # racing writes land first where the store may let two create it
             got = store.get(key)
             if got is not None and got.body == body:
+                ledger_index.add_to_index(store, project, stack, serial, body,
+                                          lambda s: _record_bytes(store, project, stack, s))
                 return rec
         cache.pop(key, None)  # another writer has this serial: read it afresh and try the next one
     raise CloudError(

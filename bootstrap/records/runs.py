@@ -11,12 +11,13 @@ before it is kept.
 from __future__ import annotations
 
 import json
+import os
 import secrets as _secrets
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.records.layout import run_key
@@ -47,19 +48,26 @@ def new_run_id(clock: Callable[[], float] = time.time) -> str:
     return f"{stamp}-{_secrets.token_hex(3)}"
 
 
-def git_commit() -> Optional[str]:
-    """The commit of the checkout groundctl runs from (recorded with each run), or None."""
+def git_commit(folder: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The commit of the repository the run works from, recorded with each run: the checkout in the working folder
+    (where `environments/` is read from), or, where that is no git checkout git will read (a CI job's copy without
+    `.git`, a container whose user does not own it), the commit GitHub Actions names in GITHUB_SHA; None when
+    neither says. Never the installed package's folder: in a wheel install that is site-packages."""
+    import re
     import subprocess
 
-    from bootstrap.layers import STACKS_DIR
-
+    sha = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 and SHA-256 object names
     try:
-        out = subprocess.run(["git", "-C", str(STACKS_DIR.parent), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(["git", "-C", folder or os.getcwd(), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, stdin=subprocess.DEVNULL)
+        found = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
-        return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and len(sha) == 40 else None
+        found = ""
+    if sha.fullmatch(found):
+        return found
+    # Untrusted: kept only when it is an object name.
+    given = (os.environ if environ is None else environ).get("GITHUB_SHA", "").strip().lower()[:64]
+    return given if sha.fullmatch(given) else None
 
 
 def redact(text: str, secret_values: Iterable[str]) -> str:

@@ -34,6 +34,28 @@ def _unless_problem(v: Optional[str], problem_of) -> Optional[str]:
         raise ValueError(problem)
     return v
 
+MEMORY_MIN_MI, MEMORY_MAX_MI = 256, 64 * 1024  # below it Pulumi and a provider plugin do not start
+
+
+def memory_mebibytes(quantity: str) -> int:
+    """`1536Mi` or `2Gi` in MiB; ValueError for any other form."""
+    m = re.fullmatch(r"([1-9][0-9]{0,5})(Mi|Gi)", quantity)
+    if not m:
+        raise ValueError(quantity)
+    return int(m[1]) * (1024 if m[2] == "Gi" else 1)
+
+
+def memory_problem(quantity: str) -> Optional[str]:
+    """What is wrong with a pod memory limit, or None."""
+    try:
+        mib = memory_mebibytes(quantity)
+    except ValueError:
+        return f"'{quantity[:40]}' is not a memory size in Mi or Gi, such as 1536Mi or 2Gi"
+    if not MEMORY_MIN_MI <= mib <= MEMORY_MAX_MI:
+        return f"{quantity} is outside {MEMORY_MIN_MI}Mi to {MEMORY_MAX_MI // 1024}Gi"
+    return None
+
+
 class _Model(BaseModel):
     # Unknown keys are typos until proven otherwise.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -315,11 +337,19 @@ class FleetSpec(_Model):
     # The role `fleet status` assumes to read this environment's state bucket (a fleet across accounts);
     # unset: the caller's own credentials.
     status_role_arn: Optional[str] = None
+    # The memory limit of the drift and rehearsal pods (a Kubernetes quantity in Mi or Gi); unset: what
+    # `fleet manifests --memory-limit` gives, by default 1Gi. A large environment's refresh-preview needs more.
+    memory_limit: Optional[str] = None
 
     @field_validator("drift_schedule", "rebuild_drill_schedule", "state_loss_drill_schedule")
     @classmethod
     def _cron(cls, v: Optional[str]) -> Optional[str]:
         return _unless_problem(v, cron.schedule_problem)
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory(cls, v: Optional[str]) -> Optional[str]:
+        return _unless_problem(v, memory_problem)
 
     @field_validator("status_role_arn")
     @classmethod

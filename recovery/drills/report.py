@@ -186,6 +186,7 @@ def render_markdown(report: DrillReport, svg_name: Optional[str] = None) -> str:
 class Written:
     bucket_key: Optional[str]
     files: tuple[str, ...]
+    bucket_reports: tuple[str, ...] = ()  # the rendered report's keys in the state bucket (a finished drill)
 
 
 RUNNING = "running"  # the outcome of a progress checkpoint (recovery.drills.runner)
@@ -203,34 +204,44 @@ def record_name(report: DrillReport) -> str:
 
 def write_report(report: DrillReport, *, store=None, out_dir: Optional[Path] = None,
                  secret_values: Iterable[str] = ()) -> Written:
-    """The JSON record into the bucket (unless `store` is None) and Markdown, JSON and SVG under `out_dir`."""
+    """The JSON record into the bucket (unless `store` is None) and, once the drill finished, its Markdown report
+    and SVG timeline beside it (`layout.drill_report_key`); Markdown, JSON and SVG under `out_dir`."""
     secret_values = list(secret_values)
     report = redact_report(report, secret_values)
     text = report_json(report)
-    files: list[str] = []
-    if out_dir is not None:  # local files first: they survive a bucket that cannot be written
-        out_dir.mkdir(parents=True, exist_ok=True)
+    finished = report.verdict.outcome != RUNNING
+    rendered: dict[str, str] = {}
+    if out_dir is not None or (store is not None and finished):
         svg = render_svg(report.phases, rto_seconds=report.verdict.rto_seconds,
                          recovery=recovery_phases(report.kind),
                          title=f"{report.kind} {report.environment} {report.drill_id}")
-        outputs = {f"{report.drill_id}.svg": svg,
-                   f"{report.drill_id}.md": render_markdown(report, f"{report.drill_id}.svg"),
+        rendered = {"svg": svg, "md": render_markdown(report, f"{report.drill_id}.svg")}
+    files: list[str] = []
+    if out_dir is not None:  # local files first: they survive a bucket that cannot be written
+        out_dir.mkdir(parents=True, exist_ok=True)
+        outputs = {f"{report.drill_id}.svg": rendered["svg"], f"{report.drill_id}.md": rendered["md"],
                    f"{report.drill_id}.json": text + "\n"}
         for name, content in outputs.items():
             (out_dir / name).write_text(content)
             files.append(str(out_dir / name))
-    key = None
+    key, reports = None, []
     if store is not None:
         key = layout.drill_key(report.environment, record_name(report))
         store.put(key, text.encode())
-        if report.verdict.outcome != RUNNING:
+        if finished:
+            # The record is what every reader judges by; the rendered report is for the person reading it, and
+            # the only copy a scheduled drill leaves (its pod's scratch volume goes with the pod).
+            for extension in ("md", "svg"):
+                where = layout.drill_report_key(report.environment, report.drill_id, extension)
+                store.put(where, rendered[extension].encode())
+                reports.append(where)
             # The finished record replaces the progress checkpoint (kept as a noncurrent version), so a drill
             # is listed once. Best effort: a checkpoint left behind is the same drill, shown once by its readers.
             try:
                 store.delete(layout.drill_key(report.environment, report.drill_id))
             except Exception:  # noqa: BLE001 - the record itself is stored; a stray checkpoint is harmless
                 pass
-    return Written(key, tuple(files))
+    return Written(key, tuple(files), tuple(reports))
 
 
 # -- history ------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Optional
 
 from bootstrap.kit.errors import BadInput
 from bootstrap.roles import BY_NAME as ROLES
+from bootstrap.spec.models import memory_mebibytes, memory_problem
 from recovery.fleet import flux_manifest
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
@@ -47,6 +48,8 @@ RESOURCES = {
     "rehearsal": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     "drill": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
 }
+# The kinds whose memory limit the spec (fleet.memory_limit) or `fleet manifests --memory-limit` sets.
+SIZED = ("drift", "rehearsal")
 
 
 # The Secret each environment with an ssh:// Flux repository needs: environment variable → key (Flux's names).
@@ -132,7 +135,20 @@ def service_account(name: str, ns: str, environment: str, role_arn: str) -> dict
             "automountServiceAccountToken": False}
 
 
-def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, manifest: Optional[dict]) -> dict:
+def resources(kind: str, spec, memory_limit: Optional[str] = None) -> dict:
+    """The container's requests and limits: the kind's, with the memory limit of the spec (fleet.memory_limit), else
+    the fleet's (`memory_limit`), for the kinds in SIZED; a request never above its limit."""
+    out = {part: dict(values) for part, values in RESOURCES[kind].items()}
+    limit = (spec.fleet.memory_limit or memory_limit) if kind in SIZED else None
+    if limit:
+        out["limits"]["memory"] = limit
+        if memory_mebibytes(limit) < memory_mebibytes(out["requests"]["memory"]):
+            out["requests"]["memory"] = limit
+    return out
+
+
+def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, manifest: Optional[dict],
+               memory_limit: Optional[str] = None) -> dict:
     env = [{"name": "HOME", "value": SCRATCH},
            {"name": "TMPDIR", "value": SCRATCH},
            {"name": "PULUMI_HOME", "value": f"{SCRATCH}/.pulumi"},
@@ -148,7 +164,7 @@ def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, mani
     mounts = [{"name": "spec", "mountPath": SPECS_DIR, "readOnly": True}, {"name": "scratch", "mountPath": SCRATCH}]
     return {
         "name": "groundctl", "image": image, "imagePullPolicy": "IfNotPresent", "args": args,
-        "workingDir": flux_manifest.WORKDIR, "env": env, "resources": RESOURCES[kind],
+        "workingDir": flux_manifest.WORKDIR, "env": env, "resources": resources(kind, spec_file.spec, memory_limit),
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -165,7 +181,8 @@ def failure_policy(kind: str) -> dict:
 
 
 def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: str, args: list[str],
-            service_account_name: str, kind: str, backoff_limit: int, deadline: int) -> dict:
+            service_account_name: str, kind: str, backoff_limit: int, deadline: int,
+            memory_limit: Optional[str] = None) -> dict:
     environment = spec_file.spec.name
     volume, mount = spec_file.flux_manifest_mount() or (None, None)
     pod = {
@@ -174,7 +191,7 @@ def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: st
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [_container(image, args, spec_file, kind, mount)],
+        "containers": [_container(image, args, spec_file, kind, mount, memory_limit)],
         "volumes": [{"name": "spec", "configMap": {"name": CONFIGMAP, "items": [
                         {"key": spec_file.filename, "path": f"{environment}.yaml"}]}},
                     {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}] + ([volume] if volume else []),
@@ -213,8 +230,13 @@ def drills_allowed(spec) -> bool:
     return not spec.production or spec.fleet.scheduled_drills_in_production
 
 
-def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rendered:
-    """Every manifest of the fleet, in apply order (namespace, ConfigMap, ServiceAccounts, CronJobs)."""
+def render(files: list[SpecFile], *, image: str, ns: str = "groundctl", memory_limit: Optional[str] = None,
+           drift: bool = True) -> Rendered:
+    """Every manifest of the fleet, in apply order (namespace, ConfigMap, ServiceAccounts, CronJobs). `memory_limit`:
+    the drift and rehearsal pods' limit where a spec sets none; `drift=False` leaves the drift CronJobs out (the
+    drift checks run elsewhere, e.g. `ci init`'s workflow: both write the same records)."""
+    if memory_limit is not None and (problem := memory_problem(memory_limit)):
+        raise BadInput(f"--memory-limit {problem}.")
     notes: list[str] = []
     runnable = []
     for f in sorted(files, key=lambda f: f.spec.name):
@@ -247,6 +269,10 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
         if f.spec.aws.profile:
             notes.append(f"{f.spec.name}: its spec names the AWS profile '{f.spec.aws.profile}', which does not exist in "
                          "the pod: its jobs will fail until aws.profile is removed (IRSA provides the credentials)")
+    if not drift:
+        notes.append("no drift CronJobs (--no-drift): run the drift checks elsewhere (`groundctl ci init`'s drift "
+                     "workflow); set each spec's fleet.drift_schedule to that schedule, so that `fleet status` expects "
+                     "drift records at its pace")
     out: list[dict] = [namespace(ns), specs_configmap(runnable, ns)]
     out += flux_manifest.configmaps([f.manifest_text for f in runnable if f.flux_manifest_mount()], ns, _meta)
     jobs: list[dict] = []
@@ -254,13 +280,16 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl") -> Rende
         s, when = f.spec, schedules(f.spec)
         record = ROLES["record"].fleet_service_account.format(env=s.name)
         out.append(service_account(record, ns, s.name, s.aws.record_role_arn))
-        jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
-                            args=["drift", s.name, "--record", "--json"], service_account_name=record,
-                            kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE))
+        if drift:
+            jobs.append(cronjob(f"drift-{s.name}", ns, f, image=image, schedule=when["drift"],
+                                args=["drift", s.name, "--record", "--json"], service_account_name=record,
+                                kind="drift", backoff_limit=DRIFT_BACKOFF, deadline=DRIFT_DEADLINE,
+                                memory_limit=memory_limit))
         # A rehearsal writes nothing but its record (scratch backend, read-only preview): production too.
         jobs.append(cronjob(f"rehearse-{s.name}", ns, f, image=image, schedule=when["rehearsal"],
                             args=["state", "rehearse", s.name, "--record", "--json"], service_account_name=record,
-                            kind="rehearsal", backoff_limit=DRIFT_BACKOFF, deadline=REHEARSAL_DEADLINE))
+                            kind="rehearsal", backoff_limit=DRIFT_BACKOFF, deadline=REHEARSAL_DEADLINE,
+                            memory_limit=memory_limit))
         if not drills_allowed(s):
             notes.append(f"{s.name}: no scheduled drills: it is a production environment (set "
                          "fleet.scheduled_drills_in_production: true in its spec to opt in)")

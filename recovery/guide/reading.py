@@ -16,8 +16,7 @@ from recovery.choice.versions import list_candidates
 
 def assess(run: Run) -> Condition:
     o, s = run.o, run.s
-    run.ledger_reads = (run.background.submit(led.read_ledger, s.store, o.project, o.environment),
-                        run.background.submit(led.ledger_object_versions, s.store, o.project, o.environment))
+    run.ledger_reads = run.background.submit(led.read_ledger, s.store, o.project, o.environment)
     run.cset = list_candidates(run.reads, o.project, o.environment)
     details: dict = {"current_objects": []}
     if s.lock_status is not None:
@@ -61,7 +60,7 @@ def candidates(run: Run) -> Condition:
         by_source[c.source] = by_source.get(c.source, 0) + 1
     n = len(run.cset.candidates)
     details = {"count": n, "by_source": by_source, "delete_markers": len(run.cset.delete_markers)}
-    if not n and run.ledger_reads[0].result().missing:
+    if not n and run.ledger_reads.result().missing:
         o = run.o
         return Condition("candidates", "refused", "NeverDeployed",
                          f"{o.layer} has never been deployed in {o.environment}: the bucket holds no copy of "
@@ -83,12 +82,11 @@ def candidates(run: Run) -> Condition:
 
 def lineage(run: Run) -> Condition:
     o = run.o
-    ledger_read, ledger_versions = run.ledger_reads
-    run.ledger = ledger_read.result()
+    run.ledger = run.ledger_reads.result()
     chain = led.verify_chain(run.ledger.records)
     # Every stack key (.json, .json.gz, .json.zst) starts with the plain one: the listing the candidates used.
     stack_versions = run.reads.versions(layout.stack_key(o.project, o.environment))
-    tampered = tamper_findings(run.ledger.records, stack_versions, ledger_versions.result())
+    tampered = tamper_findings(run.ledger.records, stack_versions, run.ledger.object_versions)
     # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
     # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
     run.evidence = evidence_from(run.ledger.records, chain.findings, (*run.ledger.problems, *tampered),
@@ -97,14 +95,18 @@ def lineage(run: Run) -> Condition:
         run.evidence = dataclasses.replace(run.evidence, tampered=tuple(f.sentence for f in tampered))
     ev = run.evidence
     details = ev.to_dict() | {"records": len(run.ledger.records),
-                              "findings": [f.sentence for f in (*run.ledger.problems, *chain.findings)]}
+                              "findings": [f.sentence for f in (*run.ledger.problems, *chain.findings)],
+                              "read": run.ledger.index_note}
+    # How the records were read (index or one by one, and why) is said, so a stale or tampered index shows.
+    read = f" Read: {run.ledger.index_note}." if run.ledger.index_note else ""
     if ev.strength == "weaker":
         reason = "LedgerMissing" if run.ledger.missing or not run.ledger.records else "LedgerDamaged"
-        return Condition("lineage", "achieved", reason, "Weaker evidence: " + " ".join(ev.notes),
+        return Condition("lineage", "achieved", reason, "Weaker evidence: " + " ".join(ev.notes) + read,
                          "choose by integrity and time; check the result carefully", details=details)
     msg = (f"The ledger is intact: {len(ev.serials)} records, lineage {ev.lineage}, head serial "
            f"{ev.head_serial}.")
     if ev.forks:
         msg += " It shows a fork: " + " ".join(f.message for f in ev.forks)
+    msg += read
     return Condition("lineage", "achieved", "Forked" if ev.forks else "LedgerIntact", msg,
                      "choose the newest integral state of this lineage", details=details)
