@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.text import Text
 
 from bootstrap.kit import console
 from bootstrap.kit.errors import BadInput
 from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, Group, json_opt, table, writable_dir
+from groundctl.common import ENDPOINT_OPT, Group, json_opt, writable_dir
 
 fleet_app = typer.Typer(cls=Group, help="Scheduled drift checks and drills across many environments, and their status.",
                         no_args_is_help=True)
@@ -23,8 +22,9 @@ app.add_typer(fleet_app, name="fleet")
 _ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments).")
 
 
-def _spec_files(folder: Optional[Path]):
-    """Every `*.yaml` of the folder, validated, with its text as written."""
+def _spec_files(folder: Optional[Path], *, manifests: bool = True):
+    """Every `*.yaml` of the folder, validated, with its text as written (and, with `manifests`, the Flux manifest
+    each names: only the CronJobs mount it, and finding it parses every spec a second time)."""
     from bootstrap.spec import load_spec
     from bootstrap.spec.spec_file import ENVIRONMENTS_DIR, environments_dir
     from recovery.fleet.manifests import SpecFile
@@ -42,6 +42,8 @@ def _spec_files(folder: Optional[Path]):
     if not paths:
         raise BadInput(f"No environment spec (*.yaml) in {base}. Give the folder that holds the fleet's specs.")
     files = [SpecFile(load_spec(p.stem, base=base), p.name, _spec_text(p)) for p in paths]
+    if not manifests:
+        return files
     return [replace(f, manifest_text=_repository_manifest(base.parent, f.flux_manifest_path)) for f in files]
 
 
@@ -135,7 +137,7 @@ def status(
         raise BadInput(f"--fail-on '{fail_on[:40]}' is not a level; use --fail-on critical (exit 1 on critical findings) "
                        "or --fail-on warning (on critical or warning findings).")
     writable_dir(html, "--html")
-    files = _spec_files(environments)
+    files = _spec_files(environments, manifests=False)
     # Each environment gets what one AWS call may take (GROUNDCTL_CLOUD_DEADLINE): a stuck one is its own row.
     raws = read_fleet(sources(files, endpoint_url, os.environ), workers=workers, deadline=call_deadline())
     report = fleet_report(raws, {f.spec.name: f.spec for f in files}, time.time())
@@ -153,87 +155,10 @@ def status(
     if json_out:
         console.emit_json(report | {"fail_on": fail_on, "failing": failing(report, fail_on)})
     else:
-        _show(report)
+        from groundctl.fleet_view import show
+
+        show(report)
     if report.get("html"):
         console.info(f"Wrote {report['html']}")
     if failing(report, fail_on):
         raise typer.Exit(1)
-
-
-def _age(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
-
-
-_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
-
-
-def _summary(report: dict) -> str:
-    c = report["counts"]
-    lv = c["by_level"]
-    crit = c["critical_environments"]
-    return (f"{c['environments']} environments: {lv['critical']} critical, {lv['warning']} warning, {lv['info']} info, "
-            f"{lv['ok']} ok ({c['unreadable']} unreadable, {c['skipped']} skipped)"
-            + (f". Critical: {', '.join(crit[:20])}{' …' if len(crit) > 20 else ''}" if crit else ""))
-
-
-def _drills(r: dict) -> str:
-    parts = []
-    for kind, k in ((r.get("drills") or {}).get("per_kind") or {}).items():
-        last = k.get("last")
-        if last:
-            trend = (k.get("trend") or {}).get("trend")
-            parts.append(f"{kind} {last['verdict']}" + (f" ({trend})" if trend in ("slower", "faster", "steady") else ""))
-    return "; ".join(parts) or "none"
-
-
-def _restores(r: dict) -> str:
-    """Per layer: how long ago its restore was last proven, and the measured RPO (what a restore of it would lose)."""
-    parts = []
-    for layer, x in ((r.get("rehearsals") or {}).get("layers") or {}).items():
-        proven, last = x.get("last_proven"), x.get("last")
-        text = f"{_age(proven['age_seconds'])} ago (RPO {_age(proven['rpo_seconds'])})" if proven else "never"
-        parts.append(f"{layer} {text}" + (" then failed" if last and last["outcome"] == "failed" else ""))
-    return "; ".join(parts) or "none"
-
-
-def _since(f: dict) -> str:
-    if f.get("since_age_seconds") is None:
-        return ""
-    return (f" since {f['since']} ({'at least ' if not f.get('since_exact', True) else ''}"
-            f"{_age(f['since_age_seconds'])} ago)")
-
-
-def _show(report: dict) -> None:
-    rows = table(f"fleet status — {_summary(report)}", "level", "environment", "next step", "drift",
-                 "last drills (RTO trend)", "last proven restore", "lock", "ledger head", "bucket vs RPO")
-    for r in report["environments"]:
-        name = Text(r["environment"] + (" (production)" if r.get("production") else ""))
-        level = Text(r["level"], style=_STYLE[r["level"]])
-        # The worst finding's next step: the command to run first (its runbook is on the finding's line below).
-        worst = next((f for f in r["findings"] if f["level"] == r["level"]), None)
-        step = Text(worst["next"]["command"] if worst and r["level"] in ("critical", "warning") else "")
-        if r.get("skipped") or r.get("error") or r.get("note"):
-            why = (f"skipped: {r['skipped']}" if r.get("skipped") else f"unreadable: {r['error']}" if r.get("error")
-                   else r["note"])
-            rows.add_row(level, name, step, Text(why), *(Text("") for _ in range(5)))
-            continue
-        d, lock, led, prot = r.get("drift"), r.get("lock") or {}, r.get("ledger") or {}, r.get("protection") or {}
-        rows.add_row(
-            level, name, step,
-            Text(f"{d['result']} {_age(d['age_seconds'])} ago" if d else "never checked"),
-            Text(_drills(r)),
-            Text(_restores(r)),
-            Text(("stale: " if lock.get("stale") else "") + (lock.get("holder") or "held") if lock.get("held") else "free"),
-            Text(f"{_age(led.get('head_age_seconds'))} ago" if led.get("head_at") else "no ledger"),
-            Text(f"{prot.get('verdict', '—')} (RPO {r['rpo_minutes']} min)"))
-    console.data(rows)
-    for r in report["environments"]:
-        for f in r["findings"]:
-            if f["level"] in ("critical", "warning"):
-                console.info(f"{f['level']}: {r['environment']}: {f['what']} [{f['rule']}]{_since(f)}; next: "
-                             f"{f['next']['command']} ({f['next']['runbook']})")
-    console.info(_summary(report))

@@ -90,6 +90,24 @@ def record_failure(target, record: dict, save, what: str = "drift check", title:
     console.info(f"{title} (failed): {key} in the state bucket")
 
 
+def refresh_summary(target) -> None:
+    """After a drift record: the environment's summary rebuilt from its rehearsal records and its bucket's settings
+    read now (`recovery.evidence.summaries`), so `fleet status` reads both in one GET. Best effort: without it,
+    fleet status reads the records themselves."""
+    from recovery.evidence.summaries import refresh
+
+    try:
+        written = refresh(target.store, target.store.client, target.name,
+                          replication=bool(target.spec.backend.replica_region), secret_values=target.secret_values())
+    except Exception as exc:  # noqa: BLE001 - the drift record is stored; the summary is a cache of the records
+        written, why = False, getattr(exc, "message", None) or type(exc).__name__
+    else:
+        why = "another writer kept changing it"
+    if not written:
+        console.warn(f"the environment's summary could not be refreshed ({why}); fleet status reads the records "
+                     "themselves until a drift check refreshes it")
+
+
 def _s(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -131,11 +149,13 @@ def drift(
         except GroundctlError as exc:
             if record:  # a scheduled check that failed is seen as failed, with its reason
                 record_failure(target, failed_drift_record(target.name, exc.message), save_drift_record)
+                refresh_summary(target)
             raise
         rows = [drift_row(p) for p in plans]
         if record:
             key = save_drift_record(target.store, drift_record(target.name, rows), target.secret_values())
             console.info(f"Drift record: {key} in the state bucket")
+            refresh_summary(target)
     drifted = [r["layer"] for r in rows if r["state"] in ("drift", "not deployed")]
     if json_out:
         console.emit_json({"environment": environment, "drift": bool(drifted), "layers": rows, "phases": timings})

@@ -106,9 +106,12 @@ def drill_report(environment: str, kind: str, index: int, *, rto_minutes: int, r
 
 
 def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minutes: int = 30,
-                     now: Optional[float] = None) -> None:
+                     now: Optional[float] = None, summary: Optional[str] = None) -> None:
     """Records as scheduled runs leave them: from T0 on (fixed ids), or, given `now`, hourly drift checks up to
-    `seed.drift_age_hours` before it and daily drills up to a day before it."""
+    `seed.drift_age_hours` before it and daily drills up to a day before it. With `summary` (`"plain"`, or
+    `"replica"` when the spec asks for a replica), the environment's summary as the last drift check of this
+    version leaves it; without, as an earlier version's drift checks left the bucket (a summary only the
+    rehearsals wrote, which no listing built)."""
     make_bucket(s3, bucket, seed)
     drift_t0 = T0 if now is None else now - seed.drift_age_hours * 3600 - (seed.drift_records - 1) * 3600
     drill_t0 = T0 if now is None else now - seed.drill_records * 86400
@@ -141,6 +144,10 @@ def seed_environment(s3, environment: str, bucket: str, seed: Seed, *, rto_minut
     for i in range(seed.rehearsals):
         save_rehearsal(store, environment, reh_t0 + i * 86400, {
             layer: ("proven", seed.rehearsal_rpo_seconds, None) for layer in seed.layers_with_ledger}, index=i)
+    if summary:
+        from recovery.evidence.summaries import refresh
+
+        assert refresh(store, s3, environment, replication=summary == "replica")
     if seed.lock_holder:
         # A stale lock is one whose holder exited this host: recorded in this boot and pid namespace, its pid gone.
         here = proc_probe.here()

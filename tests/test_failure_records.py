@@ -42,7 +42,8 @@ def test_drift_record_keeps_a_check_that_failed_with_its_reason(store, spec_file
     r = groundctl("drift", str(spec_file), "--record", "--endpoint-url", emulator_endpoint, env=NO_CLI)
     assert r.returncode == 4, r.stdout + r.stderr
     keys = [k for k, _s, _m in store.keys(".groundctl/drift/local/")]
-    assert len(keys) == 1 and keys[0].endswith("--failed.json"), keys
+    # the failed check's record, and the summary it refreshed (sorted after every record)
+    assert len(keys) == 2 and keys[0].endswith("--failed.json") and keys[1].endswith("/~summary.json"), keys
     record = json.loads(store.get(keys[0]).body)
     assert record["outcome"] == "failed" and record["drift"] is None
     assert "Pulumi CLI is not installed" in record["reason"]

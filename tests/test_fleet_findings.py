@@ -253,7 +253,8 @@ def test_a_drill_name_is_read_strictly():
 
     report = drill_report("dev", "state-loss", 3, rto_minutes=30, recovery=612.4)
     assert parse_drill_name(record_name(report)) == {"drill_id": report.drill_id, "kind": "state-loss",
-                                                     "outcome": "passed", "recovery_seconds": 612.0}
+                                                     "outcome": "passed", "recovery_seconds": 612.0,
+                                                     "at": "2025-11-27T16:00:00Z"}  # its id's start time
     old = parse_drill_name("20261202T110000Z-rebuild-cluster-3f9a1c")  # written before names carried the verdict
     assert old["outcome"] is None and old["kind"] == "rebuild-cluster"
     for planted in ("20261202T110000Z-rebuild-cluster-3f9a1c--passed-1e400s", "20261202T110000Z-state-loss-1--won",
@@ -288,6 +289,44 @@ def test_the_page_stays_small_at_200_environments():
     # Every finding carries since when and its command (about 60 bytes), every row its next step and runbook:
     # 2.5 KiB per environment (bench/fleet_status.py's target; 300 KB before next steps were shown).
     assert len(page.encode()) < 200 * 2560, len(page.encode())
+
+
+def test_the_page_is_about_a_kibibyte_per_environment_when_most_have_nothing_to_do():
+    """1,000 environments, one in ten with something to act on: the others are a line each, with no details."""
+    from datetime import datetime, timezone
+
+    from recovery.fleet.html import render
+    from tests.fleetseed import T0
+
+    now = T0 + 12 * 86400
+
+    def iso(ts):
+        return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+
+    stamp = datetime.fromtimestamp(now - 86400, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    specs, raws = {}, []
+    for i in range(1000):
+        name = f"environment-{i:04d}"
+        specs[name] = parse_spec(spec_data(name, f"{name}-state", "http://127.0.0.1:9"), name)
+        loud = i % 10 == 0
+        raws.append({
+            "environment": name, "bucket": f"{name}-state", "problems": [],
+            "protection": {"bucket": f"{name}-state", "exists": True, "unreadable": [], "versioning": "Enabled",
+                           "noncurrent_days": 30, "replication": "not read", "from": "summary", "age_seconds": 3600},
+            "drift": {"check_id": "c", "at": iso(now - 1800), "drift": loud, "drifted_layers": ["network"] if loud else []},
+            "drill_count": 2, "drills": [],
+            "drill_names": [{"drill_id": f"{stamp}-{kind}-00000{k}", "kind": kind, "outcome": "passed",
+                             "recovery_seconds": 600.0} for k, kind in enumerate(("rebuild-cluster", "state-loss"))],
+            "lock": {"held": False}, "ledger": {"network": {"serial": 12, "at": iso(now - 86400)}},
+            "rehearsals": {"complete": True, "reasons": {}, "records": [{
+                "key": f"k{i}", "rehearsal_id": "r", "at": iso(now - 3600), "outcome": "proven",
+                "layers": {"network": {"outcome": "proven", "rpo_seconds": 0}}}]}})
+    report = fleet_report(raws, specs, now)
+    assert sum(r["level"] in ("critical", "warning") for r in report["environments"]) == 100
+    page = render(report)
+    assert page.count("<details") == 100 + 1  # the loud ones' details, and the one collapsed quiet section
+    assert 'title="settings as the last drift check read them, 60 min ago"' in page
+    assert len(page.encode()) / 1000 < 1024, len(page.encode()) / 1000
 
 
 # -- the seeded fleet, read from the emulator ------------------------------------------------------------
@@ -407,8 +446,10 @@ def test_fail_on_decides_the_exit_code_both_ways(tmp_path, aws, emulator_endpoin
     assert "1 critical" in proc.stderr and "Critical: broken" in proc.stderr
     assert "critical: broken: state-loss drill failed" in proc.stderr
     assert "next: groundctl drill history broken (runbooks/fleet-findings.md#drill-failed)" in proc.stderr
-    # The table's next step column: the worst finding's command, on the environment's row.
-    assert "groundctl drill history broken" in next(line for line in proc.stdout.splitlines() if " broken " in line)
+    # The row says the state in words (the drills: failed); the next step is on the finding's line, once.
+    row = next(line for line in proc.stdout.splitlines() if " broken " in line)
+    assert row.split()[:2] == ["critical", "broken"] and " failed " in row and "groundctl" not in proc.stdout
+    assert proc.stderr.count("next: groundctl drill history broken") == 1
     proc = _status_in_process(failed, "--fail-on", "attention")
     assert proc.returncode == 2 and "--fail-on 'attention' is not a level" in proc.stderr
 
@@ -451,7 +492,8 @@ def test_an_unreadable_environment_is_unreadable_and_needs_attention(tmp_path, a
     proc, _ = _status(envs, env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5", "COLUMNS": "400"})
     assert proc.returncode == 0, proc.stderr
     away = next(line for line in proc.stdout.splitlines() if " away " in line)
-    assert "warning" in away and "unreadable: Could not read versioning of away-bucket" in away
+    assert away.split()[:3] == ["warning", "away", "unreadable"]  # the reason is under the table, once
+    assert "Could not read" not in proc.stdout and proc.stderr.count("Could not read s3://away-bucket/") == 1
     assert not any(word in away for word in ("never checked", "free", "no ledger", "none"))
     assert "1 warning" in proc.stderr and "1 unreadable" in proc.stderr and "warning: away: Could not" in proc.stderr
     proc, _ = _status(envs, "--fail-on", "warning", env_extra={"GROUNDCTL_CLOUD_DEADLINE": "5"})

@@ -131,9 +131,9 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     def count(**kwargs):
         calls.append(kwargs.get("model").name if kwargs.get("model") else "?")
 
-    def calls_for(seed: Seed) -> int:
+    def calls_for(seed: Seed, summary: str = "plain") -> int:
         bucket = _bucket()
-        seed_environment(s3, "hist", bucket, seed)
+        seed_environment(s3, "hist", bucket, seed, summary=summary)
         spec = parse_spec(spec_data("hist", bucket, emulator_endpoint), "hist")
         calls.clear()
         s3.meta.events.register("before-call.s3", count)
@@ -146,13 +146,16 @@ def test_api_calls_per_environment_do_not_grow_with_history(aws, emulator_endpoi
     small = calls_for(Seed(drift_records=3, drill_records=10))
     large = calls_for(Seed(drift_records=90, drill_records=40))
     assert small == large, (small, large)
-    # versioning + lifecycle (no replica asked for: replication is not read) + the drift listing + one
-    # listing of drills/ledger/locks + one of the newest rehearsals; every drill and rehearsal passed, so its
-    # name says all
-    assert large == 2 + 1 + 1 + 1
+    # Steady state (the last drift check refreshed the summary): the summary's GET (the newest rehearsals and
+    # the bucket's settings) + the drift listing + one listing of drills/ledger/locks; every drill and
+    # rehearsal passed, so its name says all.
+    assert large == 3, calls
     assert calls_for(Seed(drift_records=3, drill_records=10, rehearsals=60)) == large
     assert calls_for(Seed(drift_records=3, drill_records=10, lock_holder="bob")) == large + 1  # the lock's GET
     assert calls_for(Seed(drift_records=3, drill_records=40, failed_kinds=("state-loss",))) == large + 1  # its reason
+    # A bucket an earlier version's drift checks wrote (no summary a listing built): the records themselves —
+    # versioning + lifecycle (no replica asked for: replication is not read) + the listing of the rehearsals.
+    assert calls_for(Seed(drift_records=3, drill_records=10), summary=None) == large + 3
 
 
 @pytest.mark.parametrize("drifted,cap,records,exact,listings", [
@@ -308,11 +311,15 @@ def test_drift_record_written_by_a_scheduled_run_is_what_status_shows(cli, tmp_p
     assert code == 0 and "Drift record: .groundctl/drift/local/" in err
     cli.engine.state["network"][0].inputs["name"] = "changed-by-hand"
     assert cli("drift", "SPEC", "--record", "--json")[0] == 1
-    assert len(list(cli.store.keys(".groundctl/drift/local/"))) == 2
+    keys = [k for k, _s, _m in cli.store.keys(".groundctl/drift/local/")]
+    # Two records, and the summary the check refreshed after each (sorted after them: never among the newest).
+    assert len(keys) == 3 and keys[-1] == ".groundctl/drift/local/~summary.json"
 
     code, out, err = cli("fleet", "status", "--environments", str(tmp_path), "--json")
     assert code == 0, err
     row = json.loads(out)["environments"][0]
+    # The bucket's settings came from the summary the drift check left, and the row says as of when.
+    assert row["protection"]["from"] == "summary" and row["protection"]["age_seconds"] < 600
     assert row["environment"] == "local"
     assert row["drift"]["result"] == "drift" and row["drift"]["drifted_layers"] == ["network"]
     assert set(row["ledger"]["layers"]) == {"backend", "network", "cluster"}
@@ -399,7 +406,9 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
         raw = read_environment(Source(spec, store, s3))
     finally:
         s3.meta.events.unregister("before-call.s3", count)
-    assert calls.count("GetObject") == 1 and calls.count("ListObjectsV2") == 3, calls  # the failed record, once
+    # No drift check of this version has rebuilt the summary from a listing (only the rehearsals wrote to it), so
+    # the rehearsals are listed: the summary's GET, three listings, and the failed record, once.
+    assert calls.count("GetObject") == 2 and calls.count("ListObjectsV2") == 3, calls
     report = fleet_report([raw], {"reh": spec}, now=T0)
     (row,) = report["environments"]
     layers = row["rehearsals"]["layers"]

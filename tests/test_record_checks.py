@@ -101,7 +101,7 @@ def test_fleet_status_names_each_unreadable_record_and_never_shows_none(aws, emu
     drift_key = save_drift_record(store, failed)
     store.put(drift_key, json.dumps({k: v for k, v in failed.items() if k != "reason"}).encode())
     # The newest rebuild drill failed, by its name; its body is not JSON. An older one passed.
-    drill_id = "20270101T000000Z-rebuild-cluster-abcdef"
+    drill_id = "20260101T000000Z-rebuild-cluster-abcdef"  # past: one from the future is passed over
     drill_key = layout.drill_key("checks", f"{drill_id}--failed-700s")
     store.put(drill_key, b"{not json")
     # A lock object nobody can read.

@@ -17,6 +17,7 @@ from bootstrap.kit.errors import EngineError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.records import layout
+from recovery.evidence.summary import key as summary_key
 from bootstrap.records.ledger import read_ledger
 from recovery.evidence.rehearsal_record import load_rehearsal_record, parse_name
 from tests.test_cli_up import cli  # noqa: F401 - fixture
@@ -86,10 +87,10 @@ def rehearse(cli, monkeypatch):  # noqa: F811 - the fixture imported above
 
 
 def _outside_rehearsals(store) -> list[tuple]:
-    """Every version and delete marker in the bucket but the rehearsal records: stacks, Pulumi's locks, the
-    ledger, groundctl's lock."""
+    """Every version and delete marker in the bucket but the rehearsal records and the environment's summary they
+    add themselves to: stacks, Pulumi's locks, the ledger, groundctl's lock."""
     return sorted((v.key, v.version_id, v.etag, v.delete_marker) for v in store.versions("")
-                  if not v.key.startswith(layout.rehearsals_prefix("local")))
+                  if not v.key.startswith(layout.rehearsals_prefix("local")) and v.key != summary_key("local"))
 
 
 def _layers(doc: dict) -> dict:

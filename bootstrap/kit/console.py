@@ -94,6 +94,11 @@ def data(renderable: Any) -> None:
     _out.print(_prepare(renderable))
 
 
+def data_width() -> int:
+    """How wide the data on stdout may be: the terminal's width, COLUMNS, or 4096 without a terminal."""
+    return _out.width
+
+
 # Whether this run printed its JSON document: one that stops before it does prints a record of why instead
 # (groundctl.failed_start). The front door clears it as each run starts.
 json_emitted = False

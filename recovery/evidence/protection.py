@@ -14,11 +14,13 @@ backend layer builds none otherwise, so there is none groundctl vouches for); `j
 
 from __future__ import annotations
 
+from email.utils import parsedate_to_datetime
 from typing import Optional
 
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
+from bootstrap.records import clock
 
 RTC_MINUTES = 15
 MEETS, AT_RISK, FAILS, UNKNOWN = "meets", "at-risk", "fails", "unknown"
@@ -45,6 +47,8 @@ def read_protection(s3, bucket: str, *, replication: bool = True) -> dict:
     """Versioning, replication (when asked) and noncurrent-version retention of `bucket`, as plain data."""
     out: dict = {"bucket": bucket, "unreadable": []}
     ver = _call(lambda: s3.get_bucket_versioning(Bucket=bucket), (), f"read versioning of {bucket}")
+    if isinstance(ver, dict):  # when, by the bucket's clock, what follows was read
+        out["read_at"] = clock.iso(_date(ver))
     if ver == "NoSuchBucket":
         return out | {"exists": False}
     if isinstance(ver, str):
@@ -77,6 +81,13 @@ def read_protection(s3, bucket: str, *, replication: bool = True) -> dict:
                 if r.get("Status") == "Enabled" and (r.get("NoncurrentVersionExpiration") or {}).get("NoncurrentDays")]
         out["noncurrent_days"] = min(days) if days else 0  # 0: no rule expires them, they are kept forever
     return out
+
+
+def _date(resp: dict):
+    try:
+        return parsedate_to_datetime(resp["ResponseMetadata"]["HTTPHeaders"]["date"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def judge(protection: dict, *, rpo_minutes: int, retention_days: int, replica_region: Optional[str]) -> dict:

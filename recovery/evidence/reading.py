@@ -1,18 +1,20 @@
 """Reading every environment's records for `fleet status`: a few S3 calls per environment, each environment
 on its own deadline, so one stuck endpoint is that environment's row and never the whole fleet's wait.
 
-Per environment, a number of calls that does not grow with its drift or drill history:
-- the bucket's versioning and noncurrent-version lifecycle, and its replication when the spec asks for a
-  replica (`recovery.evidence.protection`): 2 or 3 calls;
+Per environment, a number of calls that does not grow with its history; 3 in steady state:
+- the environment's summary (`recovery.evidence.summary`): its newest rehearsals' names with their failures'
+  reasons, and its bucket's settings as the last drift check read them. Taken only while no drift record is newer
+  (`recovery.evidence.summaries`); else, or when it is missing, the REHEARSAL_PAGE newest rehearsal records are
+  listed (`recovery.evidence.rehearsal_listing`) and the bucket's versioning, lifecycle and (when the spec asks
+  for a replica) replication are read (`recovery.evidence.protection`): 3 or 4 calls more;
 - a listing of its newest drift records (named newest first, with their verdict: a small page, and one
   more, bounded, only while a run of drifted or failed checks goes on past it, to date its start), and one listing of
   `.groundctl/` from past `drift/` to `locks/`: drill records are named `<drill_id>--<outcome>-<secs>s`, so it
   names every drill with its verdict and recovery time, every layer's ledger head, and whether the lock exists;
-- a listing of its REHEARSAL_PAGE newest restore rehearsal records (named newest first with every layer's
-  verdict and the age of the version it proved: `recovery.evidence.rehearsal_record`);
-- the latest drill of a kind only when it did not pass (its reason, its failed phase), the newest rehearsal
-  record of a layer only when that layer failed in it (its reason), and the lock object only when one is
-  listed. A passing drill's or rehearsal's name says all the status shows of it.
+- the latest drill of a kind only when it did not pass (its reason, its failed phase), and the lock object only
+  when one is listed. A passing drill's or rehearsal's name says all the status shows of it.
+Every record's time comes from its name and is checked against when the bucket wrote it (`listing`): a record
+from the future is passed over and counted, never the newest evidence.
 Names are trusted as far as drift record names already are: what they claim is what a record of that name
 was written for; a body that disagrees would be a planted or hand-edited record.
 """
@@ -23,7 +25,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from itertools import islice, takewhile
 from typing import Any, Callable, Optional
 
@@ -31,20 +33,20 @@ from bootstrap.aws.clients import separate_budget
 from bootstrap.kit.errors import GroundctlError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout
+from bootstrap.records.clock import iso
 from bootstrap.records.drift import load_drift_record, parse_name
 from bootstrap.records.lock_status import lock_status
-from bootstrap.kit.untrusted import Unreadable
+from recovery.evidence import summaries, summary
 from recovery.evidence.drill_record import load_drill_record
+from recovery.evidence.listing import checked, from_future, present
 from recovery.evidence.protection import read_protection
-from recovery.evidence.rehearsal_record import load_rehearsal_record
-from recovery.evidence.rehearsal_record import parse_name as parse_rehearsal_name
+from recovery.evidence.rehearsal_listing import rehearsals
 
 DRILL_KINDS = ("rebuild-cluster", "state-loss")
 OUTCOMES = ("passed", "failed", "refused", "unverified", "dry-run")
 MAX_DRILLS_PER_KIND = 50   # the trend needs the last few; a planted flood of keys is not carried further
 DRIFT_PAGE = 8             # the newest drift records, one small listing: a run of one result usually ends in it
 MAX_DRIFT_STREAK = 200     # a run of drifted (or failed) checks is dated this far back; past it, "at least"
-REHEARSAL_PAGE = 32        # the newest rehearsals: at a daily schedule a month, far past any layer's freshness
 OLD_STYLE_READS = 4        # earlier drills whose name has no verdict (written before names carried it) read in full
 
 
@@ -76,7 +78,8 @@ def parse_drill_name(stem: str) -> Optional[dict]:
     if kind is None or len(stem) > 200:
         return None
     if not sep:
-        return {"drill_id": drill_id, "kind": kind, "outcome": None, "recovery_seconds": None}
+        return {"drill_id": drill_id, "kind": kind, "outcome": None, "recovery_seconds": None,
+                "at": drill_started(drill_id)}
     outcome, secs = verdict, None
     for known in OUTCOMES:
         if verdict == known or verdict.startswith(known + "-"):
@@ -88,17 +91,17 @@ def parse_drill_name(stem: str) -> Optional[dict]:
             break
     else:
         return None
-    return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs}
+    return {"drill_id": drill_id, "kind": kind, "outcome": outcome, "recovery_seconds": secs,
+            "at": drill_started(drill_id)}
 
 
-def _json(store, key: str, load: Callable[[Optional[bytes], str], dict]) -> tuple[Optional[dict], Optional[str]]:
-    """(the record at `key` checked by `load`, None) or (None, why it is unreadable): every kind alike, so a record
-    that fails its checks is a problem named by its key, never a row that shows what it lacks."""
-    obj = store.get(key)
+def drill_started(drill_id: str) -> Optional[str]:
+    """A drill id starts with its UTC start time: `20261202T110000Z-…` → `2026-12-02T11:00:00Z`."""
+    stamp = drill_id.split("-", 1)[0]
     try:
-        return load(obj.body if obj is not None else None, key), None
-    except Unreadable as exc:
-        return None, exc.reason
+        return iso(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc))
+    except ValueError:
+        return None
 
 
 def _stem(key: str) -> str:
@@ -110,39 +113,55 @@ def _outcome(key: str) -> Optional[str]:
     return named["outcome"] if named else None
 
 
-def drift_streak(store, env: str) -> tuple[Optional[str], dict]:
-    """The newest drift key, and the run of checks with its result when that is drift or a failure:
-    {records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK records)}.
-    One listing of DRIFT_PAGE keys; one more only while the run fills it."""
-    prefix = layout.drift_prefix(env)
-    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=DRIFT_PAGE), DRIFT_PAGE)]
+def _drift_at(key: str) -> Optional[str]:
+    named = parse_name(_stem(key))
+    return named["at"] if named else None
+
+
+def drift_streak(store, env: str, future: Optional[dict] = None) -> tuple[Optional[str], dict, Optional[datetime]]:
+    """The newest drift key not from the future, the run of checks with its result when that is drift or a
+    failure ({records, at (the oldest one's time), exact (False when the run goes on past MAX_DRIFT_STREAK
+    records)}), and the latest time the bucket wrote one of the newest records. One listing of DRIFT_PAGE keys; one more only
+    while the run fills it (or records from the future fill it: those go into `future`)."""
+    future = {} if future is None else future
+    prefix, skip = layout.drift_prefix(env), summary.key(env)
+    newest = [(k, m) for k, m in islice(present(((k, s, m) for k, s, m in store.keys(prefix, page_size=DRIFT_PAGE)
+                                                 if k != skip), _drift_at, "drift", future), DRIFT_PAGE)]
+    keys = [k for k, _m in newest]
     if not keys:
-        return None, {}
-    outcome = _outcome(keys[0])
+        return None, {}, None
+    # The latest the bucket wrote any of them: a record named earlier may have been written later.
+    outcome, written = _outcome(keys[0]), max(m for _k, m in newest)
     if outcome not in ("drift", "failed"):
-        return keys[0], {}
+        return keys[0], {}, written
     run = list(takewhile(lambda k: _outcome(k) == outcome, keys))
     ended = len(run) < len(keys) or len(keys) < DRIFT_PAGE
     if not ended:
-        older = store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1])
-        for key, _s, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
+        older = present(store.keys(prefix, page_size=MAX_DRIFT_STREAK - len(run), start_after=run[-1]),
+                        _drift_at, "drift", {})  # passed over, not counted twice
+        for key, _m in islice(older, MAX_DRIFT_STREAK - len(run)):
             if _outcome(key) != outcome:
                 ended = True
                 break
             run.append(key)
         else:
             ended = len(run) < MAX_DRIFT_STREAK
-    return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}
+    return keys[0], {"records": len(run), "at": parse_name(_stem(run[-1]))["at"], "exact": ended}, written
+
+
+def _drill_at(key: str) -> Optional[str]:
+    parsed = parse_drill_name(_stem(key))
+    return parsed["at"] if parsed else None
 
 
 def scan(store, env: str) -> dict:
     """Two listings: the newest drift keys (`drift_streak`: drift records are named newest first), then
     `.groundctl/` from past `drift/` to `locks/`: the drill names per kind (oldest first), the ledger heads and
     whether the lock is listed. (Starting the second listing at the drift records would save a call only
-    while the drift history is short; it grows by one record per check.)"""
+    while the drift history is short; it grows by one record per check.) Records from the future are `future`."""
     base = f"{layout.GROUNDCTL}/"
-    found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": []}
-    found["drift_key"], found["drift_streak"] = drift_streak(store, env)
+    found: dict = {"drift_key": None, "drills": {}, "heads": {}, "lock": False, "odd_drills": [], "future": {}}
+    found["drift_key"], found["drift_streak"], found["drift_written"] = drift_streak(store, env, found["future"])
     for key, _size, modified in store.keys(base, start_after=f"{base}drift/~"):
         rest = key[len(base):].split("/")
         if rest[0] > "locks":
@@ -151,7 +170,7 @@ def scan(store, env: str) -> dict:
             parsed = parse_drill_name(_stem(key))
             if parsed is None:
                 found["odd_drills"].append(key)
-            else:
+            elif not from_future(key, parsed["at"], modified, "drill", found["future"]):
                 found["drills"].setdefault(parsed["kind"], []).append(parsed | {"key": key})
         elif rest[0] == "ledger" and len(rest) == 4 and rest[2] == env and rest[1] in LAYER_NAMES \
                 and _stem(key).isdigit() and int(_stem(key)) >= (found["heads"].get(rest[1]) or {}).get("serial", -1):
@@ -171,40 +190,6 @@ def _sorted(found: dict) -> dict:
     return found
 
 
-def rehearsals(store, env: str, problems: list[dict]) -> dict:
-    """The newest REHEARSAL_PAGE rehearsal records by name (newest first), in one listing; the records a layer
-    (or a run that stopped before any layer) last failed in are read in full for their reason, at most one per
-    layer. {records: [{key, rehearsal_id, at, outcome, layers}], complete (nothing older exists), reasons:
-    {key: {layer or "": reason}}}. Names of another shape and unreadable records are `problems`."""
-    prefix = layout.rehearsals_prefix(env)
-    keys = [k for k, _s, _m in islice(store.keys(prefix, page_size=REHEARSAL_PAGE), REHEARSAL_PAGE)]
-    records, odd = [], []
-    for key in keys:
-        name = key[len(prefix):]
-        parsed = parse_rehearsal_name(name) if "/" not in name and name.endswith(".json") and len(name) <= 600 else None
-        (records.append(parsed | {"key": key}) if parsed else odd.append(key))
-    problems += [{"key": k, "why": "is not a rehearsal record name"} for k in odd[:5]]
-    failed: dict[str, list[str]] = {}  # key -> the layers whose latest verdict it holds and is `failed`
-    seen: set[str] = set()
-    for rec in records:
-        if not rec["layers"] and rec is records[0] and rec["outcome"] == "failed":
-            failed.setdefault(rec["key"], []).append("")
-        for layer, verdict in rec["layers"].items():
-            if layer not in seen and verdict["outcome"] == "failed":
-                failed.setdefault(rec["key"], []).append(layer)
-            seen.add(layer)
-    reasons: dict[str, dict] = {}
-    for key, layers in islice(failed.items(), len(LAYER_NAMES) + 1):
-        doc, why = _json(store, key, load_rehearsal_record)
-        if doc is None:
-            problems.append({"key": key, "why": f"is not a readable rehearsal record ({why})"})
-        told = {"": (doc or {}).get("reason")}
-        told |= {str(x.get("layer")): x.get("reason") for x in (doc or {}).get("layers", [])}
-        unknown = f"its record cannot be read ({why})" if why else "no reason recorded"
-        reasons[key] = {layer: told.get(layer) or unknown for layer in layers}
-    return {"records": records, "complete": len(keys) < REHEARSAL_PAGE, "reasons": reasons}
-
-
 def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> dict:
     """The raw records of one environment (plain data), or the reason it could not be read."""
     spec = src.spec
@@ -213,20 +198,28 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         return raw | {"skipped": src.skip}
     try:
         store, s3 = src.connect() if src.connect else (src.store, src.s3)
-        raw["protection"] = read_protection(s3, spec.backend.bucket,
-                                            replication=bool(spec.backend.replica_region))
+        env, replication = spec.name, bool(spec.backend.replica_region)
+        fetched = summaries.fetch(store, env, raw["problems"])
+        if fetched == summaries.MISSING_BUCKET:
+            raw["protection"] = read_protection(s3, spec.backend.bucket, replication=replication)
+            return raw
+        found = scan(store, env)
+        # The summary stands in for the rehearsal listing and the settings only while no drift check ran after it.
+        fetched = summaries.current(fetched, found["drift_written"])
+        raw["protection"] = ((fetched and summaries.settings(fetched, replication))
+                             or read_protection(s3, spec.backend.bucket, replication=replication))
         if not raw["protection"].get("exists", True):
             return raw
-        env = spec.name
-        found = scan(store, env)
         newest = found["drift_key"]
         raw["drift"], raw["drift_streak"] = None, found["drift_streak"]
         if newest:
             named = parse_name(_stem(newest))
             # A failed check's name carries no reason: its record does, so that one is read in full.
             doc, why = ((named, None) if named and named["outcome"] != "failed"
-                        else _json(store, newest, load_drift_record))
+                        else checked(store, newest, load_drift_record))
             raw["drift"] = doc or (named and named | {"reason": f"its record cannot be read ({why})"})
+            if doc and named:  # its time is the name's, checked against the bucket's clock; the body's was not
+                raw["drift"] = doc | {"at": named["at"]}
             if why:
                 raw["problems"].append({"key": newest, "why": f"is not a readable drift record ({why})"})
         raw["problems"] += [{"key": k, "why": "is not a drill record name"} for k in found["odd_drills"][:5]]
@@ -239,7 +232,7 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
                 # pass (its reason, its failed phase), and an earlier one only when its name is silent.
                 if (i == 0 and item["outcome"] != "passed") or (item["outcome"] is None and old_reads < OLD_STYLE_READS):
                     old_reads += i > 0
-                    doc, why = _json(store, item["key"], load_drill_record)
+                    doc, why = checked(store, item["key"], load_drill_record)
                     if doc is None:
                         raw["problems"].append({"key": item["key"], "why": f"is not a readable drill record ({why})"})
                         if item["outcome"] is not None:  # its name still says its verdict: never an older one's
@@ -256,7 +249,9 @@ def read_environment(src: Source, *, clock: Callable[[], float] = time.time) -> 
         if raw["lock"].get("unreadable"):
             raw["problems"].append({"key": raw["lock"]["unreadable"], "why": "is not a readable lock object"})
         raw["ledger"] = found["heads"]
-        raw["rehearsals"] = rehearsals(store, env, raw["problems"])
+        raw["rehearsals"] = ((fetched and summaries.rehearsal_part(fetched, env, found["future"]))
+                             or rehearsals(store, env, raw["problems"], found["future"]))
+        raw["future"] = found["future"]
     except GroundctlError as exc:
         raw["error"] = exc.message
     return raw

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Optional
 from bootstrap.records.layout import rehearsal_key
 from bootstrap.records.runs import iso, new_run_id, redact
 from bootstrap.kit.untrusted import Unreadable, items, load_record, number, obj, outcome, prose, text, when, whole
+from recovery.evidence import summary
 from recovery.evidence.rehearsal_judge import OUTCOMES, LayerResult, run_outcome
 
 SCHEMA = 1
@@ -85,7 +86,22 @@ def save_rehearsal_record(store, record: dict, secret_values: Iterable[str] = ()
     """Write the record into the state bucket under `.groundctl/rehearsals/<env>/`; returns its key."""
     key = rehearsal_key(record["environment"], record_name(record))
     store.put(key, redact(json.dumps(record, indent=2, sort_keys=True), list(secret_values)).encode())
+    _summarize(store, record, key, list(secret_values))
     return key
+
+
+def _summarize(store, record: dict, key: str, secret_values: list[str]) -> None:
+    """Add the record to the environment's summary (`recovery.evidence.summary`), best effort: the record is the
+    truth, and the next drift check rebuilds the summary from the listing if this update is lost."""
+    reasons = {str(x["layer"]): x.get("reason") or "no reason recorded" for x in record["layers"]
+               if x.get("outcome") == "failed"}
+    if not record["layers"] and record["outcome"] == "failed":
+        reasons[""] = record.get("reason") or "no reason recorded"
+    try:
+        summary.update(store, record["environment"],
+                       lambda doc: summary.with_rehearsal(doc, key.rsplit("/", 1)[-1], reasons), secret_values)
+    except Exception:  # noqa: BLE001 - a summary not updated is read past: readers compare it with the records
+        pass
 
 
 def _outcome(d: dict, *, explained: tuple[str, ...]) -> str:

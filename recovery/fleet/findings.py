@@ -15,6 +15,7 @@ import statistics
 from datetime import datetime, timedelta
 from typing import Optional
 
+from bootstrap.records.clock import SKEW_SECONDS
 from bootstrap.records.liveness import DEAD, STALE_TTLS, UNKNOWN
 from recovery.fleet.next_steps import next_step
 
@@ -50,6 +51,10 @@ RULES: dict[str, tuple[str, str, str]] = {
     "drill-never": (WARNING, INFO, "no drill of a kind was ever recorded"),
     "drill-unverified": (WARNING, WARNING, "the last drill of a kind was refused or could not be fully verified"),
     "rto-slower": (WARNING, WARNING, "passing drills' recovery time rose beyond its noise (see the trend rule)"),
+    "record-from-future": (CRITICAL, WARNING, "a drift, drill or rehearsal record names a time after the bucket "
+                           f"wrote it (by more than {SKEW_SECONDS / 60:.0f} min): a writer's clock is wrong, or the "
+                           "record is forged; it is not taken as the newest of its kind, the latest one not from the "
+                           "future is judged instead"),
     "record-unreadable": (WARNING, WARNING, "a drift, drill, rehearsal or lock record in the bucket could not be "
                           "read"),
     "protection-unknown": (WARNING, WARNING, "a bucket setting could not be read with these credentials"),
@@ -135,6 +140,8 @@ def _find(row: dict) -> list[dict]:
         return [finding("skipped", prod, row["skipped"])]
     if row.get("error"):
         out.append(finding("unreadable", prod, row["error"]))
+    for kind, seen in sorted((row.get("from_future") or {}).items()):
+        out.append(_future(kind, seen, prod))
     for problem in row.get("problems") or []:
         out.append(finding("record-unreadable", prod, f"{problem['key']} {problem['why']}", key=problem["key"]))
     prot = row.get("protection") or {}
@@ -199,6 +206,15 @@ def _find(row: dict) -> list[dict]:
     elif lock.get("held"):
         out.append(finding("lock-held", prod, f"held by {lock.get('holder')}", _at(lock.get("started_at"))))
     return sorted(out, key=lambda f: RANK[f["level"]])
+
+
+def _future(kind: str, seen: dict, prod: bool) -> dict:
+    first = seen["records"][0]
+    count = f"{'at least ' if seen.get('flood') else ''}{seen['count']} {kind} record{'s' if seen['count'] > 1 else ''}"
+    return finding("record-from-future", prod, f"{count} dated in the future: {first['key']} names "
+                   f"{first['at']}, {_days(first['ahead_seconds'])} after the bucket wrote it "
+                   f"({first['written_at']}); not taken as the newest {kind} record", _at(first["written_at"]),
+                   key=first["key"], record=kind)
 
 
 def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:

@@ -4,10 +4,12 @@ Top: the summary strip (how many environments at each level, the critical ones n
 one row per environment that needs acting on (critical, warning), worst first and production first: its worst
 finding, whole (it wraps), since when it holds, and the next step (the command and its runbook); a fact cell
 is coloured by the level of the finding about it, so red means act and what is only true is grey. The
-environments with nothing to act on (info, ok) sit in one collapsed section. Every row links to its
-environment's collapsed details: all findings (each with since when and its command), the facts, and the
+environments with nothing to act on (info, ok) sit in one collapsed section, one short line each (their
+findings' rules, the facts) and no details, so such environments cost a few hundred bytes. Every row to act on
+links to its environment's collapsed details: all findings (each with since when and its command), the facts, and the
 latest drill of each kind as a small bar (one path per phase status, a few hundred bytes); the rules table,
-with each rule's next step and runbook, closes the page. At most about 2.5 KiB per environment.
+with each rule's next step and runbook, closes the page. About 2.5 KiB per environment to act on, a few hundred
+bytes for the others. The bucket cell's title says how old the settings it judges are.
 No script, no external asset: the page opens from a file share or a CI artifact as it is. Every value
 from a record is escaped (records are written by many runs; a phase name or message may hold markup).
 """
@@ -94,11 +96,27 @@ _CELL_RULES = {
 }
 
 
-def _cell(row: dict, column: str, text: str) -> str:
+def _cell(row: dict, column: str, text: str, title: str = "") -> str:
     levels = [f["level"] for f in row["findings"] if f["rule"] in _CELL_RULES[column]]
     level = min(levels, key=_LEVELS.index, default="ok")
     cls = {"critical": ' class="lc"', "warning": ' class="lw"', "info": ' class="li"'}.get(level, "")
-    return f"<td{cls}>{escape(text)}</td>"
+    attr = f' title="{escape(title)}"' if title else ""
+    return f"<td{cls}{attr}>{escape(text)}</td>"
+
+
+def _settings_age(row: dict) -> str:
+    """How old what the page says about the bucket's protection is: read now, or as the last drift check read it."""
+    prot = row.get("protection") or {}
+    if prot.get("from") == "summary":
+        return f"settings as the last drift check read them, {_age(prot.get('age_seconds')) or 'just now'}"
+    return "settings read now" if prot.get("versioning") is not None else ""
+
+
+def _facts(row: dict) -> str:
+    if row.get("skipped") or row.get("error") or row.get("note"):
+        return "<td></td>" * 4
+    return (_cell(row, "drift", _drift(row)) + _cell(row, "drills", _drills(row)) + _cell(row, "lock", _lock(row))
+            + _cell(row, "bucket", (row.get("protection") or {}).get("verdict", ""), _settings_age(row)))
 
 
 def _since(f: Optional[dict]) -> str:
@@ -136,23 +154,28 @@ def _row(row: dict) -> str:
     worst = next((f for f in row["findings"] if f["level"] == level), None)
     more = len([f for f in row["findings"] if f["level"] in ("critical", "warning")]) - 1
     what = escape(worst["what"] if worst else row.get("note", "")) + (f" (+{more} more)" if more > 0 else "")
-    if row.get("skipped") or row.get("error") or row.get("note"):
-        facts = "<td></td>" * 4
-    else:
-        facts = (_cell(row, "drift", _drift(row)) + _cell(row, "drills", _drills(row)) + _cell(row, "lock", _lock(row))
-                 + _cell(row, "bucket", (row.get("protection") or {}).get("verdict", "")))
     prod = " <span class=p>prod</span>" if row.get("production") else ""
     return (f'<tr data-env="{escape(name, quote=True)}" data-level="{level}"><td><b class="{level}">{level}</b></td>'
             f'<td><a href="#{_anchor(name)}">{escape(name)}</a>{prod}</td>'
-            f'<td class="w">{what}{_since(worst)}</td><td class="x">{_next(worst)}</td>{facts}</tr>')
+            f'<td class="w">{what}{_since(worst)}</td><td class="x">{_next(worst)}</td>{_facts(row)}</tr>')
 
 
-def _table(rows: list[dict]) -> str:
+def _quiet_row(row: dict) -> str:
+    """An environment with nothing to act on: one line, its findings' rules linked to the rules table, no
+    details (the page stays small however many such environments there are)."""
+    name, level = row["environment"], row["level"]
+    rules = ", ".join(dict.fromkeys(f'<a href="#rule-{f["rule"]}">{f["rule"]}</a>' for f in row["findings"]))
+    prod = " <span class=p>prod</span>" if row.get("production") else ""
+    return (f'<tr data-env="{escape(name, quote=True)}" data-level="{level}"><td><b class="{level}">{level}</b></td>'
+            f'<td>{escape(name)}{prod}</td><td class="w">{rules}</td><td></td>{_facts(row)}</tr>')
+
+
+def _table(rows: list[dict], row=_row) -> str:
     return ('<table><colgroup><col style="width:5rem"><col style="width:10rem"><col><col style="width:16rem">'
             '<col style="width:8rem"><col style="width:11rem"><col style="width:3.5rem"><col style="width:4.5rem">'
             '</colgroup><thead><tr><th>level</th><th>environment</th><th>worst finding</th><th>next step</th>'
             '<th>last drift</th><th>last drills</th><th>lock</th><th>bucket</th></tr></thead><tbody>'
-            + "".join(_row(r) for r in rows) + "</tbody></table>")
+            + "".join(row(r) for r in rows) + "</tbody></table>")
 
 
 def _num(x) -> Optional[float]:
@@ -240,7 +263,7 @@ def _details(row: dict) -> str:
     prot = row.get("protection") or {}
     if prot.get("exists", True) and prot.get("versioning") is not None:
         facts.append(f"<li>bucket {escape(row['bucket'])}: versioning {escape(str(prot.get('versioning')))}, "
-                     f"RPO {row['rpo_minutes']} min, RTO {row['rto_minutes']} min</li>")
+                     f"RPO {row['rpo_minutes']} min, RTO {row['rto_minutes']} min ({escape(_settings_age(row))})</li>")
     # The link target sits inside the closed <details>: following a row's link opens it (browsers expand a
     # closed <details> to show a fragment's target), with no script.
     return (f'<details><summary>{escape(name)} — {row["level"]}</summary>'
@@ -258,10 +281,10 @@ def render(report: dict) -> str:
     named = ('<div class="crit">Critical: ' + ", ".join(f'<a href="#{_anchor(n)}">{escape(n)}</a>' for n in crit)
              + "</div>") if crit else '<div class="crit">Nothing critical.</div>'
     quiet_html = (f'<details id="quiet"><summary>{len(quiet)} environments with nothing to act on (info or ok)'
-                  f'</summary>{_table(quiet)}</details>') if quiet else ""
+                  f'</summary>{_table(quiet, _quiet_row)}</details>') if quiet else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>groundctl fleet status</title>'
             f'<style>{_CSS}</style></head><body><h1>groundctl fleet status</h1>'
             f'<div class="meta">{len(rows)} environments; generated {escape(report["generated_at"])}; levels and next '
             f'steps from the <a href="#rules">rules</a></div><div id="summary">{strip}{named}</div>'
             f'<div id="fleet">{_table(loud) if loud else "<p>No environment needs acting on.</p>"}{quiet_html}</div>'
-            f'<h2>Details</h2>{"".join(_details(r) for r in rows)}<div id="rules">{_rules()}</div></body></html>\n')
+            f'<h2>Details</h2>{"".join(_details(r) for r in loud)}<div id="rules">{_rules()}</div></body></html>\n')

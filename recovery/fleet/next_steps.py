@@ -3,7 +3,7 @@
 One entry per rule of `recovery.fleet.findings.RULES`; docs/fleet.md's rules table shows both, and a test
 holds it to this one. A template's blanks: `<env>` the environment, `<bucket>` its state bucket, `<drill>`
 the drill of the finding's kind as this environment runs it, `<object>` the unreadable record's S3 URL,
-`<layer>` the finding's layer.
+`<layer>` the finding's layer, `<key>` the record's key.
 Each is filled shell-quoted: a record's key comes from the bucket, and a command an operator pastes must
 run what it shows and nothing else.
 """
@@ -33,6 +33,8 @@ NEXT_STEPS: dict[str, tuple[str, str]] = {
     "drill-never": ("groundctl drill <drill> --dry-run", f"{FINDINGS_RUNBOOK}#drill-never"),
     "drill-unverified": ("groundctl drill history <env>", f"{FINDINGS_RUNBOOK}#drill-unverified"),
     "rto-slower": ("groundctl drill history <env>", f"{FINDINGS_RUNBOOK}#rto-slower"),
+    "record-from-future": ("aws s3api head-object --bucket <bucket> --key <key>",
+                           f"{FINDINGS_RUNBOOK}#record-from-future"),
     "record-unreadable": ("aws s3 cp <object> -", f"{FINDINGS_RUNBOOK}#record-unreadable"),
     "protection-unknown": ("groundctl drift <env> --layers backend", f"{FINDINGS_RUNBOOK}#protection-unknown"),
     "protection-at-risk": ("groundctl plan <env> --layers backend", f"{FINDINGS_RUNBOOK}#protection-at-risk"),
@@ -54,7 +56,7 @@ def next_step(finding: dict, *, environment: str, production: bool, bucket: str)
     template, runbook = NEXT_STEPS[finding["rule"]]
     q = shlex.quote
     blanks = {"<env>": q(environment), "<bucket>": q(bucket),
-              "<object>": q(f"s3://{bucket}/{finding.get('key') or ''}"), "<layer>": q(finding.get("layer") or "")}
+              "<object>": q(f"s3://{bucket}/{finding.get('key') or ''}"), "<layer>": q(finding.get("layer") or ""), "<key>": q(finding.get("key") or "")}
     if "<drill>" in template:
         blanks["<drill>"] = " ".join(q(w) for w in _drill(finding, environment, production).split())
     command = " ".join(blanks.get(word, word) for word in template.split())

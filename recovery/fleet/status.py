@@ -15,7 +15,7 @@ from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK,
 from recovery.fleet.manifests import drills_allowed, schedules
 from recovery.evidence.protection import judge
 from recovery.evidence.rehearsals import summarize_rehearsals
-from recovery.evidence.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind
+from recovery.evidence.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind, drill_started
 
 # A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
 MISSED_RUNS = 2
@@ -70,23 +70,15 @@ def _drift(d: Optional[dict], streak: dict, now: float) -> Optional[dict]:
 
 def _last(doc: dict, now: float) -> dict:
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    # The id's time was checked against the bucket's clock (`recovery.evidence.reading`); the body's was not.
+    at = drill_started(str(doc.get("drill_id"))) or doc.get("started_at")
     return {"drill_id": doc.get("drill_id"), "kind": doc.get("kind"), "verdict": v.get("outcome"),
             "reason": v.get("reason"), "recovery_seconds": v.get("recovery_seconds"), "rto_seconds": v.get("rto_seconds"),
-            "started_at": doc.get("started_at"), "age_seconds": _age(doc.get("started_at"), now)}
-
-
-def _started(drill_id: str) -> Optional[str]:
-    """A drill id starts with its UTC start time: `20261202T110000Z-…` → `2026-12-02T11:00:00Z`."""
-    stamp = drill_id.split("-", 1)[0]
-    try:
-        return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).isoformat().replace(
-            "+00:00", "Z")
-    except ValueError:
-        return None
+            "started_at": at, "age_seconds": _age(at, now)}
 
 
 def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
-    at = _started(name["drill_id"])
+    at = drill_started(name["drill_id"])
     return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"],
             "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.evidence.reading)
             "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
@@ -151,6 +143,8 @@ def summarize(raw: dict, spec, now: float) -> dict:
             return _judged(row | {"note": "the state bucket does not exist: nothing is deployed"}, now)
     if raw.get("error"):
         return _judged(row, now)
+    # Records dated after the bucket wrote them: never the newest evidence, each kind a finding of its own.
+    row["from_future"] = raw.get("future") or {}
     row["freshness"] = freshness(spec)
     row["drift"] = _drift(raw.get("drift"), raw.get("drift_streak") or {}, now)
     per_kind, timelines = _per_kind(raw, spec.recovery.rto_minutes * 60.0, now)

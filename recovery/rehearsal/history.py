@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 from bootstrap.kit.untrusted import Unreadable
-from recovery.evidence.reading import rehearsals
+from recovery.evidence.rehearsal_listing import rehearsals
 from recovery.evidence.rehearsals import summarize_rehearsals
 from recovery.evidence.rehearsal_record import load_rehearsal_record
 
