@@ -83,5 +83,6 @@ def test_the_merge_of_a_never_deployed_environment_is_refused_before_anything_is
     assert "Create it once, by hand, with its apply role: run `groundctl up local` first" in said
     record = json.loads(proc.stdout)
     assert record["stopped_at"] == "state-bucket" and record["outcome"] == "failed"
-    assert [p["name"] for p in record["phases"]] == ["account", "engine", "state-bucket"]
+    # The approved plans are read first, in a phase of their own (a refused --plan-dir is where a run stops).
+    assert [p["name"] for p in record["phases"]] == ["plan-dir", "account", "engine", "state-bucket"]
     assert bucket not in _buckets(aws)  # no bucket, so no key, lock or run record either
