@@ -23,6 +23,9 @@ PULUMI_CLI_PINNED = "3.259.0"
 # `Stack.refresh(clear_pending_creates=...)` exists only from the Python SDK 3.151.0.
 PULUMI_SDK_MIN = "3.151.0"
 
+# The fleet image's base, by tag; its digest is the adopter's lock's (`groundctl pins update` reads the registry).
+BASE_IMAGE = "python:3.11.11-slim-bookworm"
+
 NOT_RECORDED = "not-recorded"
 # GitHub's ubuntu-latest runners and the fleet image. `pulumi plugin install --checksum` files the digest under
 # the platform it runs on (pkg/cmd/pulumi/plugin/plugin_install.go:176-185), so a job must run where its digest is.
