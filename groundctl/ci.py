@@ -81,6 +81,11 @@ def init(
         options = replace(options, wheel_dir=wheel_dir)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    # The jobs install the CLI and plugins from the lock when they run (ubuntu-latest: linux-amd64).
+    from groundctl.pins import require_covered
+
+    require_covered(repo, "Writing the workflows (their install steps read the repository's pins lock)",
+                    cli_version=options.pulumi_version)
     for note in notes:
         console.info(note)
     rendered = workflows.render(options)

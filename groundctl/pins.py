@@ -36,7 +36,7 @@ _URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~/-]*)?")
 
 # -- what the repository needs: a plain function `groundctl init` calls too ---------------------------------
 
-def spec_flux(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
+def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
     """Each spec's Flux version, and per version the repository paths the specs name as flux.manifest_path
     (relative, as written: where `fleet manifests` mounts the file from). A spec that does not read as YAML
     contributes nothing here (`spec check` names it)."""
@@ -44,7 +44,6 @@ def spec_flux(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
 
     versions: set[str] = set()
     paths: dict[str, list[str]] = {}
-    folder = repo / "environments"
     for spec in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         try:
             doc = yaml.safe_load(read_user_file(str(spec), what="The spec", max_bytes=MAX_SPEC_BYTES, fix=""))
@@ -62,9 +61,10 @@ def spec_flux(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
     return sorted(versions), paths
 
 
-def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True):
+def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, specs: Optional[Path] = None):
     """(wants, flux paths) for `repo`: the CLI groundctl pins and every plugin the installed SDKs ask for, on
-    each platform; each spec's Flux install.yaml; the image's base when `image`."""
+    each platform; the Flux install.yaml of each spec in `specs` (default: repo/environments); the image's
+    base when `image`."""
     from bootstrap.engine import versions
     from bootstrap.engine.plugins import sdk_plugin
     from bootstrap.pins.artifacts import wants
@@ -73,7 +73,7 @@ def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True):
     for release in versions.PROVIDER_PLUGINS:
         asked = sdk_plugin(release.sdk.replace("-", "_"))
         plugins[release.name] = asked.version if asked else release.version
-    flux_versions, flux_paths = spec_flux(repo)
+    flux_versions, flux_paths = spec_flux(specs or repo / "environments")
     return wants(versions.PULUMI_CLI_PINNED, plugins, flux_versions, list(platforms),
                  versions.BASE_IMAGE if image else ""), flux_paths
 
@@ -184,14 +184,18 @@ def update(
 
 # -- check ----------------------------------------------------------------------------------------------
 
-def require_covered(repo: Path, purpose: str, image: bool = False, platforms: Sequence[str] = ()) -> list:
-    """The lock's entries when they cover what `repo` needs; GroundctlError (exit 4) naming what is missing and
-    the command that records it. What `ci init`, `fleet manifests`, the jobs and the image build call."""
-    from bootstrap.pins.artifacts import LINUX_AMD64
+def require_covered(repo: Path, purpose: str, image: bool = False, platforms: Sequence[str] = (),
+                    cli_version: Optional[str] = None, specs: Optional[Path] = None) -> list:
+    """The lock's entries when they cover what `repo` needs (with `cli_version` in place of the CLI groundctl
+    pins); GroundctlError (exit 4) naming what is missing and the command that records it. What `ci init`,
+    `fleet manifests`, the jobs and the image build call."""
+    from bootstrap.pins.artifacts import CLI, LINUX_AMD64, Want
     from bootstrap.pins.lockfile import shortfall, shortfall_message
 
     entries, path = read_lock(repo)
-    wanted, _ = repository_wants(repo, sorted({LINUX_AMD64, *platforms}), image=image)
+    wanted, _ = repository_wants(repo, sorted({LINUX_AMD64, *platforms}), image=image, specs=specs)
+    if cli_version:
+        wanted = [Want(CLI, cli_version, w.platform) if w.name == CLI else w for w in wanted]
     missing = shortfall(entries, wanted)
     if missing:
         flags = "".join(f" --platform {p}" for p in sorted(set(platforms) - {LINUX_AMD64}))

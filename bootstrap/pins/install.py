@@ -105,3 +105,18 @@ def install_command(entry: Entry, home: Optional[str]) -> str:
     return (f't="$(mktemp -d)/{entry.file}" && curl -fsSL --max-time 900 -o "$t" {shlex.quote(entry.url)} && '
             f'echo "{entry.sha256}  $t" | sha256sum --check --strict - && '
             f'{prefix}pulumi plugin install resource {name} v{entry.version} --file "$t" --reinstall')
+
+
+def lock_here(folder: Optional[Path] = None) -> list[Entry]:
+    """The pins lock of the repository groundctl runs in (the working folder: where environments/ is), or []
+    when it has none or it cannot be used (the message then names `groundctl pins update`)."""
+    from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES, LockProblem, parse
+    from bootstrap.user_files import UnusableFile, read_user_file
+
+    path = (folder or Path.cwd()) / LOCK_FILE
+    if not path.is_file():
+        return []
+    try:
+        return parse(read_user_file(str(path), what="The pins lock", max_bytes=MAX_LOCK_BYTES, fix=""))
+    except (UnusableFile, LockProblem):
+        return []
