@@ -124,12 +124,16 @@ def update(
     no_image: bool = typer.Option(False, "--no-image", help="Do not record the image's base (no image is built)."),
     no_verify_signatures: bool = typer.Option(
         False, "--no-verify-signatures", help="Record Flux's digests without cosign (the lock says so)."),
+    extra_plugins: Optional[list[str]] = typer.Option(
+        None, "--plugin", help="Also record this plugin version, NAME@VERSION (one a stack's state still binds its "
+                               "provider to). Repeatable; kept by later updates until --prune."),
+    prune: bool = typer.Option(False, "--prune", help="Drop plugin versions no installed SDK asks for."),
     json_out: bool = json_opt("the artifacts recorded and the URLs read"),
 ) -> None:
     """Read the publishers' checksums files and write groundctl-pins.json at the repository root."""
     from bootstrap.destinations import symlink_on_the_way, write_text
     from bootstrap.pins import cosign
-    from bootstrap.pins.artifacts import DOCKER_HUB, GITHUB, LINUX_AMD64, is_platform
+    from bootstrap.pins.artifacts import DOCKER_HUB, GITHUB, LINUX_AMD64, Want, is_platform, plugin_name
     from bootstrap.pins.fetch import fetch
     from bootstrap.pins.lockfile import LOCK_FILE, render
     from bootstrap.pins.update import Sources, UpdateProblem, update_pins
@@ -145,6 +149,15 @@ def update(
     sources = Sources(_mirror(release_mirror, RELEASE_MIRROR_VAR, GITHUB, "--release-mirror"),
                       _mirror(registry_mirror, REGISTRY_MIRROR_VAR, DOCKER_HUB, "--registry-mirror"))
     wanted, flux_paths = repository_wants(repo, chosen, image=not no_image)
+    extras = set()
+    for value in extra_plugins or []:
+        match = re.fullmatch(r"([a-z0-9][a-z0-9-]{0,62})@v?(\d+\.\d+\.\d+)", value)
+        if not match:
+            raise BadInput(f"--plugin {value[:60]!r} is not NAME@VERSION such as aws@7.40.0.")
+        extras |= {Want(plugin_name(match[1]), match[2], p) for p in chosen}
+    if not prune:  # plugin versions recorded before (a state's older provider) stay until --prune
+        extras |= {Want(e.name, e.version, e.platform) for e in existing if e.name.startswith("pulumi-resource-")}
+    wanted = sorted(set(wanted) | extras)
     for rel in [LOCK_FILE, *(p for paths in flux_paths.values() for p in paths)]:
         if symlink_on_the_way(repo, rel) is not None:
             raise BadInput(f"{repo / rel} has a symbolic link on its way, and `groundctl pins update` never writes "
@@ -250,8 +263,8 @@ def install(
         raise BadInput("Say what to install: --cli FOLDER (the Pulumi CLI) and/or --plugins.")
     chosen = platform or host_platform()
     entries = require_covered(repo, "Installing from the lock", platforms=[chosen])
-    wanted, _ = repository_wants(repo, [chosen], image=False)
-    todo = [w for w in wanted if w.is_plugin] if plugins else []
+    # Every plugin version the lock records: the SDKs' and any a stack's state still binds its provider to.
+    todo = sorted(e for e in entries if e.name.startswith("pulumi-resource-") and e.platform == chosen) if plugins else []
     version = cli_version or versions.PULUMI_CLI_PINNED
     cli_entry = find(entries, Want(CLI, version, chosen)) if cli is not None else None
     if cli is not None and cli_entry is None:
@@ -262,8 +275,8 @@ def install(
             folder = install_cli(cli_entry, fetch, cli.absolute())
             console.info(f"Pulumi CLI {version} ({cli_entry.file}, sha256 checked) in {folder}")
             typer.echo(str(folder))
-        for want in todo:
-            install_plugin(find(entries, want), fetch, os.environ)
-            console.info(f"{want.name} v{want.version} ({want.file}, sha256 checked) installed")
+        for entry in todo:
+            install_plugin(entry, fetch, os.environ)
+            console.info(f"{entry.name} v{entry.version} ({entry.file}, sha256 checked) installed")
     except InstallProblem as exc:
         raise GroundctlError(str(exc)) from None

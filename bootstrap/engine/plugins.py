@@ -275,7 +275,10 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
     if entry is not None:
         return f"`{pins_install_command(entry, home)}`"
     prefix = f"PULUMI_HOME={shlex.quote(home)} " if home else ""
-    return (f"`groundctl pins update` in the repository (the pins lock {LOCK_FILE} does not record "
+    sdk = next((r for r in versions.PROVIDER_PLUGINS if r.name == plugin.name), None)
+    # A version no installed SDK asks for (one a stack's state records) is recorded by name.
+    extra = "" if plugin.sdk or (sdk and sdk.version == plugin.version) else f" --plugin {plugin.name}@{plugin.version}"
+    return (f"`groundctl pins update{extra}` in the repository (the pins lock {LOCK_FILE} does not record "
             f"{want.file}; review and commit it), then `{prefix}groundctl pins install --plugins` there")
 
 
