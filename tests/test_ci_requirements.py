@@ -29,7 +29,6 @@ from tests.conftest import REPO
 from tests.test_ci_jobs_run import _init, repo  # noqa: F401 - the fixture
 from tests.test_cli_errors import assert_refused
 
-pytestmark = pytest.mark.usefixtures("recorded_digests")
 
 RECORDED = REPO / "tests" / "data" / "ci" / "pip-compile-groundctl-requirements.txt"
 RECORDED_WHEEL_SHA256 = "294fe8f2361462076c7733da761264f15c480286bc900299ddd8a0c94735c5c8"  # PROVENANCE.md
