@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bootstrap.aws.clients import AwsClients  # noqa: E402
 from bootstrap.aws.emulator import running_emulator  # noqa: E402
-from recovery.import_plan import plan_for_survivors  # noqa: E402
-from recovery.inventory import PAGE_SIZE, collect  # noqa: E402
-from recovery.state_vs_live import classify  # noqa: E402
+from recovery.survivors.import_plan import plan_for_survivors  # noqa: E402
+from recovery.survivors.inventory import PAGE_SIZE, collect  # noqa: E402
+from recovery.survivors.state_vs_live import classify  # noqa: E402
 from stacks.common import naming  # noqa: E402
 
 LAYER = "network"

@@ -46,13 +46,13 @@ from bootstrap.records import layout  # noqa: E402
 from bootstrap.aws.clients import AwsClients  # noqa: E402
 from bootstrap.aws.objectstore import ObjectStore  # noqa: E402
 from bootstrap.records import ledger as led  # noqa: E402
-from recovery.choose import Flags  # noqa: E402
-from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator  # noqa: E402
+from recovery.choice.choose import Flags  # noqa: E402
+from recovery.choice.evaluator import SCAN_PREFETCH, CandidateEvaluator  # noqa: E402
 from recovery.guide.flow import run_guide  # noqa: E402
 from recovery.guide.model import GuideOptions, GuideServices  # noqa: E402
-from recovery.integrity import new_magic  # noqa: E402
-from recovery.inventory import Inventory  # noqa: E402
-from recovery.versions import list_candidates  # noqa: E402
+from recovery.lineage.integrity import new_magic  # noqa: E402
+from recovery.survivors.inventory import Inventory  # noqa: E402
+from recovery.choice.versions import list_candidates  # noqa: E402
 
 ENV, LAYER = "bench", "network"
 LINEAGE = "0b1d2c3e-4f50-4617-8293-a4b5c6d7e8f9"

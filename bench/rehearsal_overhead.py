@@ -78,7 +78,7 @@ class OneEnvironment:
         from bootstrap.engine.workspace import workspace_settings
         from bootstrap.spec import load_spec
         from recovery.rehearsal.scratch import ScratchBackend
-        from recovery.state_bytes import decompress
+        from recovery.state.state_bytes import decompress
         from tests.engine_programs.tier import install_stacks_dir, make_tier
 
         self.tier = make_tier(tmp, endpoint)

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
 
-from bootstrap.errors import BadInput
-from bootstrap.spec_file import check_name
+from bootstrap.kit.errors import BadInput
+from bootstrap.spec.spec_file import check_name
 
 PROBE_BYTES = 64 * 1024  # about the size of a plan or report file: a file system without room for it is full
 _WHY = {errno.ENOSPC: "the file system is full", errno.EDQUOT: "the disk quota is used up",

@@ -69,7 +69,7 @@ _BY_NAME = {layer.name: layer for layer in LAYERS}
 
 
 def layer(name: str) -> Layer:
-    from bootstrap.errors import BadInput
+    from bootstrap.kit.errors import BadInput
 
     try:
         return _BY_NAME[name]

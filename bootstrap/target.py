@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 # The engine pulls in pulumi, the spec pydantic, the clients and store botocore: only commands that use them pay.
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def require_pulumi() -> None:
     """What the engine needs of this machine, each missing one as its one-paragraph error (exit 4): a writable
     folder for temporary files, then the `pulumi` binary."""
     from bootstrap.engine.preflight import require_pulumi as engine_requires_pulumi
-    from bootstrap.scratch import require_scratch
+    from bootstrap.kit.scratch import require_scratch
 
     require_scratch()
     engine_requires_pulumi()
@@ -132,8 +132,8 @@ class Target:
         if self._engine is None:
             from bootstrap.engine.scrubbing import ScrubbingEngine
 
-            from bootstrap import console
-            from bootstrap.masking import short_secret_warning
+            from bootstrap.kit import console
+            from bootstrap.kit.masking import short_secret_warning
 
             weak = short_secret_warning(SECRET_ENV_VARS[0], self.environ.get(SECRET_ENV_VARS[0], ""))
             if weak:
@@ -157,7 +157,7 @@ class Target:
         import botocore.exceptions
 
         from bootstrap.aws.clients import error_code, retry_transient
-        from bootstrap.errors import StateBucketMissing
+        from bootstrap.kit.errors import StateBucketMissing
 
         s3, bucket = self.clients.client("s3"), self.spec.backend.bucket
         try:

@@ -19,7 +19,7 @@ _running = False
 
 def _early_signal(signum, frame) -> None:
     if _running:
-        from bootstrap.interrupts import on_signal
+        from bootstrap.kit.interrupts import on_signal
 
         on_signal(signum, frame)
         return
@@ -50,14 +50,14 @@ def __getattr__(name: str):
 
 def main() -> None:
     global _running
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     interrupts.install()
     _running = True
     # Standalone mode lets typer report usage errors itself (exit 2); everything else is ours.
     try:
-        from bootstrap import console
-        from bootstrap.errors import GroundctlError
+        from bootstrap.kit import console
+        from bootstrap.kit.errors import GroundctlError
     except KeyboardInterrupt:
         _interrupted("before the command started; nothing was changed")
     try:
@@ -87,7 +87,7 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("GROUNDCTL_DEBUG"):
             raise
-        from bootstrap.scratch import from_exception
+        from bootstrap.kit.scratch import from_exception
 
         scratch = from_exception(exc)
         if scratch is not None:  # Python found no folder for temporary files: the machine's, not a bug

@@ -51,7 +51,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "spec": ("spec_cmd",), "lock": ("lock",), "plan": ("plan",),
     "state": ("state", "state_import", "state_verify", "state_rehearse"),
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
-    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci",), "fleet": ("fleet",), "pins": ("pins",),
+    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci", "ci_init", "ci_targets", "ci_reports"), "fleet": ("fleet",),
+    "pins": ("pins",),
 }
 
 

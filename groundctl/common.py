@@ -12,8 +12,8 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from bootstrap import console
-from bootstrap.errors import BadInput
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput
 from bootstrap.target import ENDPOINT_ENV, Target, open_target, resolve_endpoint
 
 

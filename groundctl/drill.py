@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import (Group, ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, state_reader, table,
                                  writable_dir)
@@ -35,7 +35,7 @@ def _context(target, clock=time.time):
     from recovery.drills.rebuild_cluster import DrillContext, orchestrated_layers
 
     def inventory(environment: str, layer: str):
-        from recovery.inventory import collect
+        from recovery.survivors.inventory import collect
         return collect(target.clients, environment, layer)
 
     def kube_for(kubeconfig: str):

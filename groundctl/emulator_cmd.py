@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import typer
 
-from bootstrap import console, interrupts
+from bootstrap.kit import console
+from bootstrap.kit import interrupts
 from groundctl.cli import app
 from groundctl.common import Group, json_opt
 from bootstrap.target import ENDPOINT_ENV

@@ -11,8 +11,8 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import BadInput
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, Group, json_opt, table, writable_dir
 
@@ -26,7 +26,7 @@ _ENVS = typer.Option(None, "--environments", help="Folder of environment specs (
 def _spec_files(folder: Optional[Path]):
     """Every `*.yaml` of the folder, validated, with its text as written."""
     from bootstrap.spec import load_spec
-    from bootstrap.spec_file import ENVIRONMENTS_DIR, environments_dir
+    from bootstrap.spec.spec_file import ENVIRONMENTS_DIR, environments_dir
     from recovery.fleet.manifests import SpecFile
 
     base = folder or environments_dir()
@@ -87,7 +87,7 @@ def manifests(
 
     check_file(out)
     files = _spec_files(environments)
-    from bootstrap.spec_file import environments_dir
+    from bootstrap.spec.spec_file import environments_dir
     from groundctl.pins import require_covered
 
     specs = environments or environments_dir()
@@ -120,7 +120,7 @@ def status(
     kind and its RTO trend, lock, ledger head age, bucket protection vs RPO."""
     from bootstrap.aws.clients import call_deadline
     from recovery.fleet.access import sources
-    from recovery.fleet.reading import read_fleet
+    from recovery.evidence.reading import read_fleet
     from recovery.fleet.status import failing, fleet_report
 
     if fail_on is not None and fail_on not in ("critical", "warning"):

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import Group, ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 

@@ -18,8 +18,8 @@ import typer
 import yaml
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import BadInput, GroundctlError
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput, GroundctlError
 from groundctl.cli import app
 from groundctl.common import Group, json_opt, table
 
@@ -40,7 +40,7 @@ def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
     """Each spec's Flux version, and per version the repository paths the specs name as flux.manifest_path
     (relative, as written: where `fleet manifests` mounts the file from). A spec that does not read as YAML
     contributes nothing here (`spec check` names it)."""
-    from bootstrap.user_files import UnusableFile, read_user_file
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     versions: set[str] = set()
     paths: dict[str, list[str]] = {}
@@ -81,7 +81,7 @@ def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, s
 def read_lock(repo: Path) -> tuple[list, Path]:
     """The lock's entries ([] when there is none) and its path; BadInput (exit 2) naming a malformed one."""
     from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES, LockProblem, parse
-    from bootstrap.user_files import read_user_file
+    from bootstrap.kit.user_files import read_user_file
 
     path = repo / LOCK_FILE
     if not path.exists() and not path.is_symlink():

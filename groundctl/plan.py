@@ -12,10 +12,10 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENV_ARG, json_opt, split_layers, writable_dir
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 DEFAULT_OUT = Path(".groundctl/plans")
 

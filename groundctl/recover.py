@@ -11,10 +11,10 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, writable_dir
-from bootstrap.errors import BadInput, EngineError, GroundctlError, Refused
+from bootstrap.kit.errors import BadInput, EngineError, GroundctlError, Refused
 from bootstrap.layers import layer as layer_named
 
 _STATUS = {"achieved": "ok", "skipped": "skipped", "refused": "REFUSED", "failed": "FAILED",
@@ -30,7 +30,7 @@ def _show(cond) -> None:
 
 def write_reports(out: Path, transcript: dict, secrets: list[str]) -> tuple[Path, Path]:
     from bootstrap.destinations import write_files
-    from recovery.report import render_markdown, transcript_json
+    from recovery.restoring.report import render_markdown, transcript_json
 
     stem = f"recover-{transcript['environment']}-{transcript['layer']}-{transcript['run_id']}"
     js, md = write_files(out, {f"{stem}.json": transcript_json(transcript, secrets),
@@ -110,11 +110,11 @@ def recover(
     from bootstrap.records.lock_status import lock_status
     from bootstrap.records.locks import EnvironmentLock
     from bootstrap.target import open_target
-    from recovery.choose import Flags
+    from recovery.choice.choose import Flags
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
-    from recovery.inventory import collect
-    from recovery.report import redact
+    from recovery.survivors.inventory import collect
+    from recovery.restoring.report import redact
 
     lay = layer_named(layer)
     writable_dir(out)  # before the recovery: finding out after a restore would hide its outcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import Group, ENV_ARG, json_opt
 
@@ -18,7 +18,7 @@ def check(
     json_out: bool = json_opt("the validated spec"),
 ) -> None:
     """Validate an environment spec; exit 2 with the field and the fix when it is wrong."""
-    from bootstrap.flux_manifest import require_manifest
+    from bootstrap.flux.manifest import require_manifest
     from bootstrap.spec import load_spec
 
     spec = load_spec(environment)

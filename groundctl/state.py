@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, Group, json_opt, state_reader
 
 if TYPE_CHECKING:
-    from recovery.state_model import Finding, StateDoc
-    from recovery.versions import CandidateSet
+    from recovery.state.state_model import Finding, StateDoc
+    from recovery.choice.versions import CandidateSet
 
 # The recovery modules (and botocore) are imported by the commands that run, not to print --help.
 # Added to the app by groundctl.cli; this module does not import the app, so the group's other command
@@ -101,8 +101,8 @@ def inspect(
 
     Exit 0 when integral, 1 when Pulumi's integrity rules fail, 2 when the file is not a Pulumi state.
     """
-    from recovery.integrity import verify_integrity
-    from recovery.state_parse import read_state_file
+    from recovery.lineage.integrity import verify_integrity
+    from recovery.state.state_parse import read_state_file
 
     doc = read_state_file(file)
     findings = verify_integrity(doc, stack)
@@ -121,7 +121,7 @@ def inspect(
 def versions_rows(cset: CandidateSet, placements: Optional[dict] = None) -> list[dict]:
     """The rows of the candidate table, newest first, delete markers in their place (pure).
 
-    `placements` ((key, version_id) -> recovery.placement.Placement) puts each evaluated candidate on the
+    `placements` ((key, version_id) -> recovery.lineage.placement.Placement) puts each evaluated candidate on the
     ledger: its serial when the ledger records its content, else "-" with where it sits ("after 2")."""
     placements = placements or {}
     rows: list[dict] = []
@@ -181,12 +181,12 @@ def versions(
     import botocore.exceptions
 
     from bootstrap.aws.clients import error_code
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
     from bootstrap.layers import layer as layer_named
     from bootstrap.records.ledger import read_ledger
-    from recovery.placement import place_candidates
-    from recovery.evaluator import SCAN_PREFETCH, CandidateEvaluator
-    from recovery.versions import list_candidates
+    from recovery.lineage.placement import place_candidates
+    from recovery.choice.evaluator import SCAN_PREFETCH, CandidateEvaluator
+    from recovery.choice.versions import list_candidates
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.state import printable, state_app
-from bootstrap.errors import BadInput, StateUnusable
+from bootstrap.kit.errors import BadInput, StateUnusable
 
 if TYPE_CHECKING:
-    from recovery.import_plan import ImportPlan
+    from recovery.survivors.import_plan import ImportPlan
 
 
 def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -27,8 +27,8 @@ def raw_resources(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     The file is parsed first: it turns every unreadable or foreign file into a `BadInput`
     with a plain message, so the navigation below only ever sees a real checkpoint or export.
     """
-    from recovery.state_bytes import decompress, load_json, read_state_bytes
-    from recovery.state_parse import parse_state
+    from recovery.state.state_bytes import decompress, load_json, read_state_bytes
+    from recovery.state.state_parse import parse_state
 
     raw = read_state_bytes(path)
     doc = parse_state(raw, str(path))
@@ -65,7 +65,7 @@ def import_plan(
         raise BadInput(f"{out} already exists. Choose another path with --out, or pass --force to replace it.")
     check_file(out)  # before the state is read: a destination that cannot be written wastes that work
     resources, stack = raw_resources(file)
-    from recovery.import_plan import plan_from_state
+    from recovery.survivors.import_plan import plan_from_state
 
     plan = plan_from_state(resources)
     write_text(out, json.dumps(plan.to_pulumi_json(), indent=4, ensure_ascii=False) + "\n")

@@ -15,8 +15,8 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
-from bootstrap.errors import GroundctlError
+from bootstrap.kit import console
+from bootstrap.kit.errors import GroundctlError
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, split_layers, state_reader, table
 from groundctl.state import printable, state_app
 
@@ -98,7 +98,7 @@ def rehearse(
     its own secrets provider and preview it against the cloud. Writes nothing but its record (--record)."""
     from groundctl.cli import installed_version
     from groundctl.status import record_failure, require_flux_secrets
-    from recovery.rehearsal.record import rehearsal_record, save_rehearsal_record
+    from recovery.evidence.rehearsal_record import rehearsal_record, save_rehearsal_record
     from recovery.rehearsal.scope import plan_scope
     from recovery.rehearsal.services import rehearse_target
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from groundctl.state import printable, state_app
 
@@ -27,7 +27,7 @@ def verify(
     from rich.table import Table
 
     from bootstrap.layers import layer as layer_named
-    from recovery.verify import verify_report
+    from recovery.lineage.verify import verify_report
 
     lay = layer_named(layer)
     with state_reader(environment, endpoint_url) as target:

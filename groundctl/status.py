@@ -8,10 +8,10 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import select
 
 
@@ -95,7 +95,7 @@ def _s(value: object) -> str:
 def require_flux_secrets(spec, steps) -> None:
     """BadInput before any preview when the flux layer will run and its SSH secrets are not set: a scheduled
     drift check must fail at once with what to set, not after every other layer."""
-    from bootstrap.engine.stack_config import flux_secrets_missing
+    from bootstrap.spec.stack_config import flux_secrets_missing
 
     if any(s.layer == "flux" and not s.skip_reason for s in steps.layers):
         missing = flux_secrets_missing(spec, os.environ)
@@ -116,7 +116,7 @@ def drift(
     from bootstrap.apply.preview import preview_all
     from bootstrap.apply.services import default_services
     from bootstrap.apply.steps import build_preview
-    from bootstrap.errors import GroundctlError
+    from bootstrap.kit.errors import GroundctlError
     from bootstrap.records.drift import drift_record, drift_row, failed_drift_record, save_drift_record
     from bootstrap.target import open_target
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.text import Text
 
-from bootstrap import console
+from bootstrap.kit import console
 from groundctl.cli import app
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
 

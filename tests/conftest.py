@@ -20,7 +20,7 @@ from tests.plugin_releases import STAND_IN_FAILURE  # noqa: F401 - what the stan
 # pytest imports readline before this file (_pytest/capture.py), and GNU readline exports COLUMNS=80 and LINES=24
 # into the C environment, unseen by os.environ: every process started without env= inherits them, an xdist worker
 # among them (there os.environ has them), whose groundctl then wraps its lines and tables at 80 columns where one
-# run by hand without a terminal does not (bootstrap/console.py). What the user did not set is taken back out here,
+# run by hand without a terminal does not (bootstrap/kit/console.py). What the user did not set is taken back out here,
 # before the workers start.
 for _name in ("COLUMNS", "LINES"):
     if _name not in os.environ:
@@ -263,7 +263,7 @@ def seeded_fleet(emulator_endpoint):
     import uuid
 
     from bootstrap.aws.objectstore import ObjectStore
-    from recovery.fleet.reading import Source, read_fleet
+    from recovery.evidence.reading import Source, read_fleet
     from recovery.fleet.status import fleet_report
     from tests.fleetseed import seed_fleet
 

@@ -157,8 +157,8 @@ def save_rehearsal(store, environment: str, at: float, layers: dict, *, index: i
     `at`: layers {layer: (outcome, the measured RPO in seconds or None, reason)}, each version as old as its
     RPO unless `ages` {layer: seconds} says otherwise (a newest version older than the RPO it gives); no
     layers and a `reason`: a run that stopped before any verdict."""
-    from recovery.rehearsal.judge import Attempt, Decrypt, LayerResult, Preview
-    from recovery.rehearsal.record import rehearsal_record, save_rehearsal_record
+    from recovery.evidence.rehearsal_judge import Attempt, Decrypt, LayerResult, Preview
+    from recovery.evidence.rehearsal_record import rehearsal_record, save_rehearsal_record
     from recovery.rehearsal.scope import version_of
 
     results = []

@@ -6,7 +6,7 @@ from collections import Counter
 
 from bootstrap.planning.mockrun import DeclaredResource, ProgramRun, run_program
 from bootstrap.spec import EnvironmentSpec, load_spec
-from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, layer_config
+from bootstrap.spec.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, layer_config
 
 CANARY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-b9d1e0c4-do-not-leak\n-----END OPENSSH PRIVATE KEY-----"
 FLUX_ENV = {DEPLOY_KEY_ENV: CANARY_KEY, KNOWN_HOSTS_ENV: "github.com ssh-ed25519 AAAAC3NzaTESTKEY"}

@@ -20,8 +20,8 @@ import pytest
 from bootstrap.aws.backend import BackendReport, ensure_backend
 from bootstrap.aws.backend_import import PROVIDER_NAME, backend_import_document, provider_urn
 from bootstrap.engine.automation import missing_providers
-from recovery.import_ids import import_id
-from recovery.urns import expected_urn
+from recovery.survivors.import_ids import import_id
+from recovery.state.urns import expected_urn
 from tests.stackutil import run, spec
 
 KEY_ARN = "arn:aws:kms:eu-west-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"

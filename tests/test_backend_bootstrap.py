@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from bootstrap.aws.backend import BUCKET_NAME, KEY_NAME, LIFECYCLE_RULE_ID, check_account, ensure_backend, tls_policy_decision
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.layers import STACKS_DIR
 from stacks.common import policies
 

@@ -23,7 +23,7 @@ import botocore.exceptions
 import pytest
 
 from bootstrap.aws import clients
-from bootstrap.errors import BadInput, CloudError
+from bootstrap.kit.errors import BadInput, CloudError
 from tests.conftest import REPO, local_spec_with_bucket
 from tests.faultproxy import FaultProxy
 from tests.inprocess import run_main

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from recovery import choose as ch
-from recovery.choose_inputs import evidence_from, options_from
-from recovery.recovery_point import recovery_point
+from recovery.choice import choose as ch
+from recovery.choice.choose_inputs import evidence_from, options_from
+from recovery.choice.recovery_point import recovery_point
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 L = "lineage-a"

@@ -157,7 +157,7 @@ def _run_install_steps(folder: Path, repo: Path) -> tuple[subprocess.CompletedPr
 
 def test_the_install_steps_install_what_the_engine_check_looks_for_and_refuse_another_file(tmp_path):
     from bootstrap.engine import plugins
-    from bootstrap.errors import EngineError
+    from bootstrap.kit.errors import EngineError
     from bootstrap.layers import LAYER_NAMES, STACKS_DIR
     from bootstrap.pins.artifacts import LINUX_AMD64, Want, plugin_name
     from tests.plugin_releases import served

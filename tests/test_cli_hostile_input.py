@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from recovery import state_bytes as state_mod
+from recovery.state import state_bytes as state_mod
 from tests.test_cli_errors import assert_refused, groundctl
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import BadInput
-from bootstrap.spec_file import ENVIRONMENTS_DIR
-from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
+from bootstrap.kit.errors import BadInput
+from bootstrap.spec.spec_file import ENVIRONMENTS_DIR
+from bootstrap.spec.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-3c1f9e-plan-offline\n-----END OPENSSH PRIVATE KEY-----"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from bootstrap.engine.pending import RESOLVE_RUNBOOK
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.aws.objectstore import ObjectStore
 from tests.conftest import REPO
 from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard

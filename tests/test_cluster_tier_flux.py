@@ -18,9 +18,9 @@ import json
 import pytest
 import yaml
 
-from bootstrap.flux_owners import LABEL, RUNBOOK
+from bootstrap.flux.owners import LABEL, RUNBOOK
 from bootstrap.records.ledger import read_ledger
-from recovery.rehearsal.record import load_rehearsal_record
+from recovery.evidence.rehearsal_record import load_rehearsal_record
 from tests.cluster_tier import (DEPLOY_KEY, LAYERS, MANIFEST, MANIFEST_SHA256, TIER_MANIFEST,  # noqa: F401
                                 flux_tier, requires_cluster_tier)
 from tests.engine_programs.tier import PASSPHRASE, wait_for

@@ -13,14 +13,14 @@ import uuid
 import pytest
 
 from bootstrap.records import layout
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.records.lock_status import lock_status
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
 from recovery.drills.state_loss import StateLossOptions, run_state_loss
 from recovery.drills.rebuild_cluster import DrillContext
-from recovery.inventory import collect
+from recovery.survivors.inventory import collect
 from tests.fakes.clock import FakeClock
 from tests.fakes.engine import LINEAGE_CONFIG, BucketEngine, FakeResource
 from tests.fakes.engine import quick_append as append

@@ -13,12 +13,12 @@ import uuid
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from typer.testing import CliRunner
 
 from bootstrap.records import layout
 from groundctl import app
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.records.lock_status import lock_status
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.target import open_target

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bootstrap.engine.stack_config import layer_config
+from bootstrap.spec.stack_config import layer_config
 from bootstrap.spec import load_spec
 from tests.boundary_helpers import file_engine, write_program
 from tests.conftest import requires_pulumi

@@ -16,8 +16,9 @@ import pytest
 from pulumi.automation import events as ev
 
 from bootstrap.engine.errors import UnexpectedChanges
-from bootstrap.engine.events import DELETED_MARK, changes_from_events, plan_from_events
-from bootstrap.errors import EngineError
+from bootstrap.engine.events import changes_from_events, plan_from_events
+from bootstrap.planning.plan import DELETED_MARK
+from bootstrap.kit.errors import EngineError
 from bootstrap.planning.plan import Plan
 from bootstrap.records.drift import drift_row
 from tests.boundary_helpers import file_engine, write_program

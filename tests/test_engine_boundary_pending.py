@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from tests.conftest import requires_pulumi
 from tests.test_engine_boundary_drift import T, deployed_files_program
 

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from bootstrap.engine.plan_deviation import PlanDeviation
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from tests.boundary_helpers import file_engine, write_program
 from tests.conftest import requires_pulumi
 from tests.fakes.engine import FakeResource

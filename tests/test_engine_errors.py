@@ -15,7 +15,7 @@ from bootstrap.engine.errors import (
     StackLocked, UnexpectedChanges, Where, lock_holders, map_error, scrub, trim,
 )
 from bootstrap.engine.preflight import pulumi_available, require_pulumi
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.spec import load_spec
 

@@ -15,7 +15,7 @@ from bootstrap.engine.passphrase import passphrase_from
 from bootstrap.engine.rundir import RunDir, run_project
 from bootstrap.engine.secrets_provider import check_state_provider, same_provider, state_provider
 from bootstrap.engine.workspace import ENFORCED_ENV, kms_provider, workspace_settings
-from bootstrap.errors import BadInput, Refused
+from bootstrap.kit.errors import BadInput, Refused
 from bootstrap.spec import load_spec
 from tests.conftest import REPO
 

@@ -194,8 +194,8 @@ def test_a_live_pending_create_is_never_dropped_and_pulumi_cannot_adopt_it(tier)
     from bootstrap.records.locks import EnvironmentLock
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
-    from recovery.state_vs_live import LiveItem
-    from recovery.inventory import Inventory
+    from recovery.survivors.state_vs_live import LiveItem
+    from recovery.survivors.inventory import Inventory
 
     if tier.notes.get("recovered") != 0:
         pytest.skip("needs the environment the test before it recovered: run the module whole")

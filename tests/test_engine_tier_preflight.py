@@ -206,7 +206,7 @@ def test_the_workflows_plugin_step_installs_with_the_real_cli_and_refuses_anothe
         tmp_path, monkeypatch, local_plugin_releases):
     from bootstrap.engine import plugins
     from bootstrap.engine.versions import LINUX_AMD64
-    from bootstrap.errors import EngineError
+    from bootstrap.kit.errors import EngineError
 
     folder, table = local_plugin_releases
     script = _plugin_step(monkeypatch, table)

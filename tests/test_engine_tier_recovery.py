@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, tier, wait_for  # noqa: F401 - fixture
 from tests.test_engine_tier_interrupts import _break_pulumi_lock, _kill_the_update, _pending

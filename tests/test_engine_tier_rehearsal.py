@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from bootstrap.records.ledger import read_ledger
-from recovery.rehearsal.record import load_rehearsal_record
+from recovery.evidence.rehearsal_record import load_rehearsal_record
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, make_tier, tier_environment
 from tests.faultproxy import FaultProxy

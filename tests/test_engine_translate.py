@@ -9,11 +9,12 @@ from pulumi.automation import OutputValue
 from pulumi.automation import events as ev
 
 from bootstrap.engine.events import (
-    DELETED_MARK, changes_from_events, counts_from_summary, plan_from_events, progress_message,
+    changes_from_events, counts_from_summary, plan_from_events, progress_message,
 )
+from bootstrap.planning.plan import DELETED_MARK
 from bootstrap.engine.results import SECRET_SIG, outputs_from_automation
 from bootstrap.engine.workspace import backend_url, workspace_settings
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.spec import load_spec
 
 CANARY = "canary-Zq8v1T0pS3cr3t"

@@ -14,7 +14,7 @@ import pytest
 from bootstrap.records import layout
 from bootstrap.aws.clients import AwsClients
 from bootstrap.aws.backend import KEY_NAME, ensure_backend
-from bootstrap.errors import LockHeld
+from bootstrap.kit.errors import LockHeld
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.ledger import append_record, read_ledger, verify_chain
@@ -274,7 +274,7 @@ def test_a_throttled_call_is_retried_until_the_deadline_and_names_the_command_to
     import botocore.exceptions
 
     from bootstrap.aws import clients
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
 
     monkeypatch.setenv(clients.DEADLINE_ENV, "4")
     monkeypatch.setattr(clients, "BUDGET", clients._Budget())  # unanswered calls of earlier tests do not count
@@ -349,7 +349,7 @@ def test_the_ttl_is_two_minutes_and_outlasts_two_slow_beats():
 def test_a_holder_that_cannot_beat_for_longer_than_its_ttl_stops_as_if_it_had_lost_the_lock(store_direct):
     import time
 
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
 
     lock = EnvironmentLock(store_direct, "mute", "run-1", ttl_seconds=1, heartbeat_seconds=0.1, settle_seconds=0)
     lock.acquire()
@@ -369,7 +369,7 @@ def test_a_holder_that_cannot_beat_for_longer_than_its_ttl_stops_as_if_it_had_lo
 
 
 def test_a_release_that_fails_after_the_work_succeeded_is_a_cloud_error_naming_the_lock(store_direct):
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
 
     class Throttled:
         def __getattr__(self, name):

@@ -24,7 +24,7 @@ from recovery.fleet.cadence import longest_gap_minutes
 from bootstrap.records.liveness import BREAKABLE, GONE, STALE_TTLS, Place, lock_verdict
 from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
-from recovery.fleet.reading import read_fleet
+from recovery.evidence.reading import read_fleet
 from recovery.fleet.status import fleet_report
 from tests.conftest import REPO
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
@@ -162,7 +162,7 @@ def test_since_is_the_first_record_of_the_run_that_shows_the_condition():
 def _rehearsals(*records: tuple[float, dict], complete: bool = True) -> dict:
     """What `reading.rehearsals` hands on, from records named as `state rehearse --record` names them:
     (start, {layer: (outcome, measured RPO)}), newest first."""
-    from recovery.rehearsal.record import parse_name, record_name
+    from recovery.evidence.rehearsal_record import parse_name, record_name
 
     out = []
     for i, (at, layers) in enumerate(records):
@@ -176,7 +176,7 @@ def _rehearsals(*records: tuple[float, dict], complete: bool = True) -> dict:
 
 @pytest.mark.parametrize("production, level", [(True, "critical"), (False, "warning")])
 def test_the_last_proven_restore_per_layer_and_its_findings(production, level):
-    from recovery.fleet.rehearsals import summarize_rehearsals
+    from recovery.evidence.rehearsals import summarize_rehearsals
 
     now, hour, day = 1_800_000_000.0, 3600.0, 86400.0
     raw = _rehearsals(
@@ -250,7 +250,7 @@ def test_the_trend_fires_on_a_real_slowdown_and_not_on_noise():
 
 def test_a_drill_name_is_read_strictly():
     from recovery.drills.report import record_name
-    from recovery.fleet.reading import parse_drill_name
+    from recovery.evidence.reading import parse_drill_name
     from tests.fleetseed import drill_report
 
     report = drill_report("dev", "state-loss", 3, rto_minutes=30, recovery=612.4)

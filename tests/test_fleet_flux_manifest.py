@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from recovery.fleet import flux_manifest, manifests as fm
 from tests.conftest import REPO
 from tests.test_fleet_manifests import IMAGE, _data, by_name, pod_of, repository, spec_files

@@ -14,8 +14,8 @@ import pytest
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.drift import drift_record, parse_name, record_name, save_drift_record
 from bootstrap.spec import parse_spec
-from recovery.fleet.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
-from recovery.fleet.reading import Source, drill_kind, read_environment, read_fleet
+from recovery.evidence.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
+from recovery.evidence.reading import Source, drill_kind, read_environment, read_fleet
 from recovery.fleet.status import failing, fleet_report
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
@@ -165,7 +165,7 @@ def test_a_run_of_drifted_checks_is_dated_by_its_first(aws, emulator_endpoint, m
                                                        exact, listings):
     from datetime import datetime
 
-    from recovery.fleet import reading
+    from recovery.evidence import reading
     from tests.fleetseed import T0
 
     if cap:
@@ -355,7 +355,7 @@ def test_a_drill_is_listed_once_after_its_progress_checkpoints(aws, bucket):
     from dataclasses import replace
 
     from recovery.drills.report import load_history, write_report
-    from recovery.fleet.reading import scan
+    from recovery.evidence.reading import scan
     from tests.fleetseed import drill_report
 
     store = ObjectStore(aws.client("s3"), bucket)

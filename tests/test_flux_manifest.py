@@ -12,8 +12,8 @@ import pulumi
 import pytest
 import yaml
 
-from bootstrap.engine.stack_config import layer_config
-from bootstrap.errors import BadInput, SpecError
+from bootstrap.spec.stack_config import layer_config
+from bootstrap.kit.errors import BadInput, SpecError
 from bootstrap.planning.mockrun import run_program
 from bootstrap.spec import load_spec, parse_spec
 from tests.conftest import REPO
@@ -140,9 +140,9 @@ def test_the_program_records_the_clones_manifest_without_the_clones_path(monkeyp
 
 
 def test_ci_counts_the_repository_manifest_as_the_environments_file(repo):
-    from groundctl.ci import _environments
+    from groundctl.ci import environments_of
 
-    (env,) = _environments(repo.path)
+    (env,) = environments_of(repo.path)
     assert env.extra_files == ("manifests/flux.yaml",)
 
 
@@ -186,7 +186,7 @@ def test_spec_check_refuses_the_shipped_production_examples_placeholder_digest_a
     program's download, after the layers before flux, found no manifest matching it. Now spec check says what it
     is and where the real digest comes from; the example's offline plan (nothing applied or downloaded) still runs
     (tests/test_offline_plan.py)."""
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
     from tests.test_cli_errors import assert_refused
 
     assert load_spec("prod").flux.manifest_sha256 == PLACEHOLDER_SHA256 and load_spec("prod").production
@@ -200,7 +200,7 @@ def test_spec_check_refuses_the_shipped_production_examples_placeholder_digest_a
 
 
 def test_a_local_manifest_pinned_by_the_placeholder_is_told_so_with_the_files_own_digest(repo, monkeypatch, capsys):
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
     from tests.test_cli_errors import assert_refused
 
     path = repo.write(manifest_path="manifests/flux.yaml", manifest_sha256=PLACEHOLDER_SHA256)

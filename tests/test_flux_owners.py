@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap.errors import EngineError, Refused
-from bootstrap.flux_owners import RUNBOOK, owner_evidence, read_flux_system
+from bootstrap.kit.errors import EngineError, Refused
+from bootstrap.flux.owners import RUNBOOK, owner_evidence, read_flux_system
 from bootstrap.kube.api import HttpKubeApi, KubeTarget
 from tests.conftest import REPO
 from tests.fakes.flux_system import (CONTROLLERS, DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION, NAMESPACE,

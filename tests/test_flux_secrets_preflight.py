@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.apply.steps import build_preview
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.records.lock_status import lock_status
 from bootstrap.spec import load_spec
 from recovery.drills.rebuild_cluster import RebuildOptions, run_rebuild

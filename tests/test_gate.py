@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.apply import gate
-from bootstrap.errors import BadInput, Refused
+from bootstrap.kit.errors import BadInput, Refused
 from bootstrap.planning.plan import Plan, ResourceChange
 
 

@@ -13,7 +13,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
 from recovery.guide.flow import PHASES, plan_phases, run_guide
 from recovery.guide.model import GuideOptions
-from recovery.report import render_markdown, transcript_json
+from recovery.restoring.report import render_markdown, transcript_json
 from tests.fakes.engine import FakeResource
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def test_complete_only_when_the_verification_plan_shows_no_changes(store, aws):
 
 
 def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_not_drift(store, aws):
-    from bootstrap.errors import EngineError
+    from bootstrap.kit.errors import EngineError
 
     engine = sc.history(store)
     store.delete(sc.KEY)
@@ -99,7 +99,7 @@ def test_a_verification_preview_that_fails_is_a_failure_with_the_engines_error_n
 def test_a_clean_verification_of_the_flux_layer_needs_flux_ready_too(store, aws):
     """The CLI hands the guide Flux's readiness check for the flux layer (`bootstrap.flux.check`); the check's
     outcome decides the verification once the plan is clean, as it decides the end of `up`."""
-    from bootstrap.errors import CloudError
+    from bootstrap.kit.errors import CloudError
     from bootstrap.flux.wait import WaitResult
 
     engine = sc.history(store)
@@ -425,7 +425,7 @@ def test_a_live_pending_create_imported_under_another_urn_is_never_dropped(store
 
 
 def test_the_engine_refuses_to_clear_a_pending_create_nobody_decided_on(store):
-    from bootstrap.errors import Refused
+    from bootstrap.kit.errors import Refused
 
     engine = interrupted(store, FakeResource("aws:ec2/subnet:Subnet", "a", {}), FakeResource(TOPIC, "b", {}))
     with pytest.raises(Refused):

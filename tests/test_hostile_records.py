@@ -79,7 +79,7 @@ PAYLOADS = {
     "deep-nesting": lambda d: json.dumps(d)[:-1].encode() + b', "extra": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     "string-record": lambda d: json.dumps("a record that is only a string").encode(),
     "object-for-string": lambda d: json.dumps(_strings_to(d, lambda s: {"nested": s})).encode(),
-    # Markup is text: only the times and the verdicts (an enumeration, checked as one: bootstrap.untrusted.outcome)
+    # Markup is text: only the times and the verdicts (an enumeration, checked as one: bootstrap.kit.untrusted.outcome)
     # are left as they were, so the record stays readable and is shown.
     "markup": lambda d: json.dumps(_strings_to(d, lambda s: s + MARKUP, keep=_kept)).encode(),
     "control-sequences": lambda d: json.dumps(_strings_to(d, lambda s: s + CONTROL)).encode(),

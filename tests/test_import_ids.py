@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.import_ids import (
+from recovery.survivors.import_ids import (
     KUBERNETES, PARENT, RULES, TAG, import_id, import_id_from_state, rule_for,
 )
 

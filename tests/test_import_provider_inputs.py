@@ -10,8 +10,8 @@ credentials, no assumed role and no allowed account. The SDK's own Stack.import_
 
 from __future__ import annotations
 
-from recovery.import_plan import plan_for_survivors, plan_from_state
-from recovery.state_vs_live import LiveItem
+from recovery.survivors.import_plan import plan_for_survivors, plan_from_state
+from recovery.survivors.state_vs_live import LiveItem
 
 REPLICA_INPUTS = {"region": "eu-central-1", "allowedAccountIds": '["111111111111"]',
                   "assumeRoles": '[{"roleArn":"arn:aws:iam::111111111111:role/apply"}]', "version": "7.51.1"}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bootstrap.engine.results import SECRET_SIG
-from recovery.import_plan import ImportPlan, plan_for_survivors, plan_from_state
-from recovery.state_vs_live import LiveItem, classify
-from recovery.urns import expected_urn, urn_parts
+from recovery.survivors.import_plan import ImportPlan, plan_for_survivors, plan_from_state
+from recovery.survivors.state_vs_live import LiveItem, classify
+from recovery.state.urns import expected_urn, urn_parts
 from tests.conftest import STATES
 
 CANARY = "c4n4ry-s3cr3t-value"

@@ -133,7 +133,7 @@ def test_emulator_start_interrupted_at_random_moments():
 
 
 def test_an_interrupt_between_the_write_and_the_read_back_leaves_no_lock(aws, bucket):
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     store = ObjectStore(aws.client("s3"), bucket)
     lock = EnvironmentLock(store, "mid", "run-1", settle_seconds=0)
@@ -163,7 +163,7 @@ def test_a_failure_that_follows_an_interrupt_is_reported_as_the_interrupt(monkey
     # interrupt's doing, not a bug: exit 130, never "internal error" (70).
     import groundctl
     import groundctl.cli
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     def command(**_):
         try:
@@ -191,7 +191,7 @@ def test_a_signal_raised_into_a_callback_that_swallows_it_is_raised_again_where_
     # exceptions Python prints as "Exception ignored" and drops, and `emulator start` served on.
     import weakref
 
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     class Held:
         pass
@@ -213,7 +213,7 @@ def test_a_signal_raised_into_a_callback_that_swallows_it_is_raised_again_where_
 
 
 def test_a_signal_whose_interrupt_was_lost_still_ends_the_wait_for_one():
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     try:
         interrupts.received, interrupts._last = True, signal.SIGTERM  # its handler ran; its exception went nowhere
@@ -224,7 +224,7 @@ def test_a_signal_whose_interrupt_was_lost_still_ends_the_wait_for_one():
 
 
 def test_an_unraisable_error_that_is_not_an_interrupt_is_still_printed(capsys):
-    from bootstrap import interrupts
+    from bootstrap.kit import interrupts
 
     class Broken:
         def __del__(self):

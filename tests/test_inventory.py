@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from bootstrap.layers import LAYER_NAMES
-from recovery.identify import CHILD_TYPES, Tagged, child_name, classify_arn, discovery, item_from_tagged
-from recovery.import_ids import KUBERNETES, rule_for
-from recovery.import_plan import plan_for_survivors
-from recovery.inventory import collect
-from recovery.state_vs_live import classify
+from recovery.survivors.identify import CHILD_TYPES, Tagged, child_name, classify_arn, discovery, item_from_tagged
+from recovery.survivors.import_ids import KUBERNETES, rule_for
+from recovery.survivors.import_plan import plan_for_survivors
+from recovery.survivors.inventory import collect
+from recovery.survivors.state_vs_live import classify
 from stacks.common import naming
 
 POLICY_DOC = json.dumps({"Version": "2012-10-17",
@@ -166,7 +166,7 @@ def _declared(layer: str):
     """The layer program's declared resources, from H1's mock harness (the real program, mock runtime)."""
     from bootstrap.planning.mockrun import run_program
     from bootstrap.spec import load_spec
-    from bootstrap.engine.stack_config import layer_config
+    from bootstrap.spec.stack_config import layer_config
 
     spec_ = load_spec("prod")  # prod declares the most: replica bucket, NAT per AZ, admins
     upstream = {

@@ -12,10 +12,10 @@ import pytest
 import zstandard
 
 from bootstrap.records import layout
-from bootstrap.errors import StateUnusable
+from bootstrap.kit.errors import StateUnusable
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.ledger import LedgerRecord, append_record, current_lineage, read_ledger, verify_chain
-from recovery.placement import Candidate, assess_lineage, place_candidates
+from recovery.lineage.placement import Candidate, assess_lineage, place_candidates
 
 P, S = "network", "dev"
 

@@ -11,8 +11,8 @@ import json
 
 from bootstrap.records import layout
 from bootstrap.records import ledger as led
-from recovery.choose import Flags
-from recovery.tamper import tamper_findings
+from recovery.choice.choose import Flags
+from recovery.lineage.tamper import tamper_findings
 from tests.test_recovery_scenarios import (LAYER, fresh_environment, guide, history, phase, sha,  # noqa: F401
                                            store)
 import tests.test_recovery_scenarios as scen

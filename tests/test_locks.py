@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bootstrap.records import layout, proc_probe
-from bootstrap.errors import LockHeld, Refused
+from bootstrap.kit.errors import LockHeld, Refused
 from bootstrap.records.liveness import ALIVE, DEAD, GONE, STALE, UNKNOWN, Place, Process, lock_verdict
 from bootstrap.records.lock_object import LockInfo, iso
 from bootstrap.records.lock_status import break_lock, lock_status
@@ -270,7 +270,7 @@ def test_the_lock_records_where_its_holder_runs_and_a_bad_record_is_unreadable(s
     with EnvironmentLock(store, "placed", "run-1", settle_seconds=0):
         stored = json.loads(store.get(layout.lock_key("placed")).body)
     assert (stored["boot_id"], stored["pid_ns"]) == (HERE.boot_id, HERE.pid_ns)
-    from bootstrap.untrusted import Unreadable
+    from bootstrap.kit.untrusted import Unreadable
 
     good = LockInfo("e", "a", "h", 1, "r", iso(0), iso(0), 60, BOOT, 7).body()
     assert LockInfo.parse(good).place == Place("h", BOOT, 7)
@@ -309,7 +309,7 @@ def test_heartbeat_age_uses_last_modified_against_the_response_date():
 def _spec_file(tmp_path, bucket, endpoint="embedded"):
     import yaml
 
-    from bootstrap.spec_file import ENVIRONMENTS_DIR
+    from bootstrap.spec.spec_file import ENVIRONMENTS_DIR
     data = yaml.safe_load((ENVIRONMENTS_DIR / "local.yaml").read_text())
     data["backend"]["bucket"] = bucket
     data["aws"]["endpoint_url"] = endpoint
@@ -346,7 +346,7 @@ def test_cli_embedded_spec_without_endpoint_says_what_to_do(tmp_path, bucket, mo
     from typer.testing import CliRunner
 
     from groundctl import app
-    from bootstrap.errors import BadInput
+    from bootstrap.kit.errors import BadInput
     monkeypatch.delenv("GROUNDCTL_ENDPOINT_URL", raising=False)
     res = CliRunner().invoke(app, ["lock", "status", _spec_file(tmp_path, bucket)])
     assert isinstance(res.exception, BadInput)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bootstrap.masking import mask_obj, mask_text
+from bootstrap.kit.masking import mask_obj, mask_text
 
 CANARY = 'k3y"with\\quotes\nand-é'
 
@@ -32,9 +32,9 @@ def test_nested_objects():
 def test_a_one_letter_passphrase_never_mangles_a_message():
     from bootstrap.engine.scrubbing import ScrubbingEngine, scrub_exception
     from bootstrap.engine.errors import scrub
-    from bootstrap.errors import EngineError
+    from bootstrap.kit.errors import EngineError
     from bootstrap.records.runs import redact
-    from recovery.report import redact as redact_report
+    from recovery.restoring.report import redact as redact_report
 
     text = "Fix the cause above; the exit code is 4"
     for short in ("x", "e", "the", "cause"):
@@ -54,7 +54,7 @@ def test_a_one_letter_passphrase_never_mangles_a_message():
 
 
 def test_a_short_passphrase_is_warned_about_when_the_engine_is_built(capsys):
-    from bootstrap.masking import MIN_SECRET_LENGTH, short_secret_warning
+    from bootstrap.kit.masking import MIN_SECRET_LENGTH, short_secret_warning
     from bootstrap.target import Target
 
     assert short_secret_warning("PULUMI_CONFIG_PASSPHRASE", "correct-horse-battery") is None

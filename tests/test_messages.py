@@ -102,7 +102,7 @@ def test_a_posture_finding_quotes_values_not_python():
 
 def test_a_plan_file_missing_a_field_is_named_in_words(tmp_path):
     from bootstrap.apply.gate import approved_from_documents
-    from bootstrap.errors import BadInput
+    from bootstrap.kit.errors import BadInput
 
     with pytest.raises(BadInput) as err:
         approved_from_documents({"plan-dev-network.json": {"layer": "network", "environment": "dev",

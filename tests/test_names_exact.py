@@ -9,9 +9,9 @@ import copy
 import pytest
 import yaml
 
-from bootstrap.errors import SpecError
+from bootstrap.kit.errors import SpecError
 from bootstrap.spec import parse_spec
-from bootstrap.spec_file import environments_dir
+from bootstrap.spec.spec_file import environments_dir
 
 
 def _dev() -> dict:
@@ -72,7 +72,7 @@ def test_every_name_pattern_is_whole_value():
     from bootstrap.ci.touched import ENV_NAME
     from bootstrap.records.ledger import _RECORD_NAME
     from bootstrap.target import _URL
-    from recovery.tamper import _serial_of
+    from recovery.lineage.tamper import _serial_of
 
     assert not ENV_NAME.fullmatch("dev\n")
     assert _RECORD_NAME.fullmatch("000000000001.json") and not _RECORD_NAME.fullmatch("000000000001.json\n")

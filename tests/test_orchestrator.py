@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import EngineError, Refused
+from bootstrap.kit.errors import EngineError, Refused
 from bootstrap.layers import LINEAGE_OUTPUT
 from bootstrap.records.layout import run_key
 from bootstrap.aws.objectstore import ObjectStore
@@ -164,8 +164,8 @@ def test_a_placeholder_flux_digest_is_refused_before_the_first_layer_not_at_the_
     """environments/prod.yaml's all-zeros flux.manifest_sha256 (issue 27 §4): the engine opened the flux layer,
     and the program found no manifest matching it, only after backend, network and cluster were applied. The
     engine phase refuses it by name (exit 2) before any layer; a run without the flux layer is not held up."""
-    from bootstrap.errors import SpecError, StateBucketMissing
-    from bootstrap.flux_manifest import PLACEHOLDER_SHA256
+    from bootstrap.kit.errors import SpecError, StateBucketMissing
+    from bootstrap.flux.manifest import PLACEHOLDER_SHA256
 
     engine, open_, clock = world
     spec = local_spec.model_copy(update={"flux": local_spec.flux.model_copy(
@@ -344,7 +344,7 @@ def test_interactive_destroy_without_answer_destroys_nothing(world):
 
 
 def test_endpoint_resolution_rules():
-    from bootstrap.errors import BadInput
+    from bootstrap.kit.errors import BadInput
     from bootstrap.spec import load_spec
     from bootstrap.target import ENDPOINT_ENV, resolve_endpoint
 

@@ -4,8 +4,8 @@ and the engine boundary's rule for dropping them (bootstrap/engine/pending.py). 
 from __future__ import annotations
 
 from bootstrap.engine.pending import other_pending_operations, pending_create_urns, unexpected_pending_creates
-from recovery.pending_creates import CLEAR_UNCHECKED_FLAG, resolve_pending
-from recovery.state_vs_live import LiveItem, PendingCreate, classify
+from recovery.survivors.pending_creates import CLEAR_UNCHECKED_FLAG, resolve_pending
+from recovery.survivors.state_vs_live import LiveItem, PendingCreate, classify
 
 SUBNET, TOPIC = "aws:ec2/subnet:Subnet", "aws:sns/topic:Topic"
 COVERED = {SUBNET, "aws:ec2/vpc:Vpc"}

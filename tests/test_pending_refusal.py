@@ -17,7 +17,7 @@ import pytest
 
 from bootstrap.engine.pending import (MAX_NAMED, RESOLVE_RUNBOOK, PendingOperationsLeft, pending_operations,
                                       refuse_pending, refuse_pending_layers)
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.spec import load_spec
 from tests.conftest import REPO, STATES
 from tests.test_runbooks import ROOT, check_command

@@ -20,7 +20,7 @@ from bootstrap.engine.plugins import PROGRAM, STATE, Plugin, PluginPlaces
 from bootstrap.engine.versions import PROVIDER_PLUGINS, PULUMI_CLI_MIN, PULUMI_CLI_PINNED
 from bootstrap.pins.artifacts import LINUX_AMD64
 from bootstrap.pins.lockfile import Entry
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.layers import STACKS_DIR
 from tests.conftest import REPO
 
@@ -422,7 +422,7 @@ def test_the_guide_checks_the_way_forward_once_before_its_first_write(aws, bucke
     from bootstrap.records.locks import EnvironmentLock
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
-    from recovery.inventory import collect
+    from recovery.survivors.inventory import collect
     from tests.fakes.engine import quick_append
 
     store, env = ObjectStore(aws.client("s3"), bucket), f"e{uuid.uuid4().hex[:8]}"
@@ -462,7 +462,7 @@ def test_recover_checks_the_plugin_version_the_chosen_state_records_before_its_r
     from groundctl.recover import engine_ready
     from recovery.guide.flow import run_guide
     from recovery.guide.model import GuideOptions, GuideServices
-    from recovery.inventory import collect
+    from recovery.survivors.inventory import collect
     from tests.fakes.engine import quick_append
 
     store, env = ObjectStore(aws.client("s3"), bucket), f"e{uuid.uuid4().hex[:8]}"

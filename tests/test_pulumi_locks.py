@@ -14,7 +14,7 @@ import pytest
 
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.engine.errors import StackLocked
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.records import layout, proc_probe
 from bootstrap.records.liveness import ALIVE, DEAD, GONE, UNKNOWN, Place, Process
 from bootstrap.records.lock_history import LockHistory
@@ -24,7 +24,7 @@ from bootstrap.records.pulumi_locks import break_decision, break_locks, judge, p
 from tests.conftest import local_spec_with_bucket
 from tests.test_cli_errors import groundctl
 from tests.test_restore import append, body, lock, plan_for, seed
-from recovery.restore import restore
+from recovery.restoring.restore import restore
 
 HERE = proc_probe.here()
 HOST = HERE.host

@@ -15,11 +15,11 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from bootstrap.records.drift import failed_drift_record, load_drift_record, record_name, save_drift_record
 from bootstrap.spec import parse_spec
-from bootstrap.untrusted import Unreadable
-from recovery.drills.stored import load_drill_record
-from recovery.fleet.reading import Source, read_fleet
+from bootstrap.kit.untrusted import Unreadable
+from recovery.evidence.drill_record import load_drill_record
+from recovery.evidence.reading import Source, read_fleet
 from recovery.fleet.status import fleet_report
-from recovery.rehearsal.record import load_rehearsal_record, rehearsal_record
+from recovery.evidence.rehearsal_record import load_rehearsal_record, rehearsal_record
 from tests.conftest import REPO
 from tests.fleetseed import T0, Seed, seed_environment, spec_data
 from tests.test_hostile_records import _valid

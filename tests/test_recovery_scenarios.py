@@ -12,10 +12,10 @@ from bootstrap.records import layout
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.choose import Flags
+from recovery.choice.choose import Flags
 from recovery.guide.flow import run_guide
 from recovery.guide.model import GuideOptions, GuideServices
-from recovery.inventory import collect
+from recovery.survivors.inventory import collect
 from stacks.common import naming
 from tests.fakes.engine import LINEAGE_CONFIG, BucketEngine, FakeResource
 from tests.fakes.engine import quick_append as append

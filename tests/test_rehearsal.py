@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 import pytest
 
 from bootstrap.engine.results import SECRET_SIG
-from bootstrap.untrusted import Unreadable
-from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
+from bootstrap.kit.untrusted import Unreadable
+from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, Preview,
                                       decrypt_failure, failure_kind, kms_key_id, kms_region, preview_from_row,
                                       run_outcome, secrets_in)
-from recovery.rehearsal.record import load_rehearsal_record, parse_name, record_name, rehearsal_record
+from recovery.evidence.rehearsal_record import load_rehearsal_record, parse_name, record_name, rehearsal_record
 from recovery.rehearsal.scope import newest_to_rehearse, plan_scope, references_of, version_of
 
 KMS = "awskms://alias/groundctl-dev?region=eu-west-1"
@@ -70,7 +70,7 @@ def test_of_the_newest_versions_another_stacks_state_and_an_unreadable_one_are_n
 
 
 def _option(version_id, serial, hours_ago, source="version", sha="s", **kw):
-    from recovery.choose import Option
+    from recovery.choice.choose import Option
 
     return Option((".pulumi/stacks/network/dev.json", version_id), source,
                   datetime.fromtimestamp(T0 - hours_ago * 3600, timezone.utc), verdict=kw.pop("verdict", "integral"),
@@ -78,16 +78,16 @@ def _option(version_id, serial, hours_ago, source="version", sha="s", **kw):
 
 
 def test_a_restore_of_the_newest_version_of_an_untouched_stack_loses_nothing_however_old_it_is():
-    from recovery.choose import Choice
-    from recovery.recovery_point import measured_rpo
+    from recovery.choice.choose import Choice
+    from recovery.choice.recovery_point import measured_rpo
 
     untouched = Choice(_option("v7", 7, 30 * 24, "current", is_current=True))
     assert measured_rpo(untouched, T0) == (0.0, ())
 
 
 def test_the_measured_rpo_is_the_age_of_the_oldest_state_written_after_the_proven_one():
-    from recovery.choose import Choice
-    from recovery.recovery_point import measured_rpo
+    from recovery.choice.choose import Choice
+    from recovery.choice.recovery_point import measured_rpo
 
     chosen = _option("v5", 5, 30 * 24, sha="five")
     newer = (_option("v7", 7, 2, "current", sha="seven", verdict="damaged", is_current=True),

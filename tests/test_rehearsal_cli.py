@@ -13,12 +13,12 @@ from urllib.parse import urlparse
 import pytest
 
 from bootstrap.engine.errors import UnexpectedChanges
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.planning.plan import Plan, ResourceChange
 from bootstrap.records import layout
 from bootstrap.records.ledger import read_ledger
-from recovery.rehearsal.record import load_rehearsal_record, parse_name
+from recovery.evidence.rehearsal_record import load_rehearsal_record, parse_name
 from tests.test_cli_up import cli  # noqa: F401 - fixture
 
 

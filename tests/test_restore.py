@@ -9,11 +9,11 @@ import hashlib
 import pytest
 
 from bootstrap.records import layout
-from bootstrap.errors import LockHeld
+from bootstrap.kit.errors import LockHeld
 from bootstrap.records.locks import EnvironmentLock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.restore import RestorePlan, restore, suffix_for
+from recovery.restoring.restore import RestorePlan, restore, suffix_for
 
 PROJECT, STACK = "network", "dev"
 KEY = layout.stack_key(PROJECT, STACK)
@@ -113,7 +113,7 @@ def test_a_shadowing_object_under_another_suffix_is_hidden_not_deleted(store):
 def test_a_version_under_another_secrets_provider_is_refused_before_the_lock_or_any_write(store):
     from dataclasses import replace
 
-    from bootstrap.errors import Refused
+    from bootstrap.kit.errors import Refused
 
     vids = seed(store)
     kms = "awskms://alias/another-key?region=eu-west-1"

@@ -18,7 +18,7 @@ import tests.test_recovery_scenarios as sc
 from bootstrap.records.lock_status import break_lock
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import ledger as led
-from recovery.restore import STEPS
+from recovery.restoring.restore import STEPS
 
 CHILD = r"""
 import functools, os, signal, sys

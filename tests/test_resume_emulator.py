@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import EngineError, LockHeld
+from bootstrap.kit.errors import EngineError, LockHeld
 from bootstrap.records.layout import run_key, stack_key
 from bootstrap.records.lock_status import lock_status
 from bootstrap.records.locks import EnvironmentLock

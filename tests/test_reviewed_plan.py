@@ -10,7 +10,7 @@ import json
 
 from bootstrap.apply.preview import plan_live
 from bootstrap.engine.plan_deviation import PlanDeviation, find_deviation
-from bootstrap.errors import BadInput, Refused
+from bootstrap.kit.errors import BadInput, Refused
 from tests.test_orchestrator import ops, services, up, world  # noqa: F401 - the fixture
 
 

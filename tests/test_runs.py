@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import EngineError, Refused
+from bootstrap.kit.errors import EngineError, Refused
 from bootstrap.records.layout import run_key
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.runs import REDACTED, new_run_id, redact, start_run

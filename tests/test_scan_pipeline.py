@@ -10,12 +10,12 @@ import uuid
 
 import pytest
 
-import recovery.evaluator as evaluator
+import recovery.choice.evaluator as evaluator
 import tests.test_recovery_scenarios as sc
 from bootstrap.aws.objectstore import ListedOnce, ObjectStore
 from bootstrap.records import layout
-from recovery.evaluator import CandidateEvaluator
-from recovery.versions import list_candidates
+from recovery.choice.evaluator import CandidateEvaluator
+from recovery.choice.versions import list_candidates
 from tests.test_versions import EXPECTED, KEY, PROJECT, STACK, state
 
 
@@ -79,7 +79,7 @@ def test_stopping_early_leaves_at_most_the_window_unused(store):
     before = sys.getswitchinterval()
     scan = ev.newest_first(cands, prefetch=3)
     first, second = next(scan), next(scan)
-    assert sys.getswitchinterval() == min(before, 0.001)  # while downloads run ahead (recovery/evaluator.py)
+    assert sys.getswitchinterval() == min(before, 0.001)  # while downloads run ahead (recovery/choice/evaluator.py)
     scan.close()
     assert sys.getswitchinterval() == before
     assert (first.verdict, second.verdict) == ("unreadable", "integral")
@@ -126,7 +126,7 @@ def test_the_guide_lists_the_stack_once_and_still_checks_the_ledger(aws, bucket,
 
 
 def test_overlapping_scans_share_the_short_switch_interval_and_restore_python_s():
-    from recovery.evaluator import _quick_handoffs
+    from recovery.choice.evaluator import _quick_handoffs
 
     before = sys.getswitchinterval()
     _quick_handoffs.enter()

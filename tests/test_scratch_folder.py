@@ -16,7 +16,7 @@ import uuid
 import pytest
 import yaml
 
-from bootstrap.scratch import NoScratchFolder, require_scratch
+from bootstrap.kit.scratch import NoScratchFolder, require_scratch
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from tests.test_cli_up import cli  # noqa: F401 - the fixture
 
 DEPLOY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-deploy-key-line-one-5d1e\nCANARY-deploy-key-line-two-8b2a\n-----END OPENSSH PRIVATE KEY-----"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import SpecError
+from bootstrap.kit.errors import SpecError
 from bootstrap.spec import bucket_name_problem, load_spec, parse_spec
 
 ENVS = Path(__file__).resolve().parent.parent / "environments"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from cronsim import CronSim
 
-from bootstrap.errors import SpecError
+from bootstrap.kit.errors import SpecError
 from bootstrap.spec import parse_spec
 from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.status import freshness

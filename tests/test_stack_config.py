@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.spec import load_spec
-from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, ConfigValue, layer_config
+from bootstrap.spec.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV, ConfigValue, layer_config
 from tests.stackutil import CANARY_KEY, FLUX_ENV
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -169,7 +169,7 @@ def test_no_run_configures_a_role_into_a_program(environment, layer):
 
 
 def test_a_missing_flux_secret_is_named_before_any_work():
-    from bootstrap.engine.stack_config import flux_secrets_missing
+    from bootstrap.spec.stack_config import flux_secrets_missing
 
     dev = load_spec("dev")
     assert dev.flux.repository_url.startswith("ssh://")

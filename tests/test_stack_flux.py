@@ -7,10 +7,10 @@ from dataclasses import asdict
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import LAYERS
 from bootstrap.planning.mockrun import run_program
-from bootstrap.engine.stack_config import ConfigValue, layer_config
+from bootstrap.spec.stack_config import ConfigValue, layer_config
 from tests.stackutil import CANARY_KEY, FLUX_ENV, UPSTREAM, assert_contract, counts, named, run, spec, stack_references
 
 GIT_REPOSITORY = "kubernetes:source.toolkit.fluxcd.io/v1:GitRepository"

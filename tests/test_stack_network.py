@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from stacks.common import naming
 from stacks.common.subnets import subnet_layout
 from tests.stackutil import (
@@ -145,7 +145,7 @@ def test_nothing_is_protected_and_prod_uses_nat_per_az():
 
 def test_bad_config_is_bad_input():
     from bootstrap.planning.mockrun import run_program
-    from bootstrap.engine.stack_config import ConfigValue, layer_config
+    from bootstrap.spec.stack_config import ConfigValue, layer_config
 
     config = layer_config(spec("dev"), "network")
     config["network:natMode"] = ConfigValue("sometimes")

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundctl.state import inspect_report, printable
-from recovery.integrity import verify_integrity
-from recovery.state_bytes import NotAState
-from recovery.state_model import Finding
-from recovery.state_parse import parse_state
+from recovery.lineage.integrity import verify_integrity
+from recovery.state.state_bytes import NotAState
+from recovery.state.state_model import Finding
+from recovery.state.state_parse import parse_state
 from tests.conftest import STATES
 from tests.test_state_integrity import base_resources, build_state
 

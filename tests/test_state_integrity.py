@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from recovery.integrity import new_magic, stack_matches, verify_integrity
-from recovery.state_parse import parse_state
+from recovery.lineage.integrity import new_magic, stack_matches, verify_integrity
+from recovery.state.state_parse import parse_state
 from tests.conftest import STATES
 
 STACK = "organization/network/dev"

@@ -1,4 +1,4 @@
-"""The parser's fast paths (recovery/state_parse.py): it pauses the cyclic garbage collector while a state is
+"""The parser's fast paths (recovery/state/state_parse.py): it pauses the cyclic garbage collector while a state is
 decoded and always leaves it as it found it, whatever the threads or the outcome; and a resource built
 on the fast path is the one the field-by-field path builds."""
 
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from recovery.state_bytes import NotAState
-from recovery.state_parse import parse_state
+from recovery.state.state_bytes import NotAState
+from recovery.state.state_parse import parse_state
 from tests.test_state_integrity import build_state
 
 
@@ -27,7 +27,7 @@ def test_parsing_leaves_the_collector_on_and_a_caller_s_pause_in_place():
 
 
 def test_the_collector_is_paused_while_the_json_is_decoded(monkeypatch):
-    import recovery.state_parse as state
+    import recovery.state.state_parse as state
 
     seen = []
     real = state.load_json
@@ -86,7 +86,7 @@ def _resources(raw: bytes):
 
 
 def test_the_fast_resource_path_builds_what_the_field_by_field_path_does(monkeypatch):
-    import recovery.state_parse as state
+    import recovery.state.state_parse as state
 
     raw = build_state(_RESOURCES)
     fast = _resources(raw)

@@ -9,9 +9,9 @@ import json
 import pytest
 import zstandard
 
-from bootstrap.errors import BadInput
-from recovery.state_bytes import NotAState
-from recovery.state_parse import parse_state, read_state_file
+from bootstrap.kit.errors import BadInput
+from recovery.state.state_bytes import NotAState
+from recovery.state.state_parse import parse_state, read_state_file
 from tests.conftest import STATES
 from tests.test_state_integrity import ROOT, base_resources, build_state, urn
 
@@ -150,7 +150,7 @@ def test_unreadable_json_gives_the_position():
 def test_decompression_bombs_are_refused():
     bomb = gzip.compress(b" " * (2 << 20))
     with pytest.raises(NotAState, match="more than"):
-        from recovery.state_bytes import decompress
+        from recovery.state.state_bytes import decompress
 
         decompress(bomb, "bomb.json.gz", limit=1 << 20)
 
@@ -164,7 +164,7 @@ def test_missing_file_is_bad_input(tmp_path):
 
 def test_load_json_keeps_everything_for_callers_that_need_inputs():
     # StateDoc drops resource inputs to save memory; the raw loader used by import planning must not.
-    from recovery.state_bytes import load_json
+    from recovery.state.state_bytes import load_json
 
     rs = base_resources()
     rs[2]["inputs"] = {"cidrBlock": "10.0.0.0/16"}

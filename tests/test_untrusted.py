@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bootstrap import console
-from bootstrap.untrusted import (MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, one_line, text,
+from bootstrap.kit import console
+from bootstrap.kit.untrusted import (MAX_RECORD_DEPTH, Unreadable, decode_json, epoch, inert, load_record, one_line, text,
                                  whole)
 
 
@@ -48,7 +48,7 @@ def test_fields_are_checked_for_type_size_and_control_characters():
 
 
 def test_state_files_share_the_decoder():
-    from recovery.state_bytes import NotAState, load_json
+    from recovery.state.state_bytes import NotAState, load_json
 
     with pytest.raises(NotAState, match="too large for a float"):
         load_json(b'{"version": 3, "x": 1e400}', "s")
@@ -102,7 +102,7 @@ def test_one_line_quotes_an_outside_value_inside_a_paragraph():
 
 
 def test_a_recovery_report_shows_control_characters_as_escapes():
-    from recovery.report import render_markdown
+    from recovery.restoring.report import render_markdown
 
     phase = {"phase": "assess", "status": "refused", "reason": "LockHeld", "attempted": True, "details": {},
              "message": "held by ops\x1b]8;;https://evil.example\x1b\\here", "next_step": "wait"}

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from bootstrap.engine.passphrase import passphrase_from
-from bootstrap.errors import BadInput
-from bootstrap.user_files import UnusableFile, read_user_file
+from bootstrap.kit.errors import BadInput
+from bootstrap.kit.user_files import UnusableFile, read_user_file
 
 BOUND = 60.0  # seconds: far above the reader's own deadline, so only a hang reaches it
 

@@ -12,8 +12,8 @@ import pytest
 
 from bootstrap.records import layout
 from bootstrap.aws.objectstore import ObjectStore
-from recovery.evaluator import CandidateEvaluator
-from recovery.versions import LedgerRef, list_candidates, match_ledger
+from recovery.choice.evaluator import CandidateEvaluator
+from recovery.choice.versions import LedgerRef, list_candidates, match_ledger
 from tests.fakes.engine import FakeResource, InMemoryEngine
 from tests.test_state_integrity import base_resources, build_state
 

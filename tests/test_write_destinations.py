@@ -137,7 +137,7 @@ def test_a_write_that_fills_the_disk_names_the_path(tmpfs):
     """The check passes, then the disk fills before the write: the write's own failure is bad input with the
     path, and nothing half-written is left."""
     from bootstrap.destinations import check_dir, write_files
-    from bootstrap.errors import BadInput
+    from bootstrap.kit.errors import BadInput
 
     folder = tmpfs("fills")
     check_dir(folder)

@@ -3,14 +3,14 @@ ledger record; a layer never deployed is skipped with the reason."""
 
 from __future__ import annotations
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply import gate
 from bootstrap.apply.layer_stack import record_ledger, stack_action_for
 from bootstrap.apply.preflight import still_locked
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps, not_deployed_reason
-from bootstrap.apply.summary import counts_text
-from bootstrap.errors import Refused
+from bootstrap.planning.summary import counts_text
+from bootstrap.kit.errors import Refused
 from bootstrap.records.runs import RunLog
 from bootstrap.target import Target
 

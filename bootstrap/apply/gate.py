@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Mapping, Optional
 
-from bootstrap.errors import BadInput, Refused
+from bootstrap.kit.errors import BadInput, Refused
 from bootstrap.planning.plan import DESTRUCTIVE_OPS, NO_CHANGE_OPS, Plan
 from bootstrap.planning.render import saved_plan_name
 

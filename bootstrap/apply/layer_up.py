@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply import gate, setup as layer_setup
 from bootstrap.apply.layer_stack import layer_skip_reason, record_ledger, stack_action_for
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import LayerStep
-from bootstrap.apply.summary import counts_text, plan_summary, show_plan
-from bootstrap.errors import EngineError, Refused
-from bootstrap.flux_owners import refuse_other_owner
+from bootstrap.planning.summary import counts_text, plan_summary, show_plan
+from bootstrap.kit.errors import EngineError, Refused
+from bootstrap.flux.owners import refuse_other_owner
 from bootstrap.layers import layer as layer_def, missing_outputs
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import RunLog

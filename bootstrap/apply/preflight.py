@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps
 from bootstrap.engine import preflight as engine_preflight
@@ -68,7 +68,7 @@ def preflight_phase(name: str, target: Target, services: Services, log: RunLog, 
             # when it opens that layer, after the layers before it were applied), the CLI, its version and
             # settings (building the engine checks them), and the provider plugins the `layers` programs need.
             if "flux" in layers:
-                from bootstrap.flux_manifest import require_manifest
+                from bootstrap.flux.manifest import require_manifest
 
                 require_manifest(target.spec)
             target.engine_check()

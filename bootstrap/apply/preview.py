@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply.layer_stack import layer_skip_reason, stack_action_for
 from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states
 from bootstrap.apply.services import Services, default_services
 from bootstrap.apply.steps import Steps, build_preview, not_deployed_reason, not_deployed_yet
-from bootstrap.apply.summary import show_plan
-from bootstrap.errors import EngineError, StateBucketMissing
+from bootstrap.planning.summary import show_plan
+from bootstrap.kit.errors import EngineError, StateBucketMissing
 from bootstrap.planning import render as plan_render
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import start_run

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.apply import gate
 from bootstrap.apply.destroy import destroy_all
 from bootstrap.apply.layer_up import UpOptions, up_layer
@@ -23,8 +23,8 @@ from bootstrap.apply.preflight import engine_layers, preflight_phase, run_states
 from bootstrap.apply.services import Services
 from bootstrap.apply.steps import Steps
 from bootstrap.aws.clients import error_code
-from bootstrap.errors import BadInput, GroundctlError
-from bootstrap.interrupts import shielded
+from bootstrap.kit.errors import BadInput, GroundctlError
+from bootstrap.kit.interrupts import shielded
 from bootstrap.planning import render as plan_render
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import RunLog, RunRecord, error_outcome, redact, start_run
@@ -154,7 +154,7 @@ def _with_saved_plan(plan_dir: Path, entry: gate.ApprovedPlan) -> gate.ApprovedP
     import hashlib
     from dataclasses import replace
 
-    from bootstrap.user_files import read_user_file
+    from bootstrap.kit.user_files import read_user_file
 
     if entry.saved_plan is None:
         return entry

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from bootstrap import console
+from bootstrap.kit import console
 from bootstrap.records.runs import git_commit
 from bootstrap.target import probe_tcp
 

@@ -20,7 +20,7 @@ import botocore.exceptions
 from bootstrap.aws.clients import AwsClients, error_code, retry_transient
 from bootstrap.aws.backend_key import ensure_key, eventually_visible
 from bootstrap.aws.emulator import EMULATOR_ACCOUNT_ID
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from stacks.common import policies
 from stacks.common.naming import TAG_ENV, TAG_LAYER, TAG_NAME
 

@@ -13,7 +13,7 @@ import time
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, is_transient, retry_transient
-from bootstrap.errors import CloudError, Refused
+from bootstrap.kit.errors import CloudError, Refused
 
 # Right after creation a bucket or key may not be visible yet to every endpoint.
 _EVENTUAL = frozenset({"NoSuchBucket", "NotFoundException", "KMS.NotFoundException", "NoSuchKey",

@@ -30,8 +30,8 @@ import botocore.parsers
 from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
 from bootstrap.aws import deadline as _deadline
-from bootstrap.errors import BadInput, CloudError
-from bootstrap.invocation import rerun
+from bootstrap.kit.errors import BadInput, CloudError
+from bootstrap.kit.invocation import rerun
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from bootstrap.aws.objectstore import ATOMIC_WRITES_HEADER, ATOMIC_WRITES_VALUE
-from bootstrap.errors import BadInput, EngineError
+from bootstrap.kit.errors import BadInput, EngineError
 
 EMULATOR_ACCOUNT_ID = "123456789012"  # moto's fixed account
 

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
-from bootstrap.errors import CloudError
+from bootstrap.kit.errors import CloudError
 
 
 @dataclass(frozen=True)

@@ -1,2 +1,2 @@
 """The engine boundary: the Engine protocol over the Pulumi Automation API, and the translation of its
-events, errors and stack configuration."""
+events, errors and results; the preflight of the CLI, pip and plugins."""

@@ -22,7 +22,7 @@ from bootstrap.engine.pending import (other_pending_operations, pending_create_u
                                       unexpected_pending_creates)
 from bootstrap.engine.protocol import ProgressFn
 from bootstrap.engine.results import OperationResult, StackOutputs, outputs_from_automation
-from bootstrap.errors import EngineError, Refused
+from bootstrap.kit.errors import EngineError, Refused
 from bootstrap.planning.plan import Plan
 
 

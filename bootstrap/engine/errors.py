@@ -14,8 +14,8 @@ from typing import Iterable
 
 from pulumi.automation import errors as auto_errors
 
-from bootstrap.errors import EngineError, GroundctlError, Refused
-from bootstrap.masking import mask_text
+from bootstrap.kit.errors import EngineError, GroundctlError, Refused
+from bootstrap.kit.masking import mask_text
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 
 INSTALL_URL = "https://www.pulumi.com/docs/install/"

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from pulumi.automation import events as ev
 
-from bootstrap.planning.plan import Plan, ResourceChange
+from bootstrap.planning.plan import DELETED_MARK, Plan, ResourceChange
 
 # A replacement is announced as up to three steps on one URN; the plan shows it once, as Pulumi's
 # own display does.
@@ -25,9 +25,6 @@ _PRECEDENCE = {
     "create": 60, "import": 55, "import-replacement": 55, "refresh": 40, "read": 20,
     "read-replacement": 20, "same": 0,
 }
-
-DELETED_MARK = "<deleted>"
-
 
 def _op(value: Any) -> str:
     return value.value if isinstance(value, ev.OpType) else str(value or "")

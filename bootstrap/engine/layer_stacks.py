@@ -13,7 +13,7 @@ from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_VAR
 from bootstrap.engine.pending import refuse_pending
 from bootstrap.engine.preflight import require_pulumi
 from bootstrap.engine.workspace import workspace_settings
-from bootstrap.errors import BadInput, EngineError, GroundctlError
+from bootstrap.kit.errors import BadInput, EngineError, GroundctlError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
 
 
@@ -271,12 +271,12 @@ class LayerStacks:
 
     def _layer_config(self, layer: str) -> dict:
         try:
-            from bootstrap.engine.stack_config import layer_config
+            from bootstrap.spec.stack_config import layer_config
         except ImportError as exc:
             raise EngineError(f"groundctl is incomplete: the stack configuration module is missing ({exc}). "
                               "Reinstall groundctl and run the command again.") from None
         if layer == "flux":
-            from bootstrap.flux_manifest import require_manifest
+            from bootstrap.flux.manifest import require_manifest
 
             require_manifest(self.spec)  # before Pulumi reads it: a missing, odd or unpinned file is exit 2
         lineage = self.lineage_for(layer) if self.lineage_for else None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Mapping
 
-from bootstrap.errors import BadInput
-from bootstrap.user_files import read_user_file
+from bootstrap.kit.errors import BadInput
+from bootstrap.kit.user_files import read_user_file
 
 PULUMI_PASSPHRASE_VAR = "PULUMI_CONFIG_PASSPHRASE"
 PULUMI_PASSPHRASE_FILE_VAR = "PULUMI_CONFIG_PASSPHRASE_FILE"
@@ -15,7 +15,7 @@ PASSPHRASE_FILE_MAX = 64 * 1024
 
 
 def _read_passphrase_file(path: str) -> str:
-    # A FIFO, a device or a hung mount is exit 2 naming the file, never a wait (bootstrap.user_files).
+    # A FIFO, a device or a hung mount is exit 2 naming the file, never a wait (bootstrap.kit.user_files).
     data = read_user_file(path, what=f"The passphrase file ({PULUMI_PASSPHRASE_FILE_VAR})",
                           max_bytes=PASSPHRASE_FILE_MAX,
                           fix=f"Point {PULUMI_PASSPHRASE_FILE_VAR} at a regular file holding the passphrase, and run "

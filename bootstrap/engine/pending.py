@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from bootstrap.errors import Refused
-from bootstrap.untrusted import clip, inert
+from bootstrap.kit.errors import Refused
+from bootstrap.kit.untrusted import clip, inert
 
 RESOLVE_RUNBOOK = "runbooks/resolve-pending-operations.md"
 MAX_NAMED = 20  # more are counted, not named: the refusal stays one readable paragraph

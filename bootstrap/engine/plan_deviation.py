@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS
 
 _DEVIATES = re.compile(r"violates plan|is not allowed by the plan")

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
-from bootstrap.errors import EngineError
+from bootstrap.kit.errors import EngineError
 from bootstrap.pins.artifacts import Want, plugin_name
 from bootstrap.pins.install import install_command as pins_install_command
 from bootstrap.pins.install import lock_here
 from bootstrap.pins.lockfile import LOCK_FILE, Entry, find
-from bootstrap.untrusted import clip, inert, one_line
+from bootstrap.kit.untrusted import clip, inert, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")

@@ -22,8 +22,8 @@ from bootstrap.engine.plugins import (OPERATION_NEEDS, STATE, command_needs, lay
                                       state_plugins)
 from bootstrap.engine.toolchain import require_pip
 from bootstrap.engine.versions import PULUMI_CLI_MIN, PULUMI_CLI_PINNED, platform_key
-from bootstrap.errors import EngineError
-from bootstrap.untrusted import one_line
+from bootstrap.kit.errors import EngineError
+from bootstrap.kit.untrusted import one_line
 
 VERSION_TIMEOUT = 30.0  # seconds `pulumi version` may take (a Go binary answers in well under one)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
@@ -147,7 +147,7 @@ def stored_states(store: object, environment: str) -> StateOf:
     read once per reader (a run's phases share one); None where there is none or it cannot be read (the
     engine then reports the state's own problem)."""
     from bootstrap.records.ledger import current_state, decompress
-    from bootstrap.untrusted import decode_json
+    from bootstrap.kit.untrusted import decode_json
 
     read_once: dict[str, Optional[Mapping[str, Any]]] = {}
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 # The `pip` toolchain runs PULUMI_PYTHON_CMD (groundctl's interpreter) with no virtualenv of its own
 # (sdk/python/toolchain/pip.go newPip, CommandPath); left on `auto`, Pulumi >= 3.230 looks upward from the
@@ -98,7 +98,7 @@ def write_plain_config(settings_file: Path, values: Mapping[str, str]) -> None:
     does (`config: {KEY: string}`), keeping what else it holds (the secrets provider, its salt or data key,
     secret values the CLI set). Written whole to a private file, then moved into place."""
     bad = [key for key, value in values.items() if not isinstance(value, str) or ":" not in key]
-    if bad:  # the spec's config is namespaced strings (bootstrap/engine/stack_config.py)
+    if bad:  # the spec's config is namespaced strings (bootstrap/spec/stack_config.py)
         raise ValueError(f"plain config must be namespaced strings: {', '.join(sorted(bad))}")
     data: Any = yaml.safe_load(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
     data = dict(data) if isinstance(data, Mapping) else {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from bootstrap.errors import GroundctlError
-from bootstrap.masking import mask_text
+from bootstrap.kit.errors import GroundctlError
+from bootstrap.kit.masking import mask_text
 
 MASK = "[secret]"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 from urllib.parse import parse_qs, urlsplit
 
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 
 PASSPHRASE = "passphrase"
 

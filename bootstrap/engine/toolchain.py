@@ -16,8 +16,8 @@ import subprocess
 import sys
 from typing import Mapping, Optional
 
-from bootstrap.errors import EngineError
-from bootstrap.untrusted import one_line
+from bootstrap.kit.errors import EngineError
+from bootstrap.kit.untrusted import one_line
 
 PIP_TIMEOUT = 60.0  # seconds `python -m pip --version` may take (it imports pip: a second or two when loaded)
 

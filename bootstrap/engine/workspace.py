@@ -11,7 +11,7 @@ from typing import Mapping
 from urllib.parse import quote
 
 from bootstrap.engine.passphrase import PULUMI_PASSPHRASE_FILE_VAR, PULUMI_PASSPHRASE_VAR, passphrase_from
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.layers import STACKS_DIR
 
 # Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports: these win over the

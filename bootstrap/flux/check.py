@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from bootstrap.errors import EngineError, GroundctlError
+from bootstrap.kit.errors import EngineError, GroundctlError
 from bootstrap.flux.ready import Install
 from bootstrap.flux.wait import WaitResult, wait_ready
 from bootstrap.kube.api import KubeApi

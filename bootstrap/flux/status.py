@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from bootstrap.untrusted import clip
+from bootstrap.kit.untrusted import clip
 
 GROUP, VERSION, PLURAL = "kustomize.toolkit.fluxcd.io", "v1", "kustomizations"
 KUSTOMIZATIONS_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"

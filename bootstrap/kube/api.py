@@ -20,7 +20,7 @@ from typing import Callable, Optional, Protocol
 
 import yaml
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 
 
 class KubeApiError(Exception):

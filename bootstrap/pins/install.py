@@ -111,7 +111,7 @@ def lock_here(folder: Optional[Path] = None) -> list[Entry]:
     """The pins lock of the repository groundctl runs in (the working folder: where environments/ is), or []
     when it has none or it cannot be used (the message then names `groundctl pins update`)."""
     from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES, LockProblem, parse
-    from bootstrap.user_files import UnusableFile, read_user_file
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     path = (folder or Path.cwd()) / LOCK_FILE
     if not path.is_file():

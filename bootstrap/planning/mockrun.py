@@ -32,9 +32,9 @@ from pulumi.runtime import settings as pulumi_settings
 from pulumi.output import Unknown
 from pulumi.runtime.stack import run_in_stack
 
-from bootstrap.errors import BadInput, EngineError
+from bootstrap.kit.errors import BadInput, EngineError
 from bootstrap.layers import STACKS_DIR, layer as layer_named
-from bootstrap.engine.stack_config import ConfigValue
+from bootstrap.spec.stack_config import ConfigValue
 
 SECRET = "[secret]"
 UNKNOWN = "(known after apply)"

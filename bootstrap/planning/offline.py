@@ -55,7 +55,7 @@ class OfflinePlan:
 
 def offline_environ() -> dict[str, str]:
     """Placeholder Flux secrets for the mock run: random, so a leak of one is recognisable."""
-    from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
+    from bootstrap.spec.stack_config import DEPLOY_KEY_ENV, KNOWN_HOSTS_ENV
 
     return {
         DEPLOY_KEY_ENV: f"offline-plan-placeholder-deploy-key-{secrets.token_hex(12)}",
@@ -70,8 +70,8 @@ def run_offline(spec: EnvironmentSpec, *, on_layer: Callable[[str], None] = lamb
     A program that refuses its config raises BadInput (exit 2) naming the layer; a program that
     crashes raises EngineError. `on_layer` is told each layer as it starts (for progress).
     """
-    from bootstrap.engine.stack_config import DEPLOY_KEY_ENV, layer_config
-    from bootstrap.flux_manifest import require_manifest
+    from bootstrap.spec.stack_config import DEPLOY_KEY_ENV, layer_config
+    from bootstrap.flux.manifest import require_manifest
     from bootstrap.planning.mockrun import run_program
 
     # A local Flux manifest that is missing, a folder or not the pinned one: exit 2. A placeholder digest is

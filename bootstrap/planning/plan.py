@@ -13,6 +13,10 @@ from dataclasses import dataclass
 # Operations as the Pulumi engine names them (StepOp, pkg/resource/deploy/step.go).
 # Not a change, exactly as Pulumi's HasChanges (pkg/engine/update.go) counts: `discard` drops a resource
 # that was only read from state, and `read-replacement` re-reads one; neither touches anything live.
+# The diff key of a resource a refresh found deleted (it is gone, not changed), set by the engine's event reading
+# and read by the drift rule.
+DELETED_MARK = "<deleted>"
+
 NO_CHANGE_OPS = frozenset({"same", "read", "discard", "read-replacement"})
 # Steps whose Apply deletes or supersedes a real resource. `discard-replaced` and `remove-pending-replace`
 # only edit the state (a read resource, or one already deleted by a delete-before-replace): they are

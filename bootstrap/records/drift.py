@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 from bootstrap.records.layout import drift_key
 from bootstrap.records.runs import new_run_id, iso, redact
-from bootstrap.untrusted import Unreadable, flag, items, load_record, obj, outcome, prose, text, when, whole
+from bootstrap.kit.untrusted import Unreadable, flag, items, load_record, obj, outcome, prose, text, when, whole
 
 DRIFTED = ("drift", "not deployed")
 
@@ -31,9 +31,8 @@ def drift_row(plan) -> dict:
     """What a refresh preview's `Plan` says about drift: the layer's state (`clean`, `drift`, `not deployed`,
     `skipped`), a one-line summary, the counts and the changed resources with the fields that differ. Pure.
     The drift check and the restore rehearsal judge their previews with it."""
-    from bootstrap.apply.summary import plan_summary
-    from bootstrap.engine.events import DELETED_MARK
-    from bootstrap.planning.plan import NO_CHANGE_OPS
+    from bootstrap.planning.summary import plan_summary
+    from bootstrap.planning.plan import DELETED_MARK, NO_CHANGE_OPS
 
     if plan.not_deployed:
         state = "not deployed"

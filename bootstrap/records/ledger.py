@@ -6,7 +6,7 @@ and `previous_sha256`, which makes the records a hash chain. A record is written
 If-None-Match: * so two writers can never claim one serial.
 
 The I/O here is reading the ledger and appending to it. Judging a ledger's records is pure
-(`verify_chain`); placing state candidates against them is `recovery.placement`.
+(`verify_chain`); placing state candidates against them is `recovery.lineage.placement`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from bootstrap.records import layout
-from bootstrap.errors import CloudError, StateUnusable
+from bootstrap.kit.errors import CloudError, StateUnusable
 from bootstrap.aws.objectstore import ObjectStore, StoredObject
-from bootstrap.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
+from bootstrap.kit.untrusted import Unreadable, decode_json, epoch, load_record, text, when, whole
 
 _RECORD_NAME = re.compile(r"^(\d{12})\.json$")
 MAX_APPEND_ATTEMPTS = 60
@@ -178,7 +178,7 @@ def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
 def ledger_object_versions(store: ObjectStore, project: str, stack: str) -> dict[str, int]:
     """How many stored versions each ledger object has, from one listing.
 
-    Records are written once; a count above one is evidence of a rewrite, judged in recovery/tamper.py.
+    Records are written once; a count above one is evidence of a rewrite, judged in recovery/lineage/tamper.py.
     A delete marker is not counted: a deleted record is a gap, which the ledger read already reports."""
     counts: dict[str, int] = {}
     for v in store.versions(layout.ledger_prefix(project, stack)):

@@ -17,7 +17,7 @@ from bootstrap.aws.objectstore import ObjectStore, ObjectVersion
 from bootstrap.records import layout
 from bootstrap.records.liveness import START_SLACK_SECONDS, Place
 from bootstrap.records.lock_object import LockInfo, parse_iso
-from bootstrap.untrusted import Unreadable
+from bootstrap.kit.untrusted import Unreadable
 
 MAX_VERSIONS = 5000  # versions of the lock object looked at, newest first: a day of one run's heartbeats
 MAX_READS = 3        # versions read, nearest the time first: one run's versions differ only in heartbeat

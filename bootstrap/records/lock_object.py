@@ -18,7 +18,7 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from bootstrap.records.liveness import Place
 from bootstrap.records.proc_probe import BOOT_ID, MAX_NS_INODE
-from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
+from bootstrap.kit.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
 
 # A lock object groundctl writes is ~300 bytes; anything near this is not one.
 MAX_LOCK_BYTES = 64 * 1024

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.records import layout
 from bootstrap.records import proc_probe
 from bootstrap.records.liveness import ALIVE, BREAKABLE, GONE, UNKNOWN, Place, Process, lock_verdict

@@ -21,8 +21,8 @@ from dataclasses import asdict, replace
 from typing import Callable, Optional
 
 from bootstrap.records import layout
-from bootstrap.interrupts import shielded
-from bootstrap.errors import CloudError, GroundctlError, LockHeld, Refused
+from bootstrap.kit.interrupts import shielded
+from bootstrap.kit.errors import CloudError, GroundctlError, LockHeld, Refused
 from bootstrap.aws.clients import call_deadline
 from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import proc_probe

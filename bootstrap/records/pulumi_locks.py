@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable, Iterable, Optional
 
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.errors import Refused
+from bootstrap.kit.errors import Refused
 from bootstrap.layers import LAYER_NAMES
 from bootstrap.records import layout, proc_probe
 from bootstrap.records.liveness import ALIVE, DEAD, GONE, UNKNOWN, Place, Process, process_verdict
 from bootstrap.records.lock_history import LockHistory
-from bootstrap.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
+from bootstrap.kit.untrusted import MAX_PID, Unreadable, epoch, load_record, text, when, whole
 
 MAX_PULUMI_LOCK_BYTES = 64 * 1024
 

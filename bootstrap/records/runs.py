@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, Optional
 
-from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.records.layout import run_key
-from bootstrap.masking import mask_text
-from bootstrap import untrusted
+from bootstrap.kit.masking import mask_text
+from bootstrap.kit import untrusted
 
 # Layer outcomes. "not-reached" is a layer the run meant to handle but stopped before.
 ACHIEVED = ("pending", "applied", "unchanged", "destroyed", "previewed", "skipped", "refused", "failed", "not-reached")

@@ -5,8 +5,8 @@ availability zones, a node group whose desired size is outside its bounds, a bra
 production, a bucket name S3 would refuse. Each problem names the field path and the fix.
 
 The models and their checks of one field are in `models`, the rules across fields in `rules`, and
-reading a spec (pydantic's errors said as problems with their fix) in `parse`; this package is their
-public face.
+reading a spec (pydantic's errors said as problems with their fix) in `parse`, finding the file in `spec_file`,
+and the stacks' configuration derived from a spec in `stack_config`; this package is their public face.
 """
 
 from bootstrap.spec.models import (AwsSpec, BackendSpec, ClusterSpec, EnvironmentSpec, FleetSpec, FluxRef,

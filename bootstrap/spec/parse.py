@@ -10,10 +10,10 @@ from typing import Optional
 
 from pydantic import BaseModel, ValidationError
 
-from bootstrap.errors import BadInput, SpecError
-from bootstrap.flux_manifest import resolve as resolve_manifest
+from bootstrap.kit.errors import BadInput, SpecError
+from bootstrap.flux.manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
-from bootstrap.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
+from bootstrap.spec.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
 
 _FIXES = {
     "missing": "add this required key",
@@ -110,7 +110,7 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
         )
     notice = bundled_notice(path, spec.aws.account_id)
     if notice:
-        from bootstrap import console
+        from bootstrap.kit import console
 
         console.warn(notice)  # on stderr: --json stays one document
     return spec

@@ -64,7 +64,7 @@ def flux_ref_problem(ref: FluxRef) -> Optional[str]:
 
 def manifest_path_problem(path: str) -> Optional[str]:
     """The shape of flux.manifest_path: a URL, an absolute path, or a relative one (the repository's: it must
-    stay inside it, which `bootstrap.flux_manifest` checks on the real folders)."""
+    stay inside it, which `bootstrap.flux.manifest` checks on the real folders)."""
     if not path.strip() or _CONTROL.search(path) or len(path) > 4096:
         return "give the path of the Flux install manifest file (or an http(s) URL), in one line"
     if path.startswith(("http://", "https://")) or path.startswith("/"):

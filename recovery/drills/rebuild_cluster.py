@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.flux.check import install_for
 from bootstrap.flux.ready import compare_revisions, revisions
 from bootstrap.flux.wait import observe, wait_ready
@@ -177,8 +177,8 @@ class _Rebuild:
 
 def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
     from bootstrap.records.ledger import current_state
-    from recovery.state_bytes import NotAState
-    from recovery.state_parse import parse_state
+    from recovery.state.state_bytes import NotAState
+    from recovery.state.state_parse import parse_state
 
     if phase.startswith("destroy-"):
         try:
@@ -195,7 +195,7 @@ def dry_plan(ctx: DrillContext, phase: str, layer: str) -> dict:
         n = sum(counts.values())
         return {"phase": phase, "layer": layer, "summary": f"destroys {n} resource(s) in state", "by_type": counts}
     try:
-        from bootstrap.apply.summary import plan_summary
+        from bootstrap.planning.summary import plan_summary
 
         plan = ctx.engine().preview(layer)
     except GroundctlError as exc:

@@ -20,11 +20,11 @@ from typing import Any, Callable, Iterable, Optional
 
 from bootstrap.records import layout
 from bootstrap.records.runs import REDACTED
-from bootstrap.untrusted import Unreadable, inert
-from recovery.drills.stored import load_drill_record
+from bootstrap.kit.untrusted import Unreadable, inert
+from recovery.evidence.drill_record import load_drill_record
 from recovery.drills.phases import (FAILED, REBUILD_RECOVERY, REFUSED, SKIPPED, STATE_LOSS_RECOVERY,
                                    PhaseResult, Verdict, next_step)
-from recovery.report import redact
+from recovery.restoring.report import redact
 from recovery.drills.timeline_svg import render as render_svg
 
 
@@ -90,7 +90,7 @@ class DrillReport:
 
 
 def redact_obj(obj: Any, secret_values: Iterable[str]) -> Any:
-    """`obj` with every secret value masked: the recovery transcript's redaction (`recovery.report`),
+    """`obj` with every secret value masked: the recovery transcript's redaction (`recovery.restoring.report`),
     so a guide transcript embedded in a state-loss drill report is masked by the same rule."""
     return redact(obj, secret_values, REDACTED)
 
@@ -194,7 +194,7 @@ RUNNING = "running"  # the outcome of a progress checkpoint (recovery.drills.run
 def record_name(report: DrillReport) -> str:
     """`<drill_id>--<outcome>[-<seconds>s]` for a finished drill: a listing alone tells each drill's verdict and
     measured recovery time, so `fleet status` judges the RTO trend without reading every record
-    (`recovery.fleet.reading`). A progress checkpoint keeps the plain `<drill_id>`, rewritten after each phase."""
+    (`recovery.evidence.reading`). A progress checkpoint keeps the plain `<drill_id>`, rewritten after each phase."""
     if report.verdict.outcome == RUNNING:
         return report.drill_id
     took = report.verdict.recovery_seconds

@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional
 
-from bootstrap.errors import GroundctlError, Refused
+from bootstrap.kit.errors import GroundctlError, Refused
 from bootstrap.kube.api import KubeApi
 from bootstrap.records.runs import redact
 from recovery.drills import phases as dp
 from recovery.drills.phases import PhasePlan, PhaseResult
 from recovery.drills.report import DrillReport, recovery_phases
-from recovery.verify import verify_report
+from recovery.lineage.verify import verify_report
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class DrillContext:
     def refuse_without_flux_secrets(self, layers: tuple[str, ...]) -> None:
         """A Refusal at preflight, before the lock or any change, when a layer the drill recreates is flux and
         its SSH deploy key or known hosts are not set (the rebuild would stop half-way, cluster gone)."""
-        from bootstrap.engine.stack_config import flux_secrets_missing
+        from bootstrap.spec.stack_config import flux_secrets_missing
 
         missing = flux_secrets_missing(self.spec, self.environ) if "flux" in layers and not self.emulated else None
         if missing:

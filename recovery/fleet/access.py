@@ -16,9 +16,9 @@ import botocore.exceptions
 
 from bootstrap.aws.clients import AwsClients, error_code, retry_transient
 from bootstrap.aws.objectstore import ObjectStore
-from bootstrap.errors import BadInput, CloudError
+from bootstrap.kit.errors import BadInput, CloudError
 from bootstrap.target import ENDPOINT_ENV, resolve_endpoint
-from recovery.fleet.reading import Source
+from recovery.evidence.reading import Source
 
 SESSION_NAME = "groundctl-fleet-status"
 

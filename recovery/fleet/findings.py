@@ -202,7 +202,7 @@ def _find(row: dict) -> list[dict]:
 
 
 def _rehearsal_findings(reh: Optional[dict], prod: bool) -> list[dict]:
-    """The restore rehearsals' findings (`recovery.fleet.rehearsals`): failed, overdue, over the RPO."""
+    """The restore rehearsals' findings (`recovery.evidence.rehearsals`): failed, overdue, over the RPO."""
     if reh is None:
         return []
     out = []

@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Optional
 
-from bootstrap.errors import BadInput
+from bootstrap.kit.errors import BadInput
 from bootstrap.roles import BY_NAME as ROLES
 from recovery.fleet import flux_manifest
 

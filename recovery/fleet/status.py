@@ -1,4 +1,4 @@
-"""`fleet status`: one row per environment from its raw records (`recovery.fleet.reading`), its findings
+"""`fleet status`: one row per environment from its raw records (`recovery.evidence.reading`), its findings
 (`recovery.fleet.findings`), and the fleet's order and counts. Pure: the clock is passed in.
 
 Rows sort by their worst level (critical, warning, info, ok), production first within a level, then by
@@ -13,9 +13,9 @@ from typing import Any, Optional
 from recovery.fleet.cadence import longest_gap_minutes
 from recovery.fleet.findings import CRITICAL, INFO, MANUAL_DRILL_DAYS, OK, RANK, WARNING, find, rto_trend, worst
 from recovery.fleet.manifests import drills_allowed, schedules
-from recovery.fleet.protection import judge
-from recovery.fleet.rehearsals import summarize_rehearsals
-from recovery.fleet.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind
+from recovery.evidence.protection import judge
+from recovery.evidence.rehearsals import summarize_rehearsals
+from recovery.evidence.reading import DRILL_KINDS, MAX_DRILLS_PER_KIND, drill_kind
 
 # A record may be as old as twice the longest gap between scheduled runs: one missed run is noise, two are not.
 MISSED_RUNS = 2
@@ -88,7 +88,7 @@ def _started(drill_id: str) -> Optional[str]:
 def _from_name(name: dict, rto_seconds: float, now: float) -> dict:
     at = _started(name["drill_id"])
     return {"drill_id": name["drill_id"], "kind": name["kind"], "verdict": name["outcome"],
-            "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.fleet.reading)
+            "reason": name.get("reason"),  # why its record cannot be read, when it cannot (recovery.evidence.reading)
             "recovery_seconds": name["recovery_seconds"], "rto_seconds": rto_seconds, "started_at": at,
             "age_seconds": _age(at, now)}
 

@@ -3,13 +3,13 @@ it loses."""
 
 from __future__ import annotations
 
-from recovery import choose as ch
-from recovery.choose_inputs import options_from
-from recovery.recovery_point import RecoveryPoint, newest_readable, recovery_point
-from recovery import placement
+from recovery.choice import choose as ch
+from recovery.choice.choose_inputs import options_from
+from recovery.choice.recovery_point import RecoveryPoint, newest_readable, recovery_point
+from recovery.lineage import placement
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.state_bytes import NotAState
+from recovery.state.state_bytes import NotAState
 
 
 def _decide(run: Run) -> ch.Choice:

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 import botocore.exceptions
 
-from bootstrap.errors import CloudError, GroundctlError, Refused
+from bootstrap.kit.errors import CloudError, GroundctlError, Refused
 from recovery.guide import choosing, reading, reconciling, restoring, verifying
 from recovery.guide.model import Condition, GuideOptions, GuideServices, Stop, Transcript
 from recovery.guide.run import Run

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from bootstrap.records import ledger as led
-from recovery import choose as ch
+from recovery.choice import choose as ch
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class GuideOptions:
 class GuideServices:
     store: Any
     engine: Callable[[], Any]                     # built lazily: a dry run never needs it
-    inventory: Callable[[str, str], Any]           # (environment, layer) -> recovery.inventory.Inventory
+    inventory: Callable[[str, str], Any]           # (environment, layer) -> recovery.survivors.inventory.Inventory
     lock_factory: Callable                         # (store, environment, run_id) -> context manager
     confirm: Callable[[str], bool]
     append_record: Callable = led.append_record

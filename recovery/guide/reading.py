@@ -7,11 +7,11 @@ import dataclasses
 
 from bootstrap.records import layout
 from bootstrap.records import ledger as led
-from recovery.choose_inputs import evidence_from
+from recovery.choice.choose_inputs import evidence_from
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.tamper import tamper_findings
-from recovery.versions import list_candidates
+from recovery.lineage.tamper import tamper_findings
+from recovery.choice.versions import list_candidates
 
 
 def assess(run: Run) -> Condition:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bootstrap.engine.pending import other_pending_operations, refuse_other_pending
 from recovery.guide.model import Condition, Stop
 from recovery.guide.run import Run
-from recovery.state_bytes import decompress, load_json
+from recovery.state.state_bytes import decompress, load_json
 
 
 def _state_json(run: Run) -> dict:
@@ -19,8 +19,8 @@ def _state_json(run: Run) -> dict:
 
 
 def reconcile(run: Run) -> Condition:
-    from recovery.import_plan import plan_for_survivors
-    from recovery.state_vs_live import classify
+    from recovery.survivors.import_plan import plan_for_survivors
+    from recovery.survivors.state_vs_live import classify
 
     dep = _state_json(run)
     resources = [r for r in dep.get("resources") or [] if isinstance(r, dict)]
@@ -77,7 +77,7 @@ def import_(run: Run) -> Condition:
 
 
 def pending(run: Run) -> Condition:
-    from recovery.pending_creates import resolve_pending
+    from recovery.survivors.pending_creates import resolve_pending
 
     o, s = run.o, run.s
     creates = run.classification.pending_creates if run.classification else ()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from recovery.guide.model import Condition, Stop
 from recovery.guide.run import Run
-from recovery.restore import RestorePlan, restore as restore_state
+from recovery.restoring.restore import RestorePlan, restore as restore_state
 
 
 def restore(run: Run) -> Condition:

@@ -7,9 +7,9 @@ from typing import Optional
 
 from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.records import ledger as led
-from recovery import choose as ch
+from recovery.choice import choose as ch
 from recovery.guide.model import GuideOptions, GuideServices
-from recovery.evaluator import CandidateEvaluator
+from recovery.choice.evaluator import CandidateEvaluator
 
 
 class Run:
@@ -30,7 +30,7 @@ class Run:
         self.chosen_candidate = None
         self.nothing_to_restore = False
         self.import_plan: Optional[dict] = None
-        self.classification = None              # recovery.state_vs_live.Classification of the chosen state
+        self.classification = None              # recovery.survivors.state_vs_live.Classification of the chosen state
         self.covered: frozenset[str] = frozenset()  # the types inventory looked for
         self.planned_urns: frozenset[str] = frozenset()  # resources of the chosen state, and those the import adds
         self.never_made: frozenset[str] = frozenset()    # pending creates cleared as having made nothing

@@ -5,7 +5,7 @@ controllers available, its root Kustomization at the spec's ref), as at the end 
 from __future__ import annotations
 
 from bootstrap.engine.errors import UnexpectedChanges
-from bootstrap.errors import GroundctlError
+from bootstrap.kit.errors import GroundctlError
 from bootstrap.planning.plan import NO_CHANGE_OPS, Plan
 from recovery.guide.model import Condition
 from recovery.guide.run import Run

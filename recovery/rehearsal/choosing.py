@@ -35,7 +35,7 @@ class Chosen:
 
     @property
     def option(self):
-        """The chosen candidate (a `recovery.choose.Option`) when a recovery would restore one, else None."""
+        """The chosen candidate (a `recovery.choice.choose.Option`) when a recovery would restore one, else None."""
         choice = self.run.choice
         return choice.chosen if choice is not None and choice.allowed else None
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from bootstrap.untrusted import Unreadable
-from recovery.fleet.reading import rehearsals
-from recovery.fleet.rehearsals import summarize_rehearsals
-from recovery.rehearsal.record import load_rehearsal_record
+from bootstrap.kit.untrusted import Unreadable
+from recovery.evidence.reading import rehearsals
+from recovery.evidence.rehearsals import summarize_rehearsals
+from recovery.evidence.rehearsal_record import load_rehearsal_record
 
 
 def layer_seconds(record: dict) -> dict[str, float]:

@@ -18,16 +18,16 @@ import botocore.exceptions
 
 from bootstrap.engine.errors import UnexpectedChanges
 from bootstrap.engine.secrets_provider import PASSPHRASE, state_provider
-from bootstrap.errors import BadInput, GroundctlError
+from bootstrap.kit.errors import BadInput, GroundctlError
 from bootstrap.records.drift import drift_row
-from bootstrap.untrusted import epoch
-from recovery.recovery_point import measured_rpo
+from bootstrap.kit.untrusted import epoch
+from recovery.choice.recovery_point import measured_rpo
 from recovery.rehearsal.choosing import Chosen, choose_version
-from recovery.rehearsal.judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
+from recovery.evidence.rehearsal_judge import (Attempt, Decrypt, KeyState, LayerResult, decrypt_failure, kms_key_id,
                                       kms_region, preview_failure, preview_from_row, preview_not_run,
                                       preview_reason, secrets_in)
 from recovery.rehearsal.scope import Scope, Step, newest_to_rehearse, version_of
-from recovery.state_bytes import NotAState, decompress, load_json
+from recovery.state.state_bytes import NotAState, decompress, load_json
 
 _AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 

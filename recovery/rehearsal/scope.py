@@ -66,7 +66,7 @@ def version_of(key: str, version_id: Optional[str], source: str, when, *, serial
 
 
 def newest_to_rehearse(evaluated, chosen: tuple, serials: dict) -> tuple[list[dict], list[dict]]:
-    """Of the stack object's newest versions (`recovery.versions.Candidate`s, evaluated, newest first), those
+    """Of the stack object's newest versions (`recovery.choice.versions.Candidate`s, evaluated, newest first), those
     to rehearse beside the chosen one, and those never rehearsed with why: a state whose URNs name another
     stack is never restored anywhere, and one that is not integral proves nothing. Pure."""
     rehearse, passed_over = [], []

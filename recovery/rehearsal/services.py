@@ -8,8 +8,8 @@ from typing import Callable, Optional
 import botocore.exceptions
 
 from bootstrap.aws.clients import error_code, retry_transient
-from bootstrap.untrusted import one_line
-from recovery.rehearsal.judge import KeyState
+from bootstrap.kit.untrusted import one_line
+from recovery.evidence.rehearsal_judge import KeyState
 
 
 def scratch_engine(target, backend_url: str, secrets: Callable[[], list[str]]):
@@ -89,9 +89,9 @@ def rehearse_target(target, scope, *, newest: int, groundctl_version: str,
     from bootstrap.aws.backend import check_account
     from bootstrap.engine.preflight import require_cli
     from bootstrap.engine.versions import platform_key
-    from bootstrap.errors import CloudError
-    from recovery.report import redact
-    from recovery.rehearsal.record import rehearsal_record
+    from bootstrap.kit.errors import CloudError
+    from recovery.restoring.report import redact
+    from recovery.evidence.rehearsal_record import rehearsal_record
     from recovery.rehearsal.run import Services, rehearse
     from recovery.rehearsal.scratch import ScratchBackend
 

@@ -75,7 +75,7 @@ def install_stacks_dir(stacks: Path) -> None:
 
         def _layer_config(self, layer):
             # A secret config value the cluster stand-in reads, set the way groundctl sets the deploy key.
-            from bootstrap.engine.stack_config import ConfigValue
+            from bootstrap.spec.stack_config import ConfigValue
 
             config = super()._layer_config(layer)
             if layer == "cluster" and os.environ.get("ENGINE_TIER_ADMIN_TOKEN"):

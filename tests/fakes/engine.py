@@ -22,7 +22,7 @@ from bootstrap.engine.plan_deviation import Deviation, PlanDeviation
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
                                       refuse_pending, unexpected_pending_creates)
 from bootstrap.engine.results import OperationResult, StackOutputs
-from bootstrap.errors import EngineError, Refused
+from bootstrap.kit.errors import EngineError, Refused
 from bootstrap.layers import LAYERS, LINEAGE_OUTPUT
 from bootstrap.planning.plan import Plan, ResourceChange
 from tests.fakes.clock import FakeClock
@@ -328,7 +328,7 @@ class BucketEngine(InMemoryEngine):
 
     def _sync(self, layer: str) -> None:
         from bootstrap.records.ledger import current_state
-        from recovery.state_bytes import decompress
+        from recovery.state.state_bytes import decompress
 
         obj = current_state(self.store, layer, self.environment)
         if obj is None:

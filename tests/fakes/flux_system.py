@@ -1,5 +1,5 @@
 """A Kubernetes API double serving flux-system objects by path, for the check that Flux has no other owner
-(`bootstrap.flux_owners`): objects as the API returns them, with their labels and managed fields. Paths it
+(`bootstrap.flux.owners`): objects as the API returns them, with their labels and managed fields. Paths it
 does not hold answer 404, as the API does for a namespace or CRD that does not exist; `serve_http`
 (tests/fakes/k8s.py) puts it behind a real socket."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bootstrap.flux_owners import READS
+from bootstrap.flux.owners import READS
 from bootstrap.kube.api import KubeApiError
 
 NAMESPACE, DEPLOYMENTS, GIT_REPOSITORY, KUSTOMIZATION = READS

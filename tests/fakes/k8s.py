@@ -93,7 +93,7 @@ class FakeKubeApi:
             namespace = route.split("/")[5]
             return {"apiVersion": "apps/v1", "kind": "DeploymentList",
                     "items": [d for d in self.deployments if d["metadata"]["namespace"] == namespace]}
-        if route != KUSTOMIZATIONS_PATH:  # before the script: only a poll runs it (bootstrap.flux_owners reads too)
+        if route != KUSTOMIZATIONS_PATH:  # before the script: only a poll runs it (bootstrap.flux.owners reads too)
             raise KubeApiError(404, f"the double does not serve {path}")
         if self.on_poll:
             self.on_poll(len(self.polls))

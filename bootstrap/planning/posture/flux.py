@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from bootstrap.flux_manifest import manifest_source
+from bootstrap.flux.manifest import manifest_source
 from bootstrap.planning.posture.model import SECRET, Context, Outcome, Rule, ok, said
 
 CONFIG_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
