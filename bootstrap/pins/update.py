@@ -53,7 +53,9 @@ def _get(fetch: Callable[..., Answer], url: str, max_bytes: int, read: list[str]
     try:
         answer = fetch(url, max_bytes=max_bytes)
     except FetchProblem as exc:
-        raise UpdateProblem(f"{what} could not be read from {exc.url}: {exc.reason}") from None
+        raise UpdateProblem(f"{what} could not be read from {exc.url}: {exc.reason}. Check that the release base "
+                            "(--release-mirror or GROUNDCTL_RELEASE_MIRROR; GitHub by default) is reachable and "
+                            "serves GitHub's release paths, then run again.") from None
     read.append(url)
     return answer.body
 
