@@ -76,7 +76,9 @@ def update_pins(wanted: Sequence[Want], fetch: Callable[..., Answer], sources: S
             try:
                 digest, url = image_digest(want.version, sources.registry, fetch)
             except (FetchProblem, RegistryProblem) as exc:
-                raise UpdateProblem(f"the digest of the base image {want.version} could not be read: {exc}") from None
+                raise UpdateProblem(f"the digest of the base image {want.version} could not be read: {exc}. Check "
+                                    "that the registry (--registry-mirror or GROUNDCTL_REGISTRY_MIRROR; Docker Hub by "
+                                    "default) is reachable, or pass --no-image when no image is built.") from None
             result.read.append(url)
             result.entries.append(Entry(want.name, want.version, want.platform, want.file, digest, url))
             continue
