@@ -180,7 +180,7 @@ def test_the_install_steps_install_what_the_engine_check_looks_for_and_refuse_an
         tarball = releases.mirror.file(Want(plugin_name("aws"), aws.version, LINUX_AMD64))
         tarball.write_bytes(tarball.read_bytes() + b"\0")
         done, env = _run_install_steps(tmp_path / "runner-2", repo)
-    assert done.returncode == 4 and f"but the lock records" in done.stderr and "Nothing was installed" in done.stderr
+    assert done.returncode == 4 and "but the lock records" in done.stderr and "Nothing was installed" in done.stderr
     with pytest.raises(EngineError, match="the aws resource plugin"):
         plugins.require_plugins(needs, env, LINUX_AMD64)
 

@@ -6,7 +6,6 @@ lock check run as Docker runs it (its SHELL) against a lock read from the local 
 from __future__ import annotations
 
 import inspect
-import os
 import re
 import shutil
 import subprocess
@@ -20,10 +19,10 @@ from packaging.requirements import Requirement
 from bootstrap.engine import versions
 from bootstrap.engine.plugins import Plugin, sdk_plugin
 from bootstrap.engine.preflight import parse_version
-from bootstrap.engine.versions import PULUMI_CLI_MIN, PULUMI_CLI_PINNED, PULUMI_SDK_MIN, Release
+from bootstrap.engine.versions import PULUMI_CLI_PINNED, PULUMI_SDK_MIN, Release
 from bootstrap.engine.versions import BASE_IMAGE
 from bootstrap.pins.artifacts import LINUX_AMD64
-from bootstrap.pins.lockfile import Entry, parse, render
+from bootstrap.pins.lockfile import Entry, render
 from tests.conftest import REPO
 
 DOCKERFILE = REPO / "Dockerfile"

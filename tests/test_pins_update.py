@@ -130,7 +130,7 @@ def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypa
     tarball.write_bytes(tarball.read_bytes() + b"\0")
     assert_refused(groundctl(monkeypatch, capsys, "pins", "install", "--dir", str(repo), "--cli",
                              str(tmp_path / "cli-2"), "--platform", LINUX_AMD64), 4,
-                   f"but the lock records", "Nothing was installed")
+                   "but the lock records", "Nothing was installed")
     assert not (tmp_path / "cli-2").exists() and not list(tmp_path.glob(".cli-2.*"))
     assert_refused(groundctl(monkeypatch, capsys, "pins", "install", "--dir", str(repo)), 2, "--cli FOLDER", "--plugins")
 
