@@ -1,6 +1,6 @@
 """The three AWS roles groundctl's unattended jobs run with, who assumes each, what each writes, and the IAM
 statements that grant exactly that. Pure: `groundctl spec roles` prints them, the workflows and the fleet's
-CronJobs assume them, and the README and runbooks/run-on-a-schedule.md carry `table()` verbatim (a test holds
+CronJobs assume them, and docs/roles.md and runbooks/run-on-a-schedule.md carry `table()` verbatim (a test holds
 all of them to this module).
 
 - plan: previews, and nothing else. A pull request's job runs the pull request's code with it, so it writes
@@ -81,7 +81,7 @@ def policy(role: str, spec) -> Optional[dict]:
 
 def policy_template(role: str) -> Optional[dict]:
     """`policy(role, …)` with the environment's facts as blanks (`<bucket>`, `<region>`, `<account>`,
-    `<env>`, `<kms alias>`): the statements the README and runbooks/run-on-a-schedule.md show verbatim."""
+    `<env>`, `<kms alias>`): the statements docs/roles.md and runbooks/run-on-a-schedule.md show verbatim."""
     from types import SimpleNamespace as Facts
 
     spec = Facts(name="<env>", aws=Facts(region="<region>", account_id="<account>"),
@@ -109,7 +109,7 @@ def describe(spec, repo: str = "<org>/<repo>", branch: str = "<default branch>",
 
 
 def table() -> str:
-    """The roles as the README and the scheduling runbook show them (Markdown)."""
+    """The roles as docs/roles.md and the scheduling runbook show them (Markdown)."""
     rows = ["| role | spec field | assumed by | OIDC subject it trusts | writes in the state bucket |",
             "|---|---|---|---|---|"]
     for r in ROLES:

@@ -115,7 +115,7 @@ def init(
                       Text("apply role" if row["apply_on_merge"] else "no (no aws.apply_role_arn)"))
     console.data(shown)
     console.info(f"The workflows install {options.install} and Pulumi CLI {options.pulumi_version}. Commit "
-                 ".github/workflows/ and see the README section 'Pull requests on GitHub Actions' for the roles' "
+                 ".github/workflows/ and see groundctl's docs/roles.md for the roles' "
                  "trust policies.")
 
 

@@ -12,7 +12,7 @@ from bootstrap.kit import console
 from groundctl.common import ENDPOINT_OPT, ENV_ARG, json_opt, state_reader
 from groundctl.state import printable, state_app
 
-# The README's exit-code table: a check that could not reach a verdict because what it needs is missing.
+# docs/exit-codes.md: a check that could not reach a verdict because what it needs is missing.
 UNVERIFIED_EXIT = 5
 
 

@@ -46,8 +46,8 @@ def _missing() -> list[str]:
 
 requires_cluster_tier = pytest.mark.skipif(
     bool(_missing()),
-    reason=f"the cluster tier needs {', '.join(_missing())} on PATH (built by hand, as the README's test "
-           "section says: etcd from Debian's etcd-server, kube-apiserver and kube-controller-manager from k8s.io/kubernetes, "
+    reason=f"the cluster tier needs {', '.join(_missing())} on PATH (built by hand, as docs/testing.md "
+           "says: etcd from Debian's etcd-server, kube-apiserver and kube-controller-manager from k8s.io/kubernetes, "
            "pulumi-resource-kubernetes from pulumi/pulumi-kubernetes, the Pulumi CLI)")
 
 

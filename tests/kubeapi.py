@@ -63,7 +63,7 @@ def skip_reason() -> Optional[str]:
     if not missing:
         return None
     return (f"the cluster tier needs {', '.join(missing)} on PATH (etcd from Debian's etcd-server; kube-apiserver "
-            "and kube-controller-manager built from k8s.io/kubernetes as the README's test section says)")
+            "and kube-controller-manager built from k8s.io/kubernetes as docs/testing.md says)")
 
 
 def binary_versions() -> dict[str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import yaml
 from bootstrap.ci.requirements import parse
 from bootstrap.ci.workflows import DEFAULT_REQUIREMENTS, WORKFLOWS
 from tests.ci_workflow import WHEEL, WHEEL_SHA256, pin_groundctl
+from tests import docs
 from tests.conftest import REPO
 from tests.test_ci_jobs_run import _init, repo  # noqa: F401 - the fixture
 from tests.test_cli_errors import assert_refused
@@ -171,9 +171,11 @@ def test_which_groundctl_lines_pin_it(monkeypatch, capsys, repo, line, ok):
 # -- the README's recipe, against the package registry -----------------------------------------------------------
 
 def _readme_recipe() -> str:
-    text = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```sh\n(.*?)```", text[text.index("**What the workflows install.**"):], re.S)
-    return blocks[0]
+    """The README's adoption steps from building groundctl's wheel to `ci init`, as one script."""
+    blocks = docs.sh_blocks(docs.section("README.md", "Adopting groundctl"))
+    first = next(i for i, b in enumerate(blocks) if "python -m build --wheel" in b)
+    last = next(i for i, b in enumerate(blocks) if "groundctl ci init" in b)
+    return "".join(blocks[first:last + 1])
 
 
 def test_the_readme_names_the_recipe_this_file_tests():

@@ -17,7 +17,7 @@ from bootstrap.engine.secrets_provider import check_state_provider, same_provide
 from bootstrap.engine.workspace import ENFORCED_ENV, kms_provider, workspace_settings
 from bootstrap.kit.errors import BadInput, Refused
 from bootstrap.spec import load_spec
-from tests.conftest import REPO
+from tests import docs
 
 CANARY = "canary-passphrase-file-7Qe2"
 KMS = "awskms://alias/groundctl-dev-state?region=eu-west-1"
@@ -142,13 +142,9 @@ def test_inherited_pulumi_variables_that_break_groundctls_guarantees_are_held_to
 
 
 def _readme_enforced_table() -> dict[str, str]:
-    """The README's table of the variables every Pulumi run is held to: variable -> value."""
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("| variable | value | why |")
+    """docs/enforced-environment.md's table of the variables every Pulumi run is held to: variable -> value."""
     rows = {}
-    for line in readme[start:].splitlines()[2:]:
-        if not line.startswith("|"):
-            break
+    for line in docs.table_after(docs.text("enforced-environment.md"), "| variable | value | why |"):
         name, value = (re.fullmatch(r"`([^`]*)`.*", cell.strip()).group(1) for cell in line.split("|")[1:3])
         rows[name] = "" if value == '""' else value
     return rows

@@ -26,6 +26,7 @@ from recovery.fleet.findings import RULES, find, rto_trend
 from recovery.fleet.next_steps import NEXT_STEPS, next_step
 from recovery.evidence.reading import read_fleet
 from recovery.fleet.status import fleet_report
+from tests import docs
 from tests.conftest import REPO
 from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
@@ -33,15 +34,12 @@ from tests.fleetseed import Seed, dump, seed_environment, spec_data
 
 
 def _readme_rules() -> list[tuple[str, ...]]:
-    """The rows of the README's fleet rules table: (rule, production, elsewhere, when, command, runbook)."""
-    readme = (REPO / "README.md").read_text()
-    head = readme.index("| rule | production | elsewhere | when | next step | runbook |")
+    """The rows of docs/fleet.md's rules table: (rule, production, elsewhere, when, command, runbook)."""
+    table = docs.section("fleet.md", "The rules table")
     rows = []
-    for line in readme[head:].splitlines()[2:]:
-        if not line.strip().startswith("|"):
-            break
-        rule, prod, other, when, command, runbook = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        link = re.fullmatch(r"\[(.+)\]\((runbooks/.+)\)", runbook)
+    for line in docs.table_after(table, "| rule | production | elsewhere | when | next step | runbook |"):
+        rule, prod, other, when, command, runbook = [c.strip() for c in line.strip("|").split(" | ")]
+        link = re.fullmatch(r"\[(.+)\]\(\.\./(runbooks/.+)\)", runbook)
         assert link and link[2].endswith(link[1]), line
         rows.append((rule.strip("`"), prod, other, when, command.strip("`"), link[2]))
     return rows

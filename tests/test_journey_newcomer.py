@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap.engine.versions import PROVIDER_PLUGINS
+from tests import docs
 from tests.conftest import REPO
 from tests.journey import BASE_PATH, checkout_copy, clean_env, files_under, install_cli, pinned_cli
 
@@ -37,7 +38,7 @@ requires_cli = pytest.mark.skipif(CLI is None, reason=NO_CLI)
 
 def opening_block() -> str:
     """The README's first code block, as written."""
-    return re.search(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    return docs.sh_blocks(docs.text("README.md"))[0]
 
 
 def commands(block: str) -> list[str]:
@@ -45,7 +46,7 @@ def commands(block: str) -> list[str]:
 
 
 def test_the_readme_opens_with_the_install_and_the_main_job_with_what_it_needs_on_path():
-    readme = (REPO / "README.md").read_text()
+    readme = docs.text("README.md")
     assert readme.index(opening_block()) < readme.index("\n## ")  # before any section
     lines = commands(opening_block())
     assert lines[0] == INSTALL and lines[-1] == MAIN_JOB

@@ -31,14 +31,14 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines()]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "runbooks/run-on-a-schedule.md"])
+@pytest.mark.parametrize("doc", ["docs/roles.md", "runbooks/run-on-a-schedule.md"])
 def test_the_readme_and_the_runbook_carry_the_roles_table(doc):
     lines, want = _lines((REPO / doc).read_text()), _lines(table())
     starts = [i for i, line in enumerate(lines) if line == want[0]]
     assert any(lines[i:i + len(want)] == want for i in starts), f"{doc} does not hold bootstrap.roles.table()"
 
 
-@pytest.mark.parametrize("doc", ["README.md", "runbooks/run-on-a-schedule.md"])
+@pytest.mark.parametrize("doc", ["docs/roles.md", "runbooks/run-on-a-schedule.md"])
 def test_the_readme_and_the_runbook_give_the_record_roles_exact_statements(doc):
     lines, want = _lines((REPO / doc).read_text()), _lines(json.dumps(policy_template("record"), indent=2))
     starts = [i for i, line in enumerate(lines) if line == want[0]]

@@ -17,7 +17,7 @@ import typer
 from groundctl import app
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = sorted((REPO / "runbooks").glob("*.md")) + [REPO / "README.md"]
+DOCS = sorted((REPO / "runbooks").glob("*.md")) + sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
 
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
 _INLINE = re.compile(r"`(groundctl [^`]+)`")

@@ -8,7 +8,7 @@ import typing
 from pydantic import BaseModel
 
 from bootstrap.spec import EnvironmentSpec
-from tests.conftest import REPO
+from tests import docs
 
 _ROW = re.compile(r"^\| `([a-z0-9_.\[\]]+)` \| ([^|]+) \|", re.M)
 
@@ -30,8 +30,7 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> dict[str, str]:
 
 
 def _table() -> dict[str, str]:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## The environment spec, field by field", 1)[1].split("\n## ", 1)[0]
+    section = docs.section("spec.md", "The environment spec, field by field")
     return {path: default.strip() for path, default in _ROW.findall(section)}
 
 
@@ -42,6 +41,6 @@ def test_every_field_of_the_spec_is_in_the_readme_with_its_default():
 
 
 def test_the_reference_states_one_base_for_a_relative_manifest_path():
-    lines = (REPO / "README.md").read_text().splitlines()
+    lines = docs.text("spec.md").splitlines()
     row = next(line for line in lines if line.startswith("| `flux.manifest_path`"))
     assert "relative to the repository (the folder that holds `environments/`" in row

@@ -16,7 +16,7 @@ from bootstrap.layers import STACKS_DIR
 
 # Pulumi settings groundctl's guarantees rest on, whatever the operator's shell exports: these win over the
 # inherited environment (the Automation API lays env_vars over os.environ), and a primary name that is set
-# wins over its alternative (sdk/go/common/util/env/env.go:261-277). The README's table lists them (a test
+# wins over its alternative (sdk/go/common/util/env/env.go:261-277). docs/enforced-environment.md's table lists them (a test
 # holds it to this):
 # - PULUMI_SKIP_CHECKPOINTS held to false: true would save only an update's final state (pkg/backend/
 #   snapshot.go:1014-1016, journal.go:704-706), so a killed update would leave the state as it was before,

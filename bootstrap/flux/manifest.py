@@ -90,7 +90,7 @@ def placeholder_text(spec, actual: Optional[str] = None) -> str:
             f"{version}'s install.yaml: no manifest has it, so the flux layer could never be applied; record the "
             f"real one: the install.yaml line of flux_{version.lstrip('v')}_checksums.txt from "
             f"https://github.com/fluxcd/flux2/releases/download/{version}/ (check its cosign signature first), as "
-            f"the README's 'Pinning the Flux install manifest' shows{found}")
+            f"'Pinning the Flux install manifest' (groundctl's docs/flux-manifest.md) shows{found}")
 
 
 def manifest_problem(spec, *, placeholder_ok: bool = False) -> Optional[tuple[str, str]]:

@@ -84,7 +84,7 @@ def environment_problem(spec: EnvironmentSpec) -> Optional[str]:
         why = "a production environment" if spec.production else "a manifest fetched from a URL"
         return (f"flux.manifest_sha256: {why} must pin the Flux install manifest by its sha256; record the digest "
                 f"Flux publishes for {fx.version}'s install.yaml (flux_{fx.version.lstrip('v')}_checksums.txt, "
-                "see the README's 'Pinning the Flux install manifest')")
+                "see 'Pinning the Flux install manifest', groundctl's docs/flux-manifest.md)")
     if spec.production and not spec.flux.ref.pinned:
         return (
             f"flux.ref: this is the branch '{spec.flux.ref.branch}', but a production environment must "

@@ -69,7 +69,7 @@ class DrillReport:
 
     @property
     def exit_code(self) -> int:
-        """The README's contract. A dry run exits with the code the real drill would have where it stops;
+        """docs/exit-codes.md's contract. A dry run exits with the code the real drill would have where it stops;
         a phase stopped by an error exits as that error's class does (no credentials: 4)."""
         stop = self.phase(self.verdict.failed_phase) if self.verdict.failed_phase else None
         if stop is not None and stop.status in (REFUSED, FAILED):

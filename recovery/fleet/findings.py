@@ -1,6 +1,6 @@
 """What needs a person's look, and how urgently: each finding has a level from one rule of `RULES`. Pure.
 
-The rules table is the contract an on-call engineer reads (README, "Fleet status"): a rule's level depends
+The rules table is the contract an on-call engineer reads (docs/fleet.md, "The rules table"): a rule's level depends
 only on whether the environment is production. `critical` is what to act on now, `warning` what to fix
 this week, `info` what is true and expected. A row's level is its worst finding's; `ok` when none.
 

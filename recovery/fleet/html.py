@@ -121,7 +121,7 @@ def _finding(f: dict) -> str:
 
 
 def _rules() -> str:
-    """The rules table (README, "Fleet status"): what each level and next step on this page comes from."""
+    """The rules table (docs/fleet.md): what each level and next step on this page comes from."""
     rows = "".join(f'<tr id="rule-{rule}"><td>{rule}</td><td>{prod}</td><td>{other}</td>'
                    f'<td class="w">{escape(when)}</td><td class="x"><code>{escape(NEXT_STEPS[rule][0])}</code></td>'
                    f'<td class="x">{escape(NEXT_STEPS[rule][1])}</td></tr>' for rule, (prod, other, when) in RULES.items())

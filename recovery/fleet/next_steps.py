@@ -1,6 +1,6 @@
 """What to do about a finding: the first command to run and the runbook that says what follows. Pure.
 
-One entry per rule of `recovery.fleet.findings.RULES`; the README's rules table shows both, and a test
+One entry per rule of `recovery.fleet.findings.RULES`; docs/fleet.md's rules table shows both, and a test
 holds it to this one. A template's blanks: `<env>` the environment, `<bucket>` its state bucket, `<drill>`
 the drill of the finding's kind as this environment runs it, `<object>` the unreadable record's S3 URL,
 `<layer>` the finding's layer.

@@ -86,7 +86,7 @@ class Transcript:
 
     @property
     def exit_code(self) -> int:
-        """The README's contract; a stop caused by an error exits as that error's class does (no
+        """docs/exit-codes.md's contract; a stop caused by an error exits as that error's class does (no
         credentials: 4, whether or not it was a dry run)."""
         stop = next((c for c in self.conditions if c.status in ("refused", "failed")), None)
         if stop is not None and stop.exit_code is not None:
