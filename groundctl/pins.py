@@ -111,46 +111,30 @@ def host_platform() -> str:
 
 # -- update ---------------------------------------------------------------------------------------------
 
-@pins_app.command("update")
-def update(
-    repo: Path = _DIR,
-    platforms: Optional[list[str]] = typer.Option(
-        None, "--platform", help="Another platform to record (linux-amd64 always is), e.g. darwin-arm64. Repeatable."),
-    release_mirror: Optional[str] = typer.Option(
-        None, "--release-mirror", help=f"Base URL serving GitHub's release paths (default: https://github.com; "
-                                       f"or {RELEASE_MIRROR_VAR})."),
-    registry_mirror: Optional[str] = typer.Option(
-        None, "--registry-mirror", help=f"Base URL of an OCI registry mirroring Docker Hub (or {REGISTRY_MIRROR_VAR})."),
-    no_image: bool = typer.Option(False, "--no-image", help="Do not record the image's base (no image is built)."),
-    no_verify_signatures: bool = typer.Option(
-        False, "--no-verify-signatures", help="Record Flux's digests without cosign (the lock says so)."),
-    extra_plugins: Optional[list[str]] = typer.Option(
-        None, "--plugin", help="Also record this plugin version, NAME@VERSION (one a stack's state still binds its "
-                               "provider to). Repeatable; kept by later updates until --prune."),
-    prune: bool = typer.Option(False, "--prune", help="Drop plugin versions no installed SDK asks for."),
-    json_out: bool = json_opt("the artifacts recorded and the URLs read"),
-) -> None:
-    """Read the publishers' checksums files and write groundctl-pins.json at the repository root."""
+def record_pins(repo: Path, fetch, sources=None, verifier=None, platforms: Sequence[str] = (), *, image: bool = True,
+                extra_plugins: Sequence[str] = (), prune: bool = False):
+    """`groundctl pins update` as a plain function (`groundctl init` calls it): read what `repo` needs through
+    `fetch` (bootstrap.pins.fetch.fetch's signature) from `sources` (bootstrap.pins.update.Sources: GitHub and
+    Docker Hub by default), verify Flux's checksums file with `verifier()` (a function returning the verifier,
+    e.g. bootstrap.pins.cosign.verifier; None records it unverified), then write the checked Flux copies and the
+    lock. Returns (bootstrap.pins.update.Result, whether the lock changed, the lock's path). BadInput (exit 2) or
+    GroundctlError (exit 4) naming the file and the fix; nothing is written before everything was read."""
     from bootstrap.destinations import symlink_on_the_way, write_text
-    from bootstrap.pins import cosign
-    from bootstrap.pins.artifacts import DOCKER_HUB, GITHUB, LINUX_AMD64, Want, is_platform, plugin_name
-    from bootstrap.pins.fetch import fetch
+    from bootstrap.pins.artifacts import FLUX, LINUX_AMD64, Want, is_platform, plugin_name
     from bootstrap.pins.lockfile import LOCK_FILE, render
     from bootstrap.pins.update import Sources, UpdateProblem, update_pins
 
     if not (repo / "environments").is_dir():
         raise BadInput(f"{repo.resolve()} holds no environments/ folder. Run this in the repository that holds "
                        "environments/<env>.yaml, or point --dir at it.")
-    wrong = [p for p in platforms or [] if not is_platform(p)]
+    wrong = [p for p in platforms if not is_platform(p)]
     if wrong:
         raise BadInput(f"--platform {wrong[0][:40]!r} is not a platform such as linux-amd64 or darwin-arm64.")
     existing, lock_path = read_lock(repo)
-    chosen = sorted({LINUX_AMD64, *(platforms or []), *(e.platform for e in existing if is_platform(e.platform))})
-    sources = Sources(_mirror(release_mirror, RELEASE_MIRROR_VAR, GITHUB, "--release-mirror"),
-                      _mirror(registry_mirror, REGISTRY_MIRROR_VAR, DOCKER_HUB, "--registry-mirror"))
-    wanted, flux_paths = repository_wants(repo, chosen, image=not no_image)
+    chosen = sorted({LINUX_AMD64, *platforms, *(e.platform for e in existing if is_platform(e.platform))})
+    wanted, flux_paths = repository_wants(repo, chosen, image=image)
     extras = set()
-    for value in extra_plugins or []:
+    for value in extra_plugins:
         match = re.fullmatch(r"([a-z0-9][a-z0-9-]{0,62})@v?(\d+\.\d+\.\d+)", value)
         if not match:
             raise BadInput(f"--plugin {value[:60]!r} is not NAME@VERSION such as aws@7.40.0.")
@@ -163,12 +147,8 @@ def update(
             raise BadInput(f"{repo / rel} has a symbolic link on its way, and `groundctl pins update` never writes "
                            "through one. Nothing was written. Replace the link with a plain folder or file.")
     try:
-        verify = None if no_verify_signatures or not any(w.name == "flux" for w in wanted) else cosign.verifier()
-        with console.progress(f"Reading {len(wanted)} checksums entries") as say:
-            def counted(url, **kwargs):
-                say(url[-80:])
-                return fetch(url, **kwargs)
-            result = update_pins(wanted, counted, sources, verify, flux_paths)
+        verify = verifier() if verifier and any(w.name == FLUX for w in wanted) else None
+        result = update_pins(wanted, fetch, sources or Sources(), verify, flux_paths)
     except UpdateProblem as exc:
         raise GroundctlError(f"{exc} The lock {lock_path} was left as it was.") from None
     text = render(result.entries)
@@ -180,6 +160,46 @@ def update(
             write_text(target, body.decode("utf-8"), "--dir")
     if changed:
         write_text(lock_path, text, "--dir")
+    return result, changed, lock_path
+
+
+@pins_app.command("update")
+def update(
+    repo: Path = _DIR,
+    platforms: Optional[list[str]] = typer.Option(
+        None, "--platform", help="Another platform to record (linux-amd64 always is), e.g. darwin-arm64. "
+                                 "Repeatable."),
+    release_mirror: Optional[str] = typer.Option(
+        None, "--release-mirror", help=f"Base URL serving GitHub's release paths (default: https://github.com; "
+                                       f"or {RELEASE_MIRROR_VAR})."),
+    registry_mirror: Optional[str] = typer.Option(
+        None, "--registry-mirror",
+        help=f"Base URL of an OCI registry mirroring Docker Hub (or {REGISTRY_MIRROR_VAR})."),
+    no_image: bool = typer.Option(False, "--no-image", help="Do not record the image's base (no image is built)."),
+    no_verify_signatures: bool = typer.Option(
+        False, "--no-verify-signatures", help="Record Flux's digests without cosign (the lock says so)."),
+    extra_plugins: Optional[list[str]] = typer.Option(
+        None, "--plugin", help="Also record this plugin version, NAME@VERSION (one a stack's state still binds its "
+                               "provider to). Repeatable; kept by later updates until --prune."),
+    prune: bool = typer.Option(False, "--prune", help="Drop plugin versions no installed SDK asks for."),
+    json_out: bool = json_opt("the artifacts recorded and the URLs read"),
+) -> None:
+    """Read the publishers' checksums files and write groundctl-pins.json at the repository root."""
+    from bootstrap.pins import cosign
+    from bootstrap.pins.artifacts import DOCKER_HUB, GITHUB
+    from bootstrap.pins.fetch import fetch
+    from bootstrap.pins.lockfile import LOCK_FILE
+    from bootstrap.pins.update import Sources
+
+    sources = Sources(_mirror(release_mirror, RELEASE_MIRROR_VAR, GITHUB, "--release-mirror"),
+                      _mirror(registry_mirror, REGISTRY_MIRROR_VAR, DOCKER_HUB, "--registry-mirror"))
+    with console.progress("Reading the publishers' checksums files") as say:
+        def counted(url, **kwargs):
+            say(url[-80:])
+            return fetch(url, **kwargs)
+        result, changed, lock_path = record_pins(
+            repo, counted, sources, None if no_verify_signatures else cosign.verifier, platforms or (),
+            image=not no_image, extra_plugins=extra_plugins or (), prune=prune)
     if json_out:
         console.emit_json({"lock": str(lock_path), "changed": changed, "read": result.read,
                            "files": sorted(result.files),
@@ -248,7 +268,8 @@ def base_image(repo: Path = _DIR) -> None:
 def install(
     repo: Path = _DIR,
     cli: Optional[Path] = typer.Option(None, "--cli", help="Unpack the Pulumi CLI into this folder; print it."),
-    cli_version: Optional[str] = typer.Option(None, "--cli-version", help="The CLI release (default: groundctl's pin)."),
+    cli_version: Optional[str] = typer.Option(None, "--cli-version",
+                                              help="The CLI release (default: groundctl's pin)."),
     plugins: bool = typer.Option(False, "--plugins", help="Install every plugin the installed SDKs ask for."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Platform of the files (default: this host's)."),
 ) -> None:
@@ -264,7 +285,8 @@ def install(
     chosen = platform or host_platform()
     entries = require_covered(repo, "Installing from the lock", platforms=[chosen])
     # Every plugin version the lock records: the SDKs' and any a stack's state still binds its provider to.
-    todo = sorted(e for e in entries if e.name.startswith("pulumi-resource-") and e.platform == chosen) if plugins else []
+    todo = sorted(e for e in entries if e.name.startswith("pulumi-resource-") and e.platform == chosen) \
+        if plugins else []
     version = cli_version or versions.PULUMI_CLI_PINNED
     cli_entry = find(entries, Want(CLI, version, chosen)) if cli is not None else None
     if cli is not None and cli_entry is None:
