@@ -216,9 +216,10 @@ def release_mirror(tmp_path_factory):
 def engine_stand_in(folder: Path, layers: list[str]) -> dict:
     """Environment variables for a `pulumi` that answers only `version` (at the pinned release) and `plugin
     install`, with the provider plugins `layers` need installed through it by groundctl's checked install (a
-    tarball made here and served by a local mirror, its sha256 checked against the lock's): enough for groundctl's engine check, made
-    before its first write, to pass, so a run goes on to write; every later step that needs the engine fails
-    (exit 1 from the CLI, exit 4 from groundctl), as it would with a broken one. Nothing is downloaded from the internet or built."""
+    tarball made here and served by a local mirror, its sha256 checked against the lock's): enough for
+    groundctl's engine check, made before its first write, to pass, so a run goes on to write; every later step
+    that needs the engine fails (exit 1 from the CLI, exit 4 from groundctl), as it would with a broken one.
+    Nothing is downloaded from the internet or built."""
     from bootstrap.engine.plugins import layer_plugins
     from bootstrap.layers import STACKS_DIR
     from tests.plugin_releases import install, served, stand_in_cli

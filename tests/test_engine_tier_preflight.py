@@ -187,7 +187,8 @@ def _old_install(release_folder: Path, plugin: str, version: str, digest: str, h
     before the pins lock, with the real CLI, its download answered from `release_folder`."""
     with serving(release_folder, tmp_path, http2) as (url, trust):
         env = {**base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), "/usr/bin", "/bin"]), home),
-               **trust, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-{plugin}$={url}"}
+               **trust,
+               "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-{plugin}$={url}"}
         return subprocess.run(["pulumi", "plugin", "install", "resource", plugin, f"v{version}", "--exact",
                                "--checksum", digest], env=env, capture_output=True, text=True, timeout=300)
 

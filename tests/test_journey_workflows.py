@@ -7,10 +7,11 @@ and run step by step (tests/workflow_runner.py):
 
 0. the repository's pins lock, written by `groundctl pins update` from a local release mirror in the publishers'
    formats (the CLI's tarball holds the real CLI found on PATH; the kubernetes plugin's the real plugin when built);
-1. a pull request's plan workflow: its first job runs `groundctl pins check`; its plan job installs groundctl into
-   a fresh virtual environment from the requirements file, the pinned CLI and the provider plugins from the lock
-   with `groundctl pins install` (each release file's sha256 checked; an empty PULUMI_HOME before it), plans with the plan role, writes the sticky comment's body and keeps the
-   plans as the artifact; the comment job posts that body through `gh`; the one required check passes;
+1. a pull request's plan workflow: its first job runs `groundctl pins check`; its plan job installs groundctl
+   into a fresh virtual environment from the requirements file, the pinned CLI and the provider plugins from the
+   lock with `groundctl pins install` (each release file's sha256 checked; an empty PULUMI_HOME before it), plans
+   with the plan role, writes the sticky comment's body and keeps the plans as the artifact; the comment job
+   posts that body through `gh`; the one required check passes;
 2. the merge's apply workflow: it finds that run through `gh`, downloads its artifact and applies it with the
    apply role, the change reaching the environment;
 3. the scheduled drift workflow, after a change made outside groundctl: `drift --record` with the record role
@@ -18,12 +19,12 @@ and run step by step (tests/workflow_runner.py):
 
 What stands in, and why: a `uses:` step is replaced by what its action provides (a checkout; a fresh virtual
 environment for setup-python; AWS credentials of the emulator for configure-aws-credentials; a folder for the
-artifact actions). Release files come from the local mirror, as from a team's artifact proxy. `gh` records its calls and answers as GitHub would
-(tests/gh_stand_in.py); jq is the real one. AWS is the emulator, so the spec names its endpoint and the stacks'
-secrets use a passphrase (an AWS environment's use its KMS key). The aws plugin cannot be had offline: its tarball holds a
-stand-in binary (tests/plugin_releases.py), and the layer programs are the engine tier's stand-ins (dynamic-provider records in the emulator's
-S3), each importing its SDK as the real layer does, so groundctl's engine check asks for the plugins the step
-must supply.
+artifact actions). Release files come from the local mirror, as from a team's artifact proxy. `gh` records its calls
+and answers as GitHub would (tests/gh_stand_in.py); jq is the real one. AWS is the emulator, so the spec names its
+endpoint and the stacks' secrets use a passphrase (an AWS environment's use its KMS key). The aws plugin cannot be
+had offline: its tarball holds a stand-in binary (tests/plugin_releases.py), and the layer programs are the engine
+tier's stand-ins (dynamic-provider records in the emulator's S3), each importing its SDK as the real layer does, so
+groundctl's engine check asks for the plugins the step must supply.
 
 Marked `engine` (the real CLI) and `registry` (the wheel's build and its dependencies come from the package
 registry: GROUNDCTL_TEST_REGISTRY=1)."""

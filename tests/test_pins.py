@@ -41,7 +41,8 @@ def dockerfile_instructions() -> list[str]:
 def test_the_table_holds_versions_only():
     releases = (versions.PULUMI_CLI, *versions.PROVIDER_PLUGINS)
     assert versions.table_problems(releases) == []
-    assert versions.table_problems([Release("aws", "latest")]) == ["aws: version 'latest' is not a release such as 1.2.3"]
+    assert versions.table_problems([Release("aws", "latest")]) == [
+        "aws: version 'latest' is not a release such as 1.2.3"]
     assert all(r.repository for r in releases) and versions.PULUMI_CLI.version == PULUMI_CLI_PINNED
     assert not any(hasattr(r, "sha256") for r in releases)  # digests live in the adopter's lock
     assert versions.platform_key("Linux", "x86_64") == LINUX_AMD64 == versions.platform_key("linux", "amd64")

@@ -106,7 +106,8 @@ def test_flux_is_verified_with_cosign_or_refused_without_it(monkeypatch, capsys,
 
 def test_a_specs_flux_manifest_path_gets_the_checked_release_file(monkeypatch, capsys, repo, mirror):
     spec = repo / "environments" / "dev.yaml"
-    spec.write_text(spec.read_text().replace("  version: v2.4.0\n", "  version: v2.4.0\n  manifest_path: flux/install.yaml\n"))
+    spec.write_text(spec.read_text().replace("  version: v2.4.0\n",
+                                             "  version: v2.4.0\n  manifest_path: flux/install.yaml\n"))
     code, _, err = update(monkeypatch, capsys, repo, mirror.url)
     assert code == 0, err
     assert (repo / "flux" / "install.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
@@ -132,7 +133,8 @@ def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypa
                              str(tmp_path / "cli-2"), "--platform", LINUX_AMD64), 4,
                    "but the lock records", "Nothing was installed")
     assert not (tmp_path / "cli-2").exists() and not list(tmp_path.glob(".cli-2.*"))
-    assert_refused(groundctl(monkeypatch, capsys, "pins", "install", "--dir", str(repo)), 2, "--cli FOLDER", "--plugins")
+    assert_refused(groundctl(monkeypatch, capsys, "pins", "install", "--dir", str(repo)), 2, "--cli FOLDER",
+                   "--plugins")
 
 
 # -- bad input: exit 2 or 4, the file and the fix named, nothing half-written --------------------------------
@@ -148,7 +150,8 @@ def test_a_checksums_file_without_the_needed_entry(monkeypatch, capsys, repo, mi
     path = _aws_checksums(mirror)
     path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if "linux-amd64" not in line))
     _refused_and_untouched(monkeypatch, capsys, repo, mirror.url, 4, f"pulumi-aws_{AWS.version}_checksums.txt has no "
-                           f"line for pulumi-resource-aws-v{AWS.version}-linux-amd64.tar.gz", "check the version and platform")
+                           f"line for pulumi-resource-aws-v{AWS.version}-linux-amd64.tar.gz",
+                           "check the version and platform")
 
 
 @pytest.mark.parametrize("content,needle", [
@@ -221,7 +224,8 @@ def test_a_slow_mirror_is_given_up_on_within_the_deadline():
 @pytest.mark.parametrize("edit,needle", [
     (lambda t: re.sub(r'"sha256": "([0-9a-f]{12})[0-9a-f]{52}"', r'"sha256": "\1"', t, count=1),
      "is not 64 lowercase hex digits"),  # a short digest
-    (lambda t: t.replace('"name": "pulumi"', '"name": "terraform"', 1), "'terraform' is not an artifact groundctl installs"),
+    (lambda t: t.replace('"name": "pulumi"', '"name": "terraform"', 1),
+     "'terraform' is not an artifact groundctl installs"),
 ])
 def test_a_hand_edited_lock(monkeypatch, capsys, repo, mirror, edit, needle):
     assert update(monkeypatch, capsys, repo, mirror.url)[0] == 0

@@ -180,7 +180,8 @@ def _entry(version: str, platform: str = LINUX_AMD64) -> Entry:
 def test_the_install_command_carries_the_locks_digest_or_names_the_command_that_records_it():
     aws = Plugin("aws", "7.51.1", "pulumi_aws")
     lock = [_entry("7.51.1")]
-    url = "https://github.com/pulumi/pulumi-aws/releases/download/v7.51.1/pulumi-resource-aws-v7.51.1-linux-amd64.tar.gz"
+    url = ("https://github.com/pulumi/pulumi-aws/releases/download/v7.51.1/"
+           "pulumi-resource-aws-v7.51.1-linux-amd64.tar.gz")
     assert plugins.install_command(aws, LINUX_AMD64, None, lock) == (
         f'`t="$(mktemp -d)/pulumi-resource-aws-v7.51.1-linux-amd64.tar.gz" && curl -fsSL --max-time 900 -o "$t" '
         f'{url} && echo "{"a" * 64}  $t" | sha256sum --check --strict - && pulumi plugin install resource aws '
