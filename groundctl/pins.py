@@ -278,7 +278,7 @@ def install(
     from bootstrap.pins.artifacts import CLI, Want
     from bootstrap.pins.fetch import fetch
     from bootstrap.pins.install import InstallProblem, install_cli, install_plugin
-    from bootstrap.pins.lockfile import find, shortfall_message
+    from bootstrap.pins.lockfile import LOCK_FILE, find, shortfall_message
 
     if cli is None and not plugins:
         raise BadInput("Say what to install: --cli FOLDER (the Pulumi CLI) and/or --plugins.")
@@ -290,7 +290,7 @@ def install(
     version = cli_version or versions.PULUMI_CLI_PINNED
     cli_entry = find(entries, Want(CLI, version, chosen)) if cli is not None else None
     if cli is not None and cli_entry is None:
-        raise GroundctlError(shortfall_message(str(repo / "groundctl-pins.json"), [Want(CLI, version, chosen).label()],
+        raise GroundctlError(shortfall_message(str(repo / LOCK_FILE), [Want(CLI, version, chosen).label()],
                                                "Installing the Pulumi CLI"))
     try:
         if cli_entry is not None:

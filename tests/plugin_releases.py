@@ -9,7 +9,6 @@ so a test that models a runner gets its plugins through the install step the wor
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -81,7 +80,7 @@ class LocalReleases:
     def entries(self, repo: Path, platforms: Sequence[str] = (LINUX_AMD64,)) -> list[Entry]:
         from groundctl.pins import repository_wants
 
-        wanted, paths = repository_wants(repo, platforms, image=False)
+        wanted, _ = repository_wants(repo, platforms, image=False)
         return update_pins(wanted, fetch, Sources(self.url), None, {}).entries
 
     def lock(self, repo: Path, platforms: Sequence[str] = (LINUX_AMD64,)) -> Path:
@@ -95,10 +94,6 @@ def served(root: Path, **kwargs) -> Iterator[LocalReleases]:
     mirror = build_mirror(root, **kwargs)
     with mirror.serve() as url:
         yield LocalReleases(mirror, url)
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def install(cli: Path, entries: Sequence[Entry], env: dict) -> None:

@@ -40,13 +40,6 @@ class Want:
     version: str
     platform: str
 
-    @property
-    def is_plugin(self) -> bool:
-        return self.name.startswith(PLUGIN_PREFIX)
-
-    @property
-    def plugin(self) -> str:
-        return self.name.removeprefix(PLUGIN_PREFIX)
 
     @property
     def repository(self) -> str:
@@ -55,7 +48,7 @@ class Want:
             return "pulumi/pulumi"
         if self.name == FLUX:
             return "fluxcd/flux2"
-        return f"pulumi/pulumi-{self.plugin}"
+        return f"pulumi/pulumi-{self.name.removeprefix(PLUGIN_PREFIX)}"
 
     @property
     def file(self) -> str:

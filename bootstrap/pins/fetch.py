@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
@@ -33,8 +33,6 @@ class Answer:
     headers: Mapping[str, str]
     url: str  # the URL read (after redirects)
 
-
-Fetch = Callable[..., Answer]
 
 
 def _looks_like_html(body: bytes, content_type: str) -> bool:

@@ -14,7 +14,7 @@ checked. pulumi/pulumi's and the providers' goreleaser configurations sign nothi
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Optional, Sequence
 
 from bootstrap.pins import checksums as checksums_file
@@ -113,6 +113,6 @@ def update_pins(wanted: Sequence[Want], fetch: Callable[..., Answer], sources: S
                     raise UpdateProblem(f"{file_url} has sha256 {actual}, not the {digest} its checksums file {url} "
                                         "records: the mirror serves another file. Nothing was written.")
                 result.files.update({p: body for p in paths})
-                entry = Entry(**{**entry.__dict__, "path": paths[0]})
+                entry = replace(entry, path=paths[0])
         result.entries.append(entry)
     return result
