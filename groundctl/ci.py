@@ -67,8 +67,9 @@ def environments_of(repo: Path) -> list:
             extra_files=(inside,) if inside and not inside.startswith("..") else (),
         ))
     if not found:
-        raise BadInput(f"{folder} holds no environment specs (<env>.yaml). Add one, e.g. from groundctl's "
-                       "environments/dev.yaml, then run the command again.")
+        raise BadInput(f"{folder} holds no environment specs (<env>.yaml). Add one (`groundctl init --name <env> "
+                       "--region <region> --account <id>` writes a first one from a bundled example), then run the "
+                       "command again.")
     return found
 
 

@@ -36,7 +36,7 @@ def init(
 ) -> None:
     """Write .github/workflows/groundctl-{pr,apply,drift,rehearse}.yml into a repository that holds environments/."""
     from bootstrap.ci import workflows
-    from bootstrap.destinations import check_dir, symlink_on_the_way, write_text
+    from bootstrap.destinations import check_dir, write_text
 
     from bootstrap.engine.versions import PULUMI_CLI_PINNED
 
@@ -50,31 +50,10 @@ def init(
         rehearsal_cron=rehearsal_schedule,
         groundctl_version=version_of("groundctl", "unknown"),
     )
-    wrong = workflows.problems(options)
-    notes: list[str] = []
-    if not wrong and options.install != workflows.CHECKOUT:
-        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
-        options = replace(options, wheel_dir=wheel_dir)
-    if wrong:
-        raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    rendered, notes, options = workflow_files(repo, options)
     for note in notes:
         console.info(note)
-    rendered = workflows.render(options)
-    status = {}
-    for rel, text in rendered.items():
-        path = repo / rel
-        link = symlink_on_the_way(repo, rel)
-        if link is not None:
-            # A link planted in a repository (a pull request can add one) would send the write anywhere.
-            raise BadInput(f"{link} is a symbolic link, and `groundctl ci init` never writes through one: the "
-                           f"workflow could land outside {repo.resolve()}. Nothing was written. Replace the link "
-                           "with a plain folder or file (or remove it), then run `groundctl ci init` again.")
-        if path.is_file():
-            status[rel] = "unchanged" if path.read_text(encoding="utf-8") == text else "differs"
-        elif path.exists():
-            raise BadInput(f"{path} exists and is not a file. Move it away and run `groundctl ci init` again.")
-        else:
-            status[rel] = "new"
+    status = file_status(repo, rendered, "groundctl ci init")
     differing = [rel for rel, s in status.items() if s == "differs"]
     if differing and not force:
         raise Refused(
@@ -119,7 +98,53 @@ def init(
                  "trust policies.")
 
 
+def workflow_files(repo: Path, options):
+    """(repository path → text of each workflow, notes on the install, the options with the wheel's folder) for
+    `repo`; BadInput naming what stops them (an option, the requirements file, the wheel it pins)."""
+    from bootstrap.ci import workflows
+
+    wrong = workflows.problems(options)
+    notes: list[str] = []
+    if not wrong and options.install != workflows.CHECKOUT:
+        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
+        options = replace(options, wheel_dir=wheel_dir)
+    if wrong:
+        raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
+    return workflows.render(options), notes, options
+
+
+def file_status(repo: Path, files: dict[str, str], command: str) -> dict[str, str]:
+    """Per repository path: `new`, `unchanged` or `differs` from the text to write; BadInput for a path through a
+    symbolic link or that is not a file, so that nothing is written."""
+    from bootstrap.destinations import symlink_on_the_way
+    from bootstrap.kit.user_files import read_user_file
+
+    status = {}
+    for rel, text in files.items():
+        path = repo / rel
+        link = symlink_on_the_way(repo, rel)
+        if link is not None:
+            # A link planted in a repository (a pull request can add one) would send the write anywhere.
+            raise BadInput(f"{link} is a symbolic link, and `{command}` never writes through one: {rel} could land "
+                           f"outside {repo.resolve()}. Nothing was written. Replace the link with a plain folder or "
+                           f"file (or remove it), then run `{command}` again.")
+        if path.is_file():
+            # Its size first: a file of another size differs, and is never read whole to say so. One of the same size
+            # is read as every file a user names: a FIFO swapped in, or a hung mount, is an error naming it.
+            want = text.encode("utf-8")
+            same = path.stat().st_size == len(want) and read_user_file(
+                str(path), what="The file", max_bytes=len(want), follow_symlinks=False,
+                fix=f"Move it away and run `{command}` again") == want
+            status[rel] = "unchanged" if same else "differs"
+        elif path.exists() or path.is_symlink():
+            raise BadInput(f"{path} exists and is not a file. Move it away and run `{command}` again.")
+        else:
+            status[rel] = "new"
+    return status
+
+
 REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred packages is ~200 KiB
+WHEEL_MAX_BYTES = 256 << 20  # groundctl's wheel is well under a MiB; the bound is for what a requirement names
 
 
 def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
@@ -152,6 +177,7 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
     import hashlib
 
     from bootstrap.ci.requirements import Wheel
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     root = repo.resolve()
     for rel in candidates:
@@ -159,11 +185,8 @@ def _find_wheel(repo: Path, candidates: tuple[str, ...]):
         try:
             if not path.is_file() or not path.resolve().is_relative_to(root):
                 continue
-            digest = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError:
+            data = read_user_file(str(path), what="The wheel", max_bytes=WHEEL_MAX_BYTES, fix="")
+        except (OSError, UnusableFile):
             continue
-        return Wheel(rel, digest.hexdigest())
+        return Wheel(rel, hashlib.sha256(data).hexdigest())
     return None

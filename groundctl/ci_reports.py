@@ -28,15 +28,14 @@ def _write_or_print(text: str, out: Optional[Path], json_doc: Optional[dict]) ->
         console.data(text)
 
 
+# A plan's Markdown or JSON, a run record, a job's log: a few MiB at the most.
+CI_FILE_MAX_BYTES = 64 * 1024 * 1024
+
+
 def _read_json(path: Path, what: str) -> Optional[dict]:
     """The JSON document at `path`; None when the file is missing or empty (the step that writes it failed)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read {what} {path} ({exc}).") from None
-    if not text.strip():
+    text = read_ci_file(path, what)
+    if text is None or not text.strip():
         return None
     try:
         doc = json.loads(text)
@@ -47,13 +46,34 @@ def _read_json(path: Path, what: str) -> Optional[dict]:
     return doc
 
 
-def _read_text(path: Path) -> Optional[str]:
+def read_ci_file(path: Path, what: str = "the file") -> Optional[str]:
+    """The text at `path`, read as every file a user names is (bootstrap.kit.user_files); None when there is none."""
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
+
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read {path} ({exc}).") from None
+        data = read_user_file(str(path), what=what[:1].upper() + what[1:], max_bytes=CI_FILE_MAX_BYTES,
+                              fix="It is written by the workflow's earlier step; see that step's log")
+    except UnusableFile as exc:
+        if exc.missing:
+            return None
+        raise
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"Cannot read {what} {path}: it is not UTF-8 text.") from None
+
+
+def _digests(live: Path, environment: str, commit: str) -> str:
+    """The live plan's digests for the reviewer and the merge job; a note instead when the plan folder cannot be
+    bound (the merge then refuses it: no digests are posted)."""
+    from bootstrap.ci.binding import block, table
+    from groundctl.ci_binding import artifact_digests
+
+    try:
+        found = artifact_digests(live, environment)
+    except BadInput as exc:
+        return f"⚠️ No digests: {exc.message} The merge applies no plan of this commit.\n"
+    return table(found) + ("\n" + block(environment, commit.lower(), found) + "\n" if commit else "")
 
 
 @ci_app.command("comment")
@@ -76,13 +96,15 @@ def comment(
         raise BadInput(f"'{environment}' is not an environment name (lowercase letters, digits, hyphens).")
     offline, live = plan_dir / "offline", plan_dir / "live"
     live_json, live_md = live_combined_names(environment)
+    live_doc = _read_json(live / live_json, "a live plan")
     inputs = PlanInputs(
         environment=environment,
         offline_doc=_read_json(offline / f"plan-{environment}.json", "an offline plan"),
-        offline_md=_read_text(offline / f"plan-{environment}.md"),
-        live_doc=_read_json(live / live_json, "a live plan"),
-        live_md=_read_text(live / live_md),
+        offline_md=read_ci_file(offline / f"plan-{environment}.md"),
+        live_doc=live_doc,
+        live_md=read_ci_file(live / live_md),
         live_note=live_note, artifact_name=artifact_name, artifact_url=artifact_url, commit=commit,
+        digests=_digests(live, environment, commit) if live_doc is not None else "",
     )
     body = plan_comment(inputs)
     doc = None
@@ -107,7 +129,7 @@ def summary(
     from bootstrap.ci.reports import up_summary
 
     code = int(exit_code) if exit_code.strip().lstrip("-").isdigit() else None
-    text = up_summary(environment, _read_json(record, "a run record"), (_read_text(log) or "") if log else "",
+    text = up_summary(environment, _read_json(record, "a run record"), (read_ci_file(log) or "") if log else "",
                       plan_dir=plan_dir, exit_code=code)
     _write_or_print(text, out, {"environment": environment, "summary": text} if json_out else None)
 

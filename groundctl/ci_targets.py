@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -38,7 +39,8 @@ def targets(
     else:
         paths = _read_changed(changed_files)
         _refuse_unusable_names(paths)
-        names, why = touched(paths, environments)
+        # The workflows name the requirements file they install (GROUNDCTL_INSTALL): a change to it is an upgrade.
+        names, why = touched(paths, environments, install=os.environ.get("GROUNDCTL_INSTALL", ""))
     selection = select(environments, names, needs.removesuffix("-role") if needs else None)
     for name, reason in selection.skipped:
         console.warn(f"{name}: not included: {reason}")
@@ -53,15 +55,20 @@ def targets(
     console.data(shown)
 
 
+CHANGED_FILES_MAX_BYTES = 16 * 1024 * 1024  # `git diff --name-only` of a change of 100,000 files is a few MiB
+
+
 def _read_changed(path: Path) -> list[str]:
     from bootstrap.ci.touched import environment_of, not_paths
+    from bootstrap.kit.user_files import read_user_file
 
     how = "Give a text file with one changed path per line, such as the output of `git diff --name-only`"
     if environment_of(str(path)) is not None:
         raise BadInput(f"--changed-files {path} is an environment spec, not a list of changed paths. {how} (a file "
                        f"holding the line {path} touches that environment), or --all for every environment.")
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else read_user_file(
+            str(path), what="--changed-files", max_bytes=CHANGED_FILES_MAX_BYTES, fix=f"{how}.").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"Cannot read --changed-files {path} ({exc}). {how}.") from None
     lines = text.splitlines()

@@ -48,10 +48,11 @@ def _root(
 
 # The modules that register each top-level command, in the order the root help lists them.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "spec": ("spec_cmd",), "lock": ("lock",), "plan": ("plan",),
+    "init": ("init_cmd",), "spec": ("spec_cmd",), "lock": ("lock",), "plan": ("plan",),
     "state": ("state", "state_import", "state_verify", "state_rehearse"),
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
-    "drift": ("status",), "up": ("up",), "destroy": ("up",), "ci": ("ci", "ci_init", "ci_targets", "ci_reports"), "fleet": ("fleet",),
+    "drift": ("status",), "up": ("up",), "destroy": ("up",),
+    "ci": ("ci", "ci_init", "ci_targets", "ci_reports", "ci_binding"), "fleet": ("fleet",),
     "pins": ("pins",),
 }
 

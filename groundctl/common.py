@@ -60,6 +60,22 @@ def announce_emulator(url: str) -> None:
                  "`groundctl emulator start` keeps one running).")
 
 
+def refuse_embedded(environment: str, endpoint_url: Optional[str]):
+    """The environment's spec; BadInput when its state would be read from an emulator started for this command,
+    which holds nothing: whatever an earlier command wrote went with the emulator it ran on."""
+    from bootstrap.spec import load_spec
+
+    spec = load_spec(environment)
+    if resolve_endpoint(spec, endpoint_url, os.environ).url == "embedded":
+        raise BadInput(
+            f"Environment '{spec.name}' uses the embedded emulator, and its state lives only while an emulator "
+            "runs: one started for this command would be empty, whatever an earlier command wrote (that state went "
+            "with the emulator it ran on). Run `groundctl emulator start`, then pass its URL with --endpoint-url or "
+            f"set {ENDPOINT_ENV}."
+        )
+    return spec
+
+
 @contextmanager
 def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Target]:
     """The environment for a command that only reads its state bucket, which must exist.
@@ -67,14 +83,7 @@ def state_reader(environment: str, endpoint_url: Optional[str]) -> Iterator[Targ
     An `embedded` emulator is refused rather than started: a fresh one is empty, so reading it could
     only ever say that nothing exists.
     """
-    from bootstrap.spec import load_spec
-
-    spec = load_spec(environment)
-    if resolve_endpoint(spec, endpoint_url, os.environ).url == "embedded":
-        raise BadInput(
-            f"Environment '{spec.name}' uses the embedded emulator, and its state lives only while an emulator "
-            f"runs. Run `groundctl emulator start`, then pass its URL with --endpoint-url or set {ENDPOINT_ENV}."
-        )
+    spec = refuse_embedded(environment, endpoint_url)
     with open_target(environment, endpoint_url=endpoint_url, spec=spec) as target:
         target.require_bucket()
         yield target

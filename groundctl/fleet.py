@@ -41,25 +41,35 @@ def _spec_files(folder: Optional[Path]):
     paths = sorted(base.glob("*.yaml"))
     if not paths:
         raise BadInput(f"No environment spec (*.yaml) in {base}. Give the folder that holds the fleet's specs.")
-    files = [SpecFile(load_spec(p.stem, base=base), p.name, p.read_text()) for p in paths]
+    files = [SpecFile(load_spec(p.stem, base=base), p.name, _spec_text(p)) for p in paths]
     return [replace(f, manifest_text=_repository_manifest(base.parent, f.flux_manifest_path)) for f in files]
+
+
+def _spec_text(path: Path) -> str:
+    """The spec's text as written (load_spec has read and checked it): bounded like every file a user names."""
+    from bootstrap.kit.user_files import read_user_file
+    from bootstrap.spec.spec_file import MAX_SPEC_BYTES
+
+    data = read_user_file(str(path), what="The environment spec", max_bytes=MAX_SPEC_BYTES,
+                          fix="Give the folder that holds the fleet's <env>.yaml specs")
+    return data.decode("utf-8", "replace")  # load_spec refused one that is not UTF-8
+
+
+# A manifest over a ConfigMap's 1 MiB is still read, so the render can say that it is too large.
+MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _repository_manifest(root: Path, written: Optional[str]) -> Optional[str]:
     """The text of a Flux manifest the spec names by a repository path (relative to the folder that holds the
     specs' folder), which the pods mount; None for none, a URL, an absolute path or a file that cannot be read
     (the render says why each is no use to a pod)."""
-    from recovery.fleet.flux_manifest import LIMIT
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     if not written or written.startswith(("/", "http://", "https://")):
         return None
-    path = root / written
     try:
-        if not path.is_file():
-            return None
-        with path.open("rb") as fh:
-            return fh.read(LIMIT + 1).decode("utf-8")  # one byte over is enough to say it is too large
-    except (OSError, UnicodeDecodeError):
+        return read_user_file(str(root / written), what="", max_bytes=MANIFEST_MAX_BYTES, fix="").decode("utf-8")
+    except (UnusableFile, UnicodeDecodeError):
         return None
 
 

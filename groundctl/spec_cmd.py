@@ -6,6 +6,7 @@ import typer
 
 from bootstrap.kit import console
 from groundctl.cli import app
+from bootstrap.kit.errors import BadInput
 from groundctl.common import Group, ENV_ARG, json_opt
 
 spec_app = typer.Typer(cls=Group, help="Validate and show environment specs.", no_args_is_help=True)
@@ -39,28 +40,44 @@ def roles(
     repo: str = typer.Option("<org>/<repo>", "--repo", help="The GitHub repository whose workflows assume the roles."),
     branch: str = typer.Option("main", "--branch", help="Its default branch (the scheduled drift runs there)."),
     namespace: str = typer.Option("groundctl", "--namespace", help="The fleet's namespace (its CronJobs' IRSA)."),
-    json_out: bool = json_opt("each role: who assumes it, what it writes, its IAM policy"),
+    fleet_issuer: str = typer.Option(
+        "", "--fleet-oidc-issuer", help="The OIDC issuer of the cluster the fleet's CronJobs run in "
+        "(oidc.eks.<region>.amazonaws.com/id/<id>): the record and apply roles then trust its ServiceAccounts too."),
+    json_out: bool = json_opt("each role: who assumes it, its trust and permissions policies, and the inputs of "
+                              "`aws iam create-role`, `put-role-policy` and `attach-role-policy`"),
 ) -> None:
-    """The plan, record and apply roles of an environment: who assumes each and the IAM statements each needs."""
+    """The plan, record and apply roles of an environment: who assumes each, its trust policy and its permissions."""
     import json
 
-    from bootstrap.roles import describe
+    from bootstrap.roles import describe, subject_problems
     from bootstrap.spec import load_spec
 
-    described = describe(load_spec(environment), repo=repo, branch=branch, namespace=namespace)
+    from bootstrap.roles import PLACEHOLDER_REPO
+
+    wrong = subject_problems(repo=repo, branch=branch, namespace=namespace, fleet_issuer=fleet_issuer)
+    if wrong:
+        raise BadInput(f"{'; '.join(wrong)}. Nothing was printed: a role trusts exactly one repository, branch and "
+                       "ServiceAccount.")
+    if repo == PLACEHOLDER_REPO:
+        console.warn(f"the trust policies name {PLACEHOLDER_REPO}: give --repo <owner>/<name> for policies to create")
+    described = describe(load_spec(environment), repo=repo, branch=branch, namespace=namespace,
+                         fleet_issuer=fleet_issuer.removeprefix("https://"))
     if json_out:
         console.emit_json({"environment": environment, "roles": described})
         return
     for role in described:
-        console.data(f"{role['role']} role ({role['spec_field']}: {role['arn'] or 'not set'})\n"
+        name = role["create_role"]["RoleName"]
+        console.data(f"{role['role']} role {name} ({role['spec_field']}: {role['arn'] or 'not set'})\n"
                      f"  used by: {role['used_by']}\n"
                      f"  trusts: {role['github_subject']}"
                      + (f", {role['fleet_subject']}" if role["fleet_subject"] else "") + "\n"
-                     f"  writes in the state bucket: {', '.join(role['writes']) or 'nothing'}")
-        if role["managed_policies"]:
-            console.data(f"  managed policy (reads of what the layers create): {', '.join(role['managed_policies'])}")
-        if role["policy"] is not None:
-            console.data("  inline policy:\n" + json.dumps(role["policy"], indent=2))
-        else:
-            console.data("  policy: what `groundctl up` needs to create every layer (S3, KMS, VPC, IAM, EKS); not "
-                         "generated")
+                     f"  writes in the state bucket: {', '.join(role['writes']) or 'nothing'}\n"
+                     f"  managed policy (reads of what the layers create): {', '.join(role['managed_policies'])}")
+        if role["fleet_subject"] and not fleet_issuer:
+            console.data("  (the fleet's CronJobs are trusted once --fleet-oidc-issuer names their cluster's issuer)")
+        console.data("  trust policy (create-role --assume-role-policy-document):\n"
+                     + json.dumps(role["trust_policy"], indent=2))
+        console.data(f"  inline policy {role['put_role_policy']['PolicyName']} (put-role-policy):\n"
+                     + json.dumps(role["policy"], indent=2))
+    console.info("`--json` gives each role's create_role, put_role_policy and attach_role_policy as the inputs of "
+                 "`aws iam create-role --cli-input-json`, `put-role-policy` and `attach-role-policy`.")

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from bootstrap.kit import console
 from groundctl.cli import app
-from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, split_layers, table
+from groundctl.common import ENDPOINT_OPT, ENV_ARG, announce_emulator, json_opt, refuse_embedded, split_layers, table
 from bootstrap.kit.errors import BadInput
 from bootstrap.layers import select
 
@@ -50,7 +50,9 @@ def status(
 
     from bootstrap.records.lock_status import lock_status
 
-    with open_target(environment, endpoint_url=endpoint_url, on_emulator=announce_emulator) as target:
+    # A history read from an emulator started for this command is always empty: say so, never "never applied".
+    spec = refuse_embedded(environment, endpoint_url)
+    with open_target(environment, endpoint_url=endpoint_url, spec=spec) as target:
         try:
             target.require_bucket()
             store, note = target.store, ""

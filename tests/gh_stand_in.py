@@ -37,15 +37,20 @@ def _answer(args: list, world: dict, log: dict):
             (rf"repos/{repo}/pulls/(\d+)", lambda m: world["pulls"][m[1]]),
             (rf"repos/{repo}/actions/runs/(\d+)/jobs", lambda m: {"jobs": world["run_jobs"].get(m[1], [])}),
             (rf"repos/{repo}/issues/(\d+)/comments", lambda m: world["comments"].get(m[1], [])),
-            (rf"repos/{repo}/issues/comments/(\d+)", lambda m: {}),
+            (rf"repos/{repo}/issues/comments/(\d+)", lambda m: _comment(world, int(m[1]))),
         ]
         for pattern, answer in routes:
             m = re.fullmatch(pattern, endpoint)
             if m:
                 if method == "POST" and "comments" in endpoint:
-                    created = {"id": 900 + len(world["comments"].get(m[1], [])), "body": log["fields"]["body"]}
+                    # Posted with the job's GITHUB_TOKEN: GitHub names its author github-actions[bot].
+                    created = {"id": 900 + sum(map(len, world["comments"].values())), "body": log["fields"]["body"],
+                               "user": {"login": "github-actions[bot]", "type": "Bot"}}
                     world["comments"].setdefault(m[1], []).append(created)
                     return created
+                if method == "PATCH" and "comments/" in endpoint:
+                    _comment(world, int(m[1]))["body"] = log["fields"]["body"]
+                    return {}
                 return answer(m)
         raise LookupError(f"no answer for gh api {endpoint}")
     if args[:2] == ["run", "list"]:
@@ -70,6 +75,10 @@ def _answer(args: list, world: dict, log: dict):
                     issue["state"] = "closed"
         return None
     raise LookupError(f"no answer for gh {' '.join(args)}")
+
+
+def _comment(world: dict, number: int) -> dict:
+    return next(c for comments in world["comments"].values() for c in comments if c["id"] == number)
 
 
 def main(args: list) -> int:

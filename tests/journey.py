@@ -63,7 +63,10 @@ def checkout_copy(repo: Path, target: Path) -> Path:
                             capture_output=True, check=True, timeout=120).stdout.decode().split("\0")
     for name in filter(None, listed):
         source = repo / name
-        if source.is_file():
+        if source.is_symlink():  # environments/, a link to the bundled examples, stays one
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(source), target / name)
+        elif source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     return target

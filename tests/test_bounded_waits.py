@@ -91,6 +91,10 @@ def _empty_200(conn, stop):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 
 
+# What seven groundctl processes started side by side may take before their first call on a loaded machine.
+STARTUP_ALLOWANCE = 60
+
+
 def _env(env_extra: dict | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("GROUNDCTL_ENDPOINT_URL", clients.DEADLINE_ENV)}
     env.update(PULUMI_CONFIG_PASSPHRASE="bounded-waits", **(env_extra or {}))
@@ -172,7 +176,9 @@ def test_a_dripping_endpoint_trips_the_call_deadline_in_every_command(silent_loc
         results = _every_command(server.url, {clients.DEADLINE_ENV: "3"})
     for command, (proc, took) in results:
         assert proc.returncode == 4, (command, proc.returncode, proc.stderr)
-        assert took < 3 + clients.BUDGET_SLACK + 20, (command, took)  # one deadline, the slack, start-up
+        # One deadline, the slack and seven side-by-side start-ups: at a load of 30 those took 33 s. The drip never
+        # ends, so a call the deadline did not stop would run into the 120 s subprocess timeout instead.
+        assert took < 3 + clients.BUDGET_SLACK + STARTUP_ALLOWANCE, (command, took)
         assert "did not finish answering within 3 s" in _one_paragraph(proc), command
 
 

@@ -14,7 +14,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -171,18 +170,23 @@ def test_which_groundctl_lines_pin_it(monkeypatch, capsys, repo, line, ok):
 # -- the README's recipe, against the package registry -----------------------------------------------------------
 
 def _readme_recipe() -> str:
-    """The README's adoption steps from building groundctl's wheel to `ci init`, as one script."""
+    """The README's adoption steps from building groundctl's wheel to `groundctl init`, as one script."""
     blocks = docs.sh_blocks(docs.section("README.md", "Adopting groundctl"))
     first = next(i for i, b in enumerate(blocks) if "python -m build --wheel" in b)
-    last = next(i for i, b in enumerate(blocks) if "groundctl ci init" in b)
+    last = next(i for i, b in enumerate(blocks) if "groundctl init" in b)
     return "".join(blocks[first:last + 1])
 
 
 def test_the_readme_names_the_recipe_this_file_tests():
     recipe = _readme_recipe()
-    for needed in ("python -m build --wheel", "pip-compile --generate-hashes", "groundctl pins update",
-                   "git add groundctl-pins.json", "groundctl ci init"):
+    for needed in ("python -m build --wheel", "pip-compile --generate-hashes",
+                   "python -m pip install --require-hashes -r groundctl-requirements.txt", "groundctl init",
+                   "groundctl pins update", "groundctl-pins.json"):
         assert needed in recipe
+    # groundctl is installed by the recipe itself before its first groundctl command.
+    lines = recipe.splitlines()
+    install = next(i for i, line in enumerate(lines) if "pip install --require-hashes" in line)
+    assert not any(line.startswith("groundctl ") for line in lines[:install])
 
 
 @pytest.mark.registry
@@ -190,37 +194,37 @@ def test_the_readme_names_the_recipe_this_file_tests():
 @pytest.mark.skipif(os.environ.get("GROUNDCTL_TEST_REGISTRY") != "1",
                     reason="builds, compiles and installs against the package registry: set GROUNDCTL_TEST_REGISTRY=1")
 def test_the_readme_recipe_verbatim_from_a_fresh_checkout_to_a_runners_install(tmp_path, release_mirror):
-    """The README's block run as written (only its placeholder for groundctl's checkout filled in), in a fresh
-    repository; then the written workflow's install step run as a runner runs it: another path, a fresh virtual
-    environment, none of this machine's packages."""
+    """The README's block run as written (only its placeholder for groundctl's checkout filled in), in a fresh,
+    empty repository, with nothing of groundctl on PATH but what the block installs; then the written workflow's
+    install step run as a runner runs it: another path, a fresh virtual environment, none of this machine's
+    packages."""
     checkout = tmp_path / "groundctl"
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "HEAD"], capture_output=True,
                              check=True, timeout=120).stdout
     checkout.mkdir()
     subprocess.run(["tar", "-x", "-C", str(checkout)], input=archive, check=True, timeout=120)
     infra = tmp_path / "infra"
-    shutil.copytree(REPO / "environments", infra / "environments")
+    infra.mkdir()
     subprocess.run(["git", "init", "-q", str(infra)], check=True, timeout=60)
     tools = tmp_path / "tools"
     venv.create(tools, with_pip=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # groundctl itself, as the adopter has it: this checkout's, through this interpreter.
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "groundctl").write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m groundctl "$@"\n')
-    (shim / "groundctl").chmod(0o755)
+    # No groundctl on PATH, nor this checkout on PYTHONPATH: the block installs the one it runs.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GROUNDCTL_ENDPOINT_URL")}
     # cosign, which the recipe's `pins update` runs on Flux's checksums file, needs Sigstore's servers: a stand-in
-    # that accepts (tests/test_pins_update.py holds groundctl to cosign's answers), and the release mirror.
-    (shim / "cosign").write_text("#!/bin/sh\necho Verified OK >&2\n")
-    (shim / "cosign").chmod(0o755)
+    # that accepts (tests/test_pins_update.py holds groundctl to cosign's answers); release files from the mirror.
+    (tmp_path / "cosign-bin").mkdir()
+    (tmp_path / "cosign-bin" / "cosign").write_text("#!/bin/sh\necho Verified OK >&2\n")
+    (tmp_path / "cosign-bin" / "cosign").chmod(0o755)
     env["GROUNDCTL_RELEASE_MIRROR"] = release_mirror.url
-    env["PATH"] = f"{tools / 'bin'}:{shim}:{env['PATH']}"
+    env["PATH"] = f"{tools / 'bin'}:{tmp_path / 'cosign-bin'}:/usr/bin:/bin"
     recipe = _readme_recipe().replace("/path/to/groundctl", str(checkout))
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", recipe], cwd=infra, env=env, capture_output=True,
-                          text=True, timeout=3000)
+                          text=True, timeout=3000, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     written = (infra / DEFAULT_REQUIREMENTS).read_text()
     assert f"groundctl @ file://{infra}/vendor/" in written  # pip-compile's absolute URL, as recorded
+    assert (tools / "bin" / "groundctl").is_file()  # the block's install put groundctl on this machine
+    assert (infra / "environments" / "staging.yaml").is_file()  # `groundctl init`'s first spec
 
     runner = tmp_path / "runner-workspace"
     shutil.move(str(infra), runner)  # the compiling machine's path is gone, as on a runner

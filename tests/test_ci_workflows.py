@@ -211,7 +211,8 @@ def test_every_groundctl_command_in_the_workflows_exists_with_its_flags():
                      'groundctl plan "$ENVIRONMENT" --out "$PLAN_DIR/live"',
                      'groundctl up "$ENVIRONMENT" --plan-dir approved/live --yes --json',
                      'groundctl drift "$ENVIRONMENT" --record --json', "groundctl ci targets", "groundctl ci comment",
-                     "groundctl ci summary", "groundctl ci drift-issue"):
+                     "groundctl ci summary", "groundctl ci drift-issue", "groundctl ci digests",
+                     "groundctl ci verify-plan"):
         assert expected in text, expected
 
 

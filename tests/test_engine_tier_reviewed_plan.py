@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 
+from bootstrap.planning.knowledge import knowledge
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, PASSPHRASE, SECRET_TOKEN, tier  # noqa: F401 - fixture
 
@@ -54,6 +55,13 @@ def test_the_plan_keeps_each_layers_saved_plan_without_a_secret_and_writes_nothi
     for path in plans.iterdir():
         text = path.read_text()
         assert SECRET_TOKEN not in text and PASSPHRASE not in text, path.name
+    # Pulumi's own saved plan, read for what the reviewer is shown: its planned values and the unknown ones.
+    known = knowledge((plans / "pulumi-plan-local-network.json").read_text())
+    assert known.values > 0 and all(p.startswith("urn:pulumi:local::network::") for p in known.unknown), known
+    code, out, err = tier.cli("ci", "digests", "local", "--plan-dir", str(plans), "--json", endpoint=False)
+    assert code == 0, err
+    digests = json.loads(out)["layers"]
+    assert digests["network"]["values"] == known.values and digests["network"]["unknown"] == known.unknown_count
     tier.notes["plans"] = plans
 
 
@@ -91,3 +99,52 @@ def test_the_unchanged_plan_applies_from_another_clone_and_pulumi_home(tier, tmp
     assert layers["cluster"]["achieved"] == "unchanged"
     assert tier.record(tier.record_key("network", "vpc")) == {"cidr": "10.20.0.0/16"}
     assert tier.engine().outputs("network").values["vpc_cidr"] == "10.20.0.0/16"
+
+
+def test_a_real_saved_plan_made_less_known_after_the_review_is_refused_against_the_posted_digests(
+        tier, tmp_path_factory):
+    """Pulumi's own saved plans, edited as a forger would: every planned value made unknown (which Pulumi accepts
+    for any value) and the plan files made to agree. The chain inside the artifact holds; the digests the plan
+    job posted do not."""
+    import hashlib
+
+    from bootstrap.planning.knowledge import UNKNOWN
+
+    head = "a1" * 20
+    pr = tmp_path_factory.mktemp("pr-artifact")
+    shutil.copytree(tier.notes["plans"], pr / "live")
+    code, _, err = tier.cli("ci", "comment", "local", "--plan-dir", str(pr), "--commit", head,
+                            "--out", str(pr / "comment.md"), endpoint=False)
+    assert code == 0, err
+    verify = ("ci", "verify-plan", "local", "--plan-dir", str(pr / "live"), "--comment", str(pr / "comment.md"),
+              "--commit", head)
+    assert tier.cli(*verify, endpoint=False)[0] == 0
+
+    saved = pr / "live" / "pulumi-plan-local-network.json"
+    doc = json.loads(saved.read_text())
+    plans = doc.get("plan", doc)["resourcePlans"]
+
+    def unknown(value):
+        if isinstance(value, dict) and "4dabf18193072939515e22adb298388d" not in value and value:
+            return {k: unknown(v) for k, v in value.items()}
+        if isinstance(value, list) and value:
+            return [unknown(v) for v in value]
+        return UNKNOWN
+
+    for resource in plans.values():
+        diff = (resource.get("goal") or {}).get("inputDiff") or {}
+        for part in ("adds", "updates"):
+            if diff.get(part):
+                diff[part] = unknown(diff[part])
+    saved.write_text(json.dumps(doc))
+    digest = hashlib.sha256(saved.read_bytes()).hexdigest()
+    for path in (pr / "live").glob("plan-local-*.json"):
+        plan = json.loads(path.read_text())
+        for item in plan.get("layers", [plan]):
+            if item.get("layer") == "network":
+                item["saved_plan"]["sha256"] = digest
+        path.write_text(json.dumps(plan))
+    code, _, err = tier.cli(*verify, endpoint=False)
+    assert code == 3, err
+    message = " ".join(err.split())
+    assert "network: its saved plan leaves" in message and "less known than the one reviewed" in message, message

@@ -308,6 +308,7 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
     comment = (pr.jobs["plan"][0].workspace / "plans" / ENV / "comment.md").read_text()
     assert posted[0]["fields"]["body"] == comment and f"<!-- groundctl:plan:{ENV} -->" in comment
     assert "cluster" in comment and head[:12] in comment
+    assert f"<!-- groundctl:digests:{ENV} " in comment and "#### Digests of the reviewed plan" in comment
 
     # 2. The merge's apply workflow, from the pull request's artifact.
     state = json.loads(gh_world.read_text())
@@ -321,6 +322,8 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
         "sha": merge, "run_id": 5002, "event_name": "push", "event": {"before": base}}, gh_world, gh_log)
     apply.run()
     assert apply.result("apply") == "success", _failures(apply)
+    # The artifact was checked against the digests the plan job posted for the pull request's last commit.
+    assert _steps(apply, "apply")["Check the plan against the digests posted for review"].outcome == "success"
     assert apply_actions.roles == [ROLES["apply"]]
     record = json.loads((apply.jobs["apply"][0].workspace / "run-record.json").read_text())
     assert record["outcome"] == "succeeded" and record["stopped_at"] is None, record

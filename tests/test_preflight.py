@@ -197,6 +197,38 @@ def test_the_install_command_carries_the_locks_digest_or_names_the_command_that_
     assert f"PULUMI_HOME='{home}' pulumi plugin install" in plugins.install_command(aws, LINUX_AMD64, home, lock)
 
 
+@pytest.mark.parametrize("home", [
+    "/srv/ci runners/it's here", "/srv/tab\there", "/srv/new\nline", os.fsdecode(b"/srv/caf\xe9-latin1"),
+    "/srv/caf\u00e9 utf-8", "/srv/\x1b[31mred", "/srv/\u202eevil", "/srv/back\\slash$HOME`x`",
+])
+def test_the_printed_install_command_sets_pulumi_home_to_the_paths_very_bytes(home, tmp_path):
+    """Pasted into bash, the command sets PULUMI_HOME to exactly the bytes of the path (a tab, a newline, a byte
+    that is not UTF-8 included), and the line prints as plain text: no control or format character reaches a
+    terminal."""
+    import dataclasses
+    import hashlib
+
+    aws = Plugin("aws", "7.51.1", "pulumi_aws")
+    tarball = b"the release tarball"
+    lock = [dataclasses.replace(_entry("7.51.1"), sha256=hashlib.sha256(tarball).hexdigest())]
+    shown = plugins.install_command(aws, LINUX_AMD64, home, lock)
+    assert shown.isprintable() and shown.startswith("`t=") and " PULUMI_HOME=" in shown and shown.endswith("`"), shown
+    # A `curl` answering the release file, and a `pulumi` that writes down the PULUMI_HOME it was given, where the
+    # real one would be found (after the printed command checked the file's sha256).
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text(f"#!{sys.executable}\nimport sys\n"
+                                  f"open(sys.argv[sys.argv.index('-o') + 1], 'wb').write({tarball!r})\n")
+    fake = bin_dir / "pulumi"
+    fake.write_text(f"#!{sys.executable}\nimport os\nopen({str(seen)!r}, 'wb').write(os.environb[b'PULUMI_HOME'])\n")
+    for tool in (fake, bin_dir / "curl"):
+        tool.chmod(0o755)
+    done = subprocess.run(["bash", "-c", shown[1:-1]], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert seen.read_bytes() == os.fsencode(home)
+
+
 def test_an_engine_that_runs_no_pulumi_program_needs_no_plugin():
     preflight.require_engine(object(), ["network"], {"PULUMI_HOME": "/nonexistent"})
 

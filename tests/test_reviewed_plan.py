@@ -120,3 +120,13 @@ def test_an_operation_the_plan_did_not_have_is_named_by_the_diagnostics_urn():
                            "", {})
     assert found.urn == URN and found.operation
     assert find_deviation([(URN, "error: provider said no")], "update failed", {}) is None
+
+
+def test_a_planned_resource_the_program_no_longer_declares_is_a_refused_plan():
+    # deployment_executor.go:366-399: reported once the program has run, as a diagnostic on the URN and in the error.
+    text = f"expected resource operations for {URN} but none were seen"
+    for found in (find_deviation([(URN, text)], "", {}), find_deviation([], f"error: {text}\n", {})):
+        assert found.urn == URN and found.unseen and not found.operation and found.fields == ()
+    refusal = PlanDeviation("dev", "network", find_deviation([], text, {}))
+    assert refusal.exit_code == 3 and "program no longer declares it" in refusal.message
+    assert "Nothing in network was changed" in refusal.message

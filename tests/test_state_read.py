@@ -158,7 +158,7 @@ def test_decompression_bombs_are_refused():
 def test_missing_file_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match="does not exist"):
         read_state_file(tmp_path / "nope.json")
-    with pytest.raises(BadInput, match="is a directory"):
+    with pytest.raises(BadInput, match="it is a folder, not a regular file"):
         read_state_file(tmp_path)
 
 

@@ -114,3 +114,38 @@ def test_the_ci_requirements_file_never_waits(monkeypatch, capsys, tmp_path, fif
     assert code == 2, err
     assert "groundctl-requirements.txt is not a readable file" in " ".join(err.split())
     assert "a FIFO (named pipe)" in " ".join(err.split())
+
+
+def test_a_plan_folders_json_file_never_waits(tmp_path, fifo):
+    """`up --plan-dir`: every plan-<env>-*.json beside the saved plans is read by the one reader (it was a plain
+    read_text(), which a FIFO blocked forever)."""
+    from bootstrap.apply.runner import approved_plans
+
+    os.replace(fifo, tmp_path / "plan-dev-network.json")
+    _, error = _bounded(lambda: approved_plans(tmp_path, "dev"))
+    assert isinstance(error, UnusableFile) and error.exit_code == 2
+    assert "plan-dev-network.json" in error.message and "a FIFO (named pipe)" in error.reason
+
+
+@pytest.mark.parametrize("command", ["targets", "comment", "summary", "state"])
+def test_every_file_a_command_is_given_is_refused_as_a_fifo_not_waited_for(monkeypatch, capsys, tmp_path, fifo,
+                                                                           command):
+    from tests.conftest import REPO
+    from tests.test_cli_errors import groundctl
+
+    envs = tmp_path / "environments"
+    envs.mkdir()
+    (envs / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
+    live = tmp_path / "plans" / "live"
+    live.mkdir(parents=True)
+    where = {"targets": tmp_path / "changed.txt", "comment": live / "plan-dev-live.json",
+             "summary": tmp_path / "record.json", "state": tmp_path / "state.json"}[command]
+    os.replace(fifo, where)
+    argv = {"targets": ["ci", "targets", "--dir", str(tmp_path), "--changed-files", str(where)],
+            "comment": ["ci", "comment", "dev", "--plan-dir", str(tmp_path / "plans")],
+            "summary": ["ci", "summary", "dev", "--record", str(where)],
+            "state": ["state", "inspect", str(where)]}[command]
+    # On the main thread (the CLI sets signal handlers): a regression that waits hits pytest's own timeout.
+    code, out, err = groundctl(monkeypatch, capsys, *argv)
+    assert code == 2, err + out
+    assert "FIFO" in " ".join((err + out).split()) or "not a regular file" in " ".join((err + out).split()), err + out

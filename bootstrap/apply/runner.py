@@ -25,6 +25,7 @@ from bootstrap.apply.steps import Steps
 from bootstrap.aws.clients import error_code
 from bootstrap.kit.errors import BadInput, GroundctlError
 from bootstrap.kit.interrupts import shielded
+from bootstrap.kit.user_files import read_user_file
 from bootstrap.planning import render as plan_render
 from bootstrap.planning.plan import Plan
 from bootstrap.records.runs import RunLog, RunRecord, error_outcome, redact, start_run
@@ -33,6 +34,8 @@ from bootstrap.target import Target
 
 # Pulumi's saved plan of one layer: its resources' inputs, a few MiB for the largest layer.
 MAX_SAVED_PLAN_BYTES = 64 * 1024 * 1024
+# groundctl's plan file: each change's URN, operation and field names, well under a MiB for the largest layer.
+MAX_PLAN_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def run(target: Target, steps: Steps, services: Services, options: UpOptions = U
     error: Optional[GroundctlError] = None
     try:
         try:
-            approved = _approved_plans(options.plan_dir, target.name) if options.plan_dir else None
+            approved = approved_plans(options.plan_dir, target.name) if options.plan_dir else None
             states = run_states(target)
             for name in steps.preflight:
                 got = preflight_phase(name, target, services, log, held=held, layers=engine_layers(steps),
@@ -133,14 +136,17 @@ def _closing_message(record: RunRecord) -> str:
     return "; ".join(parts) + (". " + " ".join(skipped) if skipped else "")
 
 
-def _approved_plans(plan_dir: Path, environment: str) -> dict:
+def approved_plans(plan_dir: Path, environment: str) -> dict:
     if not plan_dir.is_dir():
         raise BadInput(f"--plan-dir {plan_dir} is not a directory. Give the --out directory of `groundctl plan`.")
     documents = {}
     for path in sorted(plan_dir.glob(f"{plan_render.live_plan_prefix(environment)}*.json")):
+        # A FIFO, a device or a hung mount among them is an error naming the file, never a wait.
+        data = read_user_file(str(path), what="The plan file", max_bytes=MAX_PLAN_FILE_BYTES, follow_symlinks=False,
+                              fix=f"Re-create the plan folder with `groundctl plan {environment} --out DIR`.")
         try:
-            documents[str(path)] = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            documents[str(path)] = json.loads(data)
+        except ValueError as exc:
             raise BadInput(f"{path} is not readable JSON ({exc}). Re-create it with `groundctl plan`.") from None
     approved = gate.approved_from_documents(documents, environment)
     if not approved:
@@ -153,8 +159,6 @@ def _with_saved_plan(plan_dir: Path, entry: gate.ApprovedPlan) -> gate.ApprovedP
     """The entry with its Pulumi saved plan read, refused unless it is the very file the plan file names."""
     import hashlib
     from dataclasses import replace
-
-    from bootstrap.kit.user_files import read_user_file
 
     if entry.saved_plan is None:
         return entry

@@ -82,6 +82,8 @@ class PlanInputs:
     artifact_name: str = ""
     artifact_url: str = ""
     commit: str = ""
+    # The live plan's digests for review (bootstrap/ci/binding.py): the table, then the line the merge job reads.
+    digests: str = ""
 
 
 def _sections(markdown: str, starts: Callable[[str], bool]) -> tuple[str, list[list[str]]]:
@@ -179,6 +181,8 @@ def plan_comment(inputs: PlanInputs, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     blocks += offline_blocks
     commit = f" for `{inputs.commit[:12]}`" if inputs.commit else ""
     tail = f"\n<sub>groundctl plan{commit} · full plan files: {_pointer(inputs)} · this comment is updated in place on every push</sub>\n"
+    if inputs.digests:  # never cut: the merge applies only the plan these digests describe
+        tail = f"\n#### Digests of the reviewed plan\n\n{inputs.digests.rstrip()}\n" + tail
 
     def cut_note(left_out: Sequence[Block]) -> str:
         names = ", ".join(b.label for b in left_out) or "the rest of this section"

@@ -2,7 +2,9 @@
 
 A change to `environments/<env>.yaml` (or to a file that spec names, such as a local Flux manifest)
 touches that environment; a change to the layer programs or to groundctl itself touches every
-environment, since any plan may differ; anything else (docs, runbooks) touches none.
+environment, since any plan may differ, and so does an upgrade in an adopter's repository, which changes
+no program file there but the committed wheel, the requirements, the lock or the workflows; anything else
+(docs, runbooks) touches none.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ ENV_DIR = "environments"
 # Paths whose change can alter every environment's plan. Prefixes ending in "/" are folders.
 EVERY_ENVIRONMENT = ("stacks/", "bootstrap/", "recovery/", "groundctl/", "pyproject.toml",
                      ".github/workflows/groundctl-")
+# The same in an adopter's repository, by file name wherever it lies: groundctl's requirements (the input and the
+# compiled file the workflows install), the lock of checked release artifacts (`groundctl pins update`), and the
+# committed wheel. The wheel's layer programs and the provider versions its requirements pin are the plan.
+UPGRADE_FILES = ("groundctl-requirements.in", "groundctl-requirements.txt", "groundctl-pins.json")
+WHEEL = re.compile(r"^groundctl-[^/]*\.whl$")
 # The spec's own rule for names (bootstrap/spec/models.py): a name that fails it is never a usable environment,
 # and only such names are put into shell variables and concurrency groups by the workflows.
 ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
@@ -79,12 +86,20 @@ def _normal(path: str) -> str:
     return str(PurePosixPath(path.strip().lstrip("/"))).removeprefix("./")
 
 
+def upgrades(path: str, install: str = "") -> bool:
+    """True when `path` is part of the groundctl an adopter's workflows install: the requirements file they
+    install (`install`, the workflows' GROUNDCTL_INSTALL, or the default name) or its input, the lock, a wheel."""
+    name = PurePosixPath(path).name
+    own = {_normal(install), _normal(install).removesuffix(".txt") + ".in"} if install.strip() else set()
+    return name in UPGRADE_FILES or path in own or bool(WHEEL.match(name))
+
+
 def touched(changed: Iterable[str], environments: Iterable[CiEnvironment],
-            every: tuple[str, ...] = EVERY_ENVIRONMENT) -> tuple[list[str], str]:
+            every: tuple[str, ...] = EVERY_ENVIRONMENT, install: str = "") -> tuple[list[str], str]:
     """The names of the environments `changed` touches, in name order, and why (one line)."""
     known = {e.environment: e for e in environments}
     paths = sorted({_normal(p) for p in changed if p.strip()})
-    wide = [p for p in paths if any(p == w or p.startswith(w) for w in every)]
+    wide = [p for p in paths if any(p == w or p.startswith(w) for w in every) or upgrades(p, install)]
     if wide:
         return sorted(known), f"{wide[0]} changed, which can alter every environment's plan"
     hit = set()

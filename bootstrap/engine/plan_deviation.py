@@ -6,7 +6,11 @@ The engine checks every step against the plan and fails the update at the first 
 - pkg/resource/deploy/step_executor.go:278, "resource violates plan: <why>" for outputs (the diagnostic event
   carries the URN);
 - pkg/resource/deploy/step_generator.go:441, :449 and :453, "<op> is not allowed by the plan: …" for an
-  operation the plan did not foresee.
+  operation the plan did not foresee;
+- pkg/resource/deploy/deployment_executor.go:366-399, "expected resource operations for <urn> but none were
+  seen" once the program has run, for a resource the plan has steps for that the program no longer registered
+  (a create or update it dropped; a delete only when the resource is in the state). In the update's own preview,
+  as `up --plan-dir` runs it, that is before any step has run.
 The message quotes the values, and a secret's in plaintext (plan.go:121 prints PropertyValue.String, which for a
 secret formats the wrapped value), so nothing but the URN and the names of fields the engine's own diff
 reported is taken from it.
@@ -21,8 +25,11 @@ from typing import Iterable, Mapping, Optional
 from bootstrap.kit.errors import Refused
 from bootstrap.planning.plan import NO_CHANGE_OPS
 
-_DEVIATES = re.compile(r"violates plan|is not allowed by the plan")
-_URN = re.compile(r"resource (urn:pulumi:[^\s\]\[]+) violates plan")
+_UNSEEN = "but none were seen"
+_DEVIATES = re.compile(r"violates plan|is not allowed by the plan|expected resource operations for urn:pulumi:\S+ "
+                       + _UNSEEN)
+_URN = re.compile(r"resource (urn:pulumi:[^\s\]\[]+) violates plan|"
+                  r"expected resource operations for (urn:pulumi:[^\s\]\[]+) " + _UNSEEN)
 # A field entry of "properties changed: ": the expected and the actual operation, then the key.
 _FIELD = re.compile(r"(?:properties changed: |, )[-+~=]{2}([A-Za-z_$][\w$.:-]{0,100})(?=\[|,|$)")
 
@@ -32,6 +39,7 @@ class Deviation:
     urn: Optional[str]
     fields: tuple[str, ...]
     operation: bool  # an operation (create, update, delete …) the plan did not foresee, not a value
+    unseen: bool = False  # the plan had steps for the resource, and the program no longer registered it
 
 
 def find_deviation(diagnostics: Iterable[tuple[Optional[str], str]], error_text: str,
@@ -46,7 +54,9 @@ def find_deviation(diagnostics: Iterable[tuple[Optional[str], str]], error_text:
         return None
     urn, text = candidates[0]
     found = _URN.search(text)
-    urn = urn or (found.group(1) if found else None)
+    urn = urn or (found.group(1) or found.group(2) if found else None)
+    if _UNSEEN in text:
+        return Deviation(urn, (), False, unseen=True)
     known = set(known_fields.get(urn, ())) if urn else set()
     fields = tuple(dict.fromkeys(f for f in _FIELD.findall(text) if f in known))
     return Deviation(urn, fields, "is not allowed by the plan" in text)
@@ -64,7 +74,10 @@ class PlanDeviation(Refused):
         self.applied = applied
         what = deviation.urn.rsplit("::", 1)[-1] if deviation.urn else "a resource"
         where = f"{what} ({deviation.urn})" if deviation.urn else "a resource Pulumi did not name"
-        if deviation.operation:
+        if deviation.unseen:
+            how = ("the approved plan has steps for it, and the program no longer declares it (the program, or the "
+                   "config or inputs it reads, changed)")
+        elif deviation.operation:
             how = "an operation the approved plan did not have"
         elif deviation.fields:
             how = (f"a value of {', '.join(deviation.fields)} other than the approved plan's (values are not "

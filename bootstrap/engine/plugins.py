@@ -34,7 +34,7 @@ from bootstrap.pins.artifacts import Want, plugin_name
 from bootstrap.pins.install import install_command as pins_install_command
 from bootstrap.pins.install import lock_here
 from bootstrap.pins.lockfile import LOCK_FILE, Entry, find
-from bootstrap.kit.untrusted import clip, inert, one_line
+from bootstrap.kit.untrusted import clip, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
@@ -263,6 +263,26 @@ def plugin_places(env: Mapping[str, str], names: Iterable[str],
 # -- the message ------------------------------------------------------------------------------------
 
 
+def shell_word(value: str) -> str:
+    """`value` as one bash word that stands for exactly its bytes (`os.fsencode`: a path from the environment
+    keeps a byte that is not UTF-8 as a surrogate) and prints as plain text. shlex's quoting when every character
+    is printable; otherwise bash's $'…', with each control character, format character (a bidi override) and
+    byte that is not UTF-8 written as \\xHH, so the pasted command names the very folder. Pure."""
+    if value.isprintable():
+        return shlex.quote(value)
+    out = []
+    for char in value:
+        if "\udc80" <= char <= "\udcff":  # a byte that is not UTF-8, as os.fsdecode keeps it
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif char in "'\\":
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+    return "$'" + "".join(out) + "'"
+
+
 def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
                     lock: Sequence[Entry] = ()) -> str:
     """The command that installs `plugin` with its download checked against the digest the repository's pins lock
@@ -271,10 +291,10 @@ def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
     want = Want(plugin_name(plugin.name), plugin.version, platform)
     entry = find(lock, want)
     # The whole path, quoted for the shell: a command cut short or split at a space would install elsewhere.
-    home = clip(inert(home, keep_newlines=False), MAX_PATH) if home else None
+    home_word = shell_word(clip(home, MAX_PATH)) if home else None
     if entry is not None:
-        return f"`{pins_install_command(entry, home)}`"
-    prefix = f"PULUMI_HOME={shlex.quote(home)} " if home else ""
+        return f"`{pins_install_command(entry, home_word)}`"
+    prefix = f"PULUMI_HOME={home_word} " if home_word else ""
     sdk = next((r for r in versions.PROVIDER_PLUGINS if r.name == plugin.name), None)
     # A version no installed SDK asks for (one a stack's state records) is recorded by name.
     extra = "" if plugin.sdk or (sdk and sdk.version == plugin.version) else f" --plugin {plugin.name}@{plugin.version}"

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 PULUMI_CLI_MIN = "3.247.0"
 # The release the fleet image and the generated workflows install, and the engine tier was run with.
 PULUMI_CLI_PINNED = "3.259.0"
-# `Stack.refresh(clear_pending_creates=...)` exists only from the Python SDK 3.151.0.
-PULUMI_SDK_MIN = "3.151.0"
+# bootstrap/engine/sdk_objects.py runs an update through the Automation API's own event plumbing:
+# `Stack._setup_event_log` and the five-argument `_cleanup` (its gRPC event server) exist only from the Python SDK
+# 3.206.0 (tests/test_sdk_private_names.py); `Stack.refresh(clear_pending_creates=...)`, from 3.151.0, is older.
+PULUMI_SDK_MIN = "3.206.0"
 # The fleet image's base, by tag; its digest is the adopter's lock's (`groundctl pins update` reads the registry).
 BASE_IMAGE = "python:3.11.11-slim-bookworm"
 

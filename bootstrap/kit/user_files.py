@@ -1,5 +1,6 @@
-"""Reading a file the operator names (the passphrase file, the Flux install manifest, the requirements file of
-`ci init`): its type and size checked before it is opened, and the whole read under a deadline.
+"""Reading a file the operator names (the passphrase file, the Flux install manifest, a spec, a state file, a plan
+folder's files, the files the `ci` commands are given): its type and size checked before it is opened, and the
+whole read under a deadline. The one way product code reads such a file (tests/test_user_files_structural.py).
 
 A path can name something that is not a file: a FIFO blocks `open()` until a writer comes, a device such as
 /dev/zero or /dev/urandom never ends, and a file on a hung network mount blocks `stat()` itself. Each would
@@ -25,12 +26,14 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
 
 
 class UnusableFile(BadInput):
-    """A named file that is not a regular, readable file within its size limit; `reason` says which."""
+    """A named file that is not a regular, readable file within its size limit; `reason` says which, and
+    `missing` whether there is no file at all (a caller for which that is an answer can tell it apart)."""
 
-    def __init__(self, path: str, what: str, reason: str, fix: str):
+    def __init__(self, path: str, what: str, reason: str, fix: str, missing: bool = False):
         self.path = path
         self.what = what
         self.reason = reason
+        self.missing = missing
         super().__init__(f"{what} {path!r} cannot be read: {reason}. {fix}")
 
 
@@ -78,6 +81,7 @@ def read_user_file(path: str, *, what: str, max_bytes: int, fix: str, follow_sym
             box["reason"] = str(exc)
         except OSError as exc:
             box["reason"] = exc.strerror or type(exc).__name__
+            box["missing"] = isinstance(exc, FileNotFoundError)
         finally:
             done.set()
 
@@ -86,5 +90,5 @@ def read_user_file(path: str, *, what: str, max_bytes: int, fix: str, follow_sym
         raise UnusableFile(path, what, f"it was not read within {deadline:g} s (a hung network mount, or a special "
                                        "file that never answers)", fix)
     if "reason" in box:
-        raise UnusableFile(path, what, box["reason"], fix)
+        raise UnusableFile(path, what, box["reason"], fix, box.get("missing", False))
     return box["data"]

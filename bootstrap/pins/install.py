@@ -97,11 +97,11 @@ def install_cli(entry: Entry, fetch: Callable[..., Answer], dest: Path) -> Path:
     return dest
 
 
-def install_command(entry: Entry, home: Optional[str]) -> str:
+def install_command(entry: Entry, home_word: Optional[str]) -> str:
     """A shell command that installs `entry`'s plugin with its download checked against the lock's digest: no
-    value to fetch by hand. Pure."""
+    value to fetch by hand. `home_word`: PULUMI_HOME already quoted as one shell word, or None. Pure."""
     name = entry.name.removeprefix("pulumi-resource-")
-    prefix = f"PULUMI_HOME={shlex.quote(home)} " if home else ""
+    prefix = f"PULUMI_HOME={home_word} " if home_word else ""
     return (f't="$(mktemp -d)/{entry.file}" && curl -fsSL --max-time 900 -o "$t" {shlex.quote(entry.url)} && '
             f'echo "{entry.sha256}  $t" | sha256sum --check --strict - && '
             f'{prefix}pulumi plugin install resource {name} v{entry.version} --file "$t" --reinstall')

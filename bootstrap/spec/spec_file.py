@@ -10,12 +10,13 @@ winning last key.
 from __future__ import annotations
 
 import re
-import stat
 from pathlib import Path
 
 import yaml
 
+import bootstrap
 from bootstrap.kit.errors import BadInput, SpecError
+from bootstrap.kit.user_files import UnusableFile, read_user_file
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_DEPTH = 32
@@ -23,8 +24,9 @@ MAX_INT_DIGITS = 30
 MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 QUOTE_PREFIX = 60
-# The example specs shipped with groundctl: found only when the working folder holds no environments/.
-ENVIRONMENTS_DIR = Path(__file__).resolve().parents[2] / "environments"
+# The example specs shipped with groundctl, package data of bootstrap.spec (so a wheel holds them; groundctl's own
+# checkout links environments/ to them): found only when the working folder holds no environments/.
+ENVIRONMENTS_DIR = Path(bootstrap.__file__).resolve().parent / "spec" / "examples"
 
 
 def bounded(value: object, limit: int = QUOTE_PREFIX) -> str:
@@ -100,24 +102,16 @@ def check_name(name_or_path: str, what: str = "The environment") -> None:
 def read_spec_data(path: Path) -> object:
     """The YAML data of the spec file at `path`, which exists. Every refusal is a SpecError naming the file."""
     source = str(path)
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise SpecError(source, [("(file)", "it is not a regular file; give the path of a spec YAML file")])
-        if st.st_size > MAX_SPEC_BYTES:
-            raise SpecError(source, [("(file)", f"it is {st.st_size:,} bytes, over the {MAX_SPEC_BYTES:,}-byte limit "
-                                                "for a spec; a spec is a short YAML file")])
-        with path.open("rb") as f:
-            raw = f.read(MAX_SPEC_BYTES + 1)
+    try:  # as every file a user names is read: a FIFO, a device or a hung mount is refused, never waited for
+        raw = read_user_file(source, what="The spec", max_bytes=MAX_SPEC_BYTES, fix="")
         text = raw.decode("utf-8")
+    except UnusableFile as exc:
+        limit = " for a spec; a spec is a short YAML file" if "-byte limit" in exc.reason else ""
+        raise SpecError(source, [("(file)", f"{exc.reason}{limit}; give the path of an environment spec YAML "
+                                            "file")]) from None
     except UnicodeDecodeError:
         raise SpecError(source, [("(file)", "it is not UTF-8 text (a binary file?); give the path of an "
                                             "environment spec YAML file")]) from None
-    except OSError as exc:
-        raise SpecError(source, [("(file)", f"it cannot be read ({exc.strerror}); check the path and its "
-                                            "permissions")]) from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(source, [("(file)", f"it grew past the {MAX_SPEC_BYTES:,}-byte limit while it was read")])
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except _Refusal as exc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import zstandard
 
 from bootstrap.kit.errors import BadInput
 from bootstrap.kit.untrusted import decode_json
+from bootstrap.kit.user_files import UnusableFile, read_user_file
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -89,32 +89,15 @@ def load_json(data: bytes, source: str, *, keep_inputs: bool = True) -> Any:
 
 
 def read_state_bytes(path: str | Path, limit: int = MAX_STATE_BYTES) -> bytes:
-    """The bytes of a state file on disk, refused as bad input unless it is a regular file of bounded size.
-
-    A FIFO would block the read forever and a device such as /dev/zero never ends, so only regular
-    files are read, and never more than `limit` bytes of them.
-    """
+    """The bytes of a state file on disk, refused as bad input unless it is a regular file of at most `limit`
+    bytes, read within the deadline of every file a user names (bootstrap.kit.user_files): a FIFO would block the
+    read forever, a device such as /dev/zero never ends, and a hung mount blocks even the check."""
     p = Path(path)
+    fix = "Give the path of a state file (a download, a backup or an export); save a pipe's output to a file first"
     try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise BadInput(f"{p} does not exist. Give the path of a state file (a download, a backup or an export).") from None
-    except OSError as exc:
-        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{p} is a directory. Give the path of a state file, not of a folder.")
-    if not stat.S_ISREG(st.st_mode):
-        raise BadInput(f"{p} is not a regular file (a pipe, socket or device), so it cannot be a state file. "
-                       "Save the state to a file first, then give that file's path.")
-    if st.st_size > limit:
-        raise BadInput(f"{p} is {st.st_size:,} bytes, over the {limit:,}-byte limit for a state file, so it is "
-                       "not a state groundctl can read. Check that this is the right file.")
-    try:
-        with p.open("rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise BadInput(f"{p} cannot be read ({exc.strerror}). Check the path and its permissions.") from None
-    if len(raw) > limit:
-        raise BadInput(f"{p} grew past the {limit:,}-byte limit for a state file while it was read. "
-                       "Copy it somewhere stable first.")
-    return raw
+        return read_user_file(str(p), what="The state file", max_bytes=limit, fix=fix)
+    except UnusableFile as exc:
+        if exc.missing:
+            raise BadInput(f"{p} does not exist. Give the path of a state file (a download, a backup or an "
+                           "export).") from None
+        raise

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from bootstrap.engine.errors import StackMissing, UnexpectedChanges
 from bootstrap.engine.plan_deviation import Deviation, PlanDeviation
+from bootstrap.planning.knowledge import UNKNOWN
 from bootstrap.engine.pending import (other_pending_operations, pending_create_urns, refuse_other_pending,
                                       refuse_pending, unexpected_pending_creates)
 from bootstrap.engine.results import OperationResult, StackOutputs
@@ -42,14 +43,20 @@ class FakeResource:
     parent: Optional[str] = None
 
 
-def _deviation(saved: dict, now: dict) -> Optional[Deviation]:
-    """The first resource whose operation or inputs differ from the saved plan's, as Pulumi's check reports it."""
+def _deviation(saved_doc: dict, now_doc: dict) -> Optional[Deviation]:
+    """The first resource whose operation or inputs differ from the saved plan's, as Pulumi's check reports it. An
+    unknown value in the saved plan accepts any value (pkg/resource/deploy/plan.go:38-43)."""
+    def steps(doc: dict) -> dict:
+        return {urn: {"op": p["steps"][0], "inputs": p["goal"]["inputDiff"].get("adds", {})}
+                for urn, p in doc.get("resourcePlans", {}).items()}
+
+    saved, now = steps(saved_doc), steps(now_doc)
     for urn in sorted(set(saved) | set(now)):
         before, after = saved.get(urn), now.get(urn)
         if before is None or after is None or before["op"] != after["op"]:
             return Deviation(urn, (), True)
         fields = tuple(sorted(k for k in set(before["inputs"]) | set(after["inputs"])
-                              if before["inputs"].get(k) != after["inputs"].get(k)))
+                              if before["inputs"].get(k) not in (after["inputs"].get(k), UNKNOWN)))
         if fields:
             return Deviation(urn, fields, False)
     return None
@@ -203,9 +210,14 @@ class InMemoryEngine:
         want = {self.urn(layer, r): r for r in self.desired.get(layer, [])}
 
         def digest(value) -> str:
+            if value == UNKNOWN:  # a value the preview cannot know yet is written as Pulumi writes it
+                return value
             return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-        return {c.urn: {"op": c.operation, "inputs": {k: digest(v) for k, v in want[c.urn].inputs.items()}
-                        if c.urn in want else {}} for c in plan.changes}
+        # Pulumi's shape (sdk/go/common/apitype/plan.go), the values digests: the inputs' values never in it.
+        return {"manifest": {}, "resourcePlans": {
+            c.urn: {"goal": {"inputDiff": {"adds": {k: digest(v) for k, v in want[c.urn].inputs.items()}
+                                           if c.urn in want else {}}}, "steps": [c.operation]}
+            for c in plan.changes}}
 
     def refresh(self, layer, *, on_progress=None) -> OperationResult:
         self._record("refresh", layer)
