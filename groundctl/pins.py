@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import typer
-import yaml
 from rich.text import Text
 
 from bootstrap.kit import console
@@ -40,6 +39,8 @@ def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
     """Each spec's Flux version, and per version the repository paths the specs name as flux.manifest_path
     (relative, as written: where `fleet manifests` mounts the file from). A spec that does not read as YAML
     contributes nothing here (`spec check` names it)."""
+    import yaml
+
     from bootstrap.kit.user_files import UnusableFile, read_user_file
 
     versions: set[str] = set()
@@ -111,6 +112,19 @@ def host_platform() -> str:
 
 # -- update ---------------------------------------------------------------------------------------------
 
+def _current(path: Path, size: int) -> Optional[bytes]:
+    """The bytes of a Flux copy already in the repository (bounded: one byte over the new file's size is enough
+    to say it differs), or None when there is none or it cannot be read."""
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
+
+    if not path.is_file():
+        return None
+    try:
+        return read_user_file(str(path), what="", fix="", max_bytes=size + 1)
+    except UnusableFile:
+        return None
+
+
 def record_pins(repo: Path, fetch, sources=None, verifier=None, platforms: Sequence[str] = (), *, image: bool = True,
                 extra_plugins: Sequence[str] = (), prune: bool = False):
     """`groundctl pins update` as a plain function (`groundctl init` calls it): read what `repo` needs through
@@ -152,12 +166,11 @@ def record_pins(repo: Path, fetch, sources=None, verifier=None, platforms: Seque
     except UpdateProblem as exc:
         raise GroundctlError(f"{exc} The lock {lock_path} was left as it was.") from None
     text = render(result.entries)
-    changed = not lock_path.is_file() or lock_path.read_text(encoding="utf-8") != text
+    changed = not lock_path.is_file() or render(existing) != text  # `existing`: the lock as read_lock read it
     # Every file was read and checked above: the Flux copies first, the lock that names them last.
     for rel, body in sorted(result.files.items()):
-        target = repo / rel
-        if not target.is_file() or target.read_bytes() != body:
-            write_text(target, body.decode("utf-8"), "--dir")
+        if _current(repo / rel, len(body)) != body:
+            write_text(repo / rel, body.decode("utf-8"), "--dir")
     if changed:
         write_text(lock_path, text, "--dir")
     return result, changed, lock_path

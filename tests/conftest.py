@@ -230,7 +230,7 @@ def engine_stand_in(folder: Path, layers: list[str]) -> dict:
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
            "PULUMI_CONFIG_PASSPHRASE": "stand-in-passphrase"}
     repo = folder / "stand-in-repository"
-    (repo / "environments").mkdir(parents=True)
+    (repo / "environments").mkdir(parents=True, exist_ok=True)
     with served(folder / "stand-in-mirror", real=()) as releases:
         entries = [e for e in releases.entries(repo) if e.name.removeprefix("pulumi-resource-") in needed]
         install(cli, entries, {**os.environ, **env})
