@@ -2,21 +2,15 @@
 # its layers use, run as a non-root user. Everything is pinned, so two runs a month apart are the
 # same software: the base image by digest; groundctl's Python dependencies by requirements/image.txt,
 # each package by version and sha256 (compiled from pyproject.toml's pins); the Pulumi CLI and the
-# plugins by version and sha256. The versions and digests are groundctl's versions table's
-# (bootstrap/engine/versions.py); tests/test_pins.py holds this file to it and to the requirements.
-#   docker build -t REGISTRY/groundctl:0.1.0 .
-# linux/amd64 only: the digests are those of the linux-amd64 release files. A slot that still says
-# not-recorded stops the build before anything is downloaded (the base image's, at FROM: "invalid
-# reference format" naming it); docs/maintaining.md ("Bumping a Pulumi version") says where each value comes from.
+# plugins by the repository's pins lock (groundctl-pins.json, written by `groundctl pins update`), each
+# download checked against the sha256 it records before anything is installed. Build it where the lock is,
+# with the base image's digest from the lock:
+#   docker build --build-arg BASE_IMAGE_DIGEST="$(groundctl pins base-image)" -t REGISTRY/groundctl:0.1.0 .
+# linux/amd64 only (the lock's default platform). Without the digest the build stops at FROM ("invalid
+# reference format"); a lock that lacks anything stops it at its first RUN, naming the command to run.
 ARG BASE_IMAGE_DIGEST=not-recorded
 FROM python:3.11.11-slim-bookworm@${BASE_IMAGE_DIGEST}
-
-ARG PULUMI_VERSION=3.259.0
-ARG PULUMI_SHA256=not-recorded
-ARG PULUMI_AWS_VERSION=7.51.1
-ARG PULUMI_AWS_SHA256=not-recorded
-ARG PULUMI_KUBERNETES_VERSION=4.34.2
-ARG PULUMI_KUBERNETES_SHA256=not-recorded
+ARG BASE_IMAGE_DIGEST
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -26,31 +20,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/pulumi/bin:/opt/pulumi/plugins:$PATH
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-
-# Nothing is fetched unchecked: every digest this build checks is recorded, or the build stops here.
-RUN for slot in PULUMI_SHA256 PULUMI_AWS_SHA256 PULUMI_KUBERNETES_SHA256; do \
-        [[ "${!slot}" =~ ^[0-9a-f]{64}$ ]] || { echo "${slot} is '${!slot}', not a sha256: record it in" \
-            "bootstrap/engine/versions.py and here (docs/maintaining.md: Bumping a Pulumi version)" >&2; exit 1; }; \
-    done
-
-ADD https://get.pulumi.com/releases/sdk/pulumi-v${PULUMI_VERSION}-linux-x64.tar.gz /tmp/pulumi.tgz
-RUN echo "${PULUMI_SHA256}  /tmp/pulumi.tgz" | sha256sum --check --strict - \
-    && mkdir -p /opt/pulumi/bin \
-    && tar -xzf /tmp/pulumi.tgz -C /opt/pulumi/bin --strip-components=1 \
-    && rm /tmp/pulumi.tgz \
-    && pulumi version | grep -qx "v${PULUMI_VERSION}"
-
-# Plugins are installed at build time, each download checked against its sha256 (--checksum), and put on
-# PATH: Pulumi prefers a plugin found on PATH, so a pod with a read-only root file system and a scratch
-# PULUMI_HOME never downloads one at run time.
-RUN PULUMI_HOME=/opt/pulumi/home pulumi plugin install resource aws "v${PULUMI_AWS_VERSION}" --exact \
-        --checksum "${PULUMI_AWS_SHA256}" \
-    && PULUMI_HOME=/opt/pulumi/home pulumi plugin install resource kubernetes "v${PULUMI_KUBERNETES_VERSION}" --exact \
-        --checksum "${PULUMI_KUBERNETES_SHA256}" \
-    && mkdir -p /opt/pulumi/plugins \
-    && ln -s "/opt/pulumi/home/plugins/resource-aws-v${PULUMI_AWS_VERSION}/pulumi-resource-aws" /opt/pulumi/plugins/ \
-    && ln -s "/opt/pulumi/home/plugins/resource-kubernetes-v${PULUMI_KUBERNETES_VERSION}/pulumi-resource-kubernetes" \
-        /opt/pulumi/plugins/
 
 # groundctl's dependencies, every file checked against its sha256; then groundctl itself, with nothing
 # resolved or downloaded (the file above installed everything it needs, its build backend too).
@@ -66,6 +35,24 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation --no-index /src \
     && groupadd --gid 10001 groundctl \
     && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin groundctl \
     && mkdir -p /work/environments
+
+# The lock and the specs (their Flux versions), then the check: the lock covers what this groundctl, its SDKs
+# and the specs need, and its base image digest is the one this build started from.
+COPY groundctl-pins.json /src/groundctl-pins.json
+COPY environments /src/environments
+RUN groundctl pins check --dir /src --image \
+    && locked="$(groundctl pins base-image --dir /src)" \
+    && { [ "${locked}" = "${BASE_IMAGE_DIGEST}" ] || { echo "BASE_IMAGE_DIGEST is ${BASE_IMAGE_DIGEST}, not the" \
+        "lock's ${locked}: build with --build-arg BASE_IMAGE_DIGEST=\"\$(groundctl pins base-image)\"" >&2; exit 1; }; }
+
+# The CLI and the plugins from the lock, each download's sha256 checked before it is unpacked or handed to
+# `pulumi plugin install --file`; the plugins put on PATH: Pulumi prefers a plugin found on PATH, so a pod
+# with a read-only root file system and a scratch PULUMI_HOME never downloads one at run time.
+RUN groundctl pins install --dir /src --platform linux-amd64 --cli /opt/pulumi/bin \
+    && pulumi version \
+    && PULUMI_HOME=/opt/pulumi/home groundctl pins install --dir /src --platform linux-amd64 --plugins \
+    && mkdir -p /opt/pulumi/plugins \
+    && ln -s /opt/pulumi/home/plugins/resource-*/pulumi-resource-* /opt/pulumi/plugins/
 
 # The CronJobs mount the specs at /work/environments and a scratch volume at /tmp (HOME, PULUMI_HOME).
 WORKDIR /work

@@ -70,6 +70,12 @@ def init(
             "nothing was written. Review the difference (the repository's history keeps the old file), then "
             "re-run with --force to replace them."
         )
+    # The jobs install the CLI and plugins from the lock when they run (ubuntu-latest: linux-amd64), so the lock
+    # must cover them before workflows that would stop at that step are written.
+    from groundctl.pins import require_covered
+
+    require_covered(repo, "Writing the workflows (their install steps read the repository's pins lock)",
+                    cli_version=options.pulumi_version)
     pending = {rel: text for rel, text in rendered.items() if status[rel] != "unchanged"}
     if pending:
         check_dir(repo / workflows.WORKFLOW_DIR, "--dir")  # every file can be written, or none is

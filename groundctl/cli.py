@@ -53,6 +53,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "recover": ("recover",), "drill": ("drill",), "emulator": ("emulator_cmd",), "status": ("status",),
     "drift": ("status",), "up": ("up",), "destroy": ("up",),
     "ci": ("ci", "ci_init", "ci_targets", "ci_reports", "ci_binding"), "fleet": ("fleet",),
+    "pins": ("pins",),
 }
 
 

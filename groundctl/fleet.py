@@ -103,7 +103,14 @@ def manifests(
     from bootstrap.destinations import check_file, write_text
 
     check_file(out)
-    rendered = render(_spec_files(environments), image=image, ns=namespace, memory_limit=memory_limit, drift=drift)
+    files = _spec_files(environments)
+    from bootstrap.spec.spec_file import environments_dir
+    from groundctl.pins import require_covered
+
+    specs = environments or environments_dir()
+    require_covered(specs.parent, "Writing the fleet's manifests (the image installs the CLI and plugins from the "
+                    "pins lock)", specs=specs)
+    rendered = render(files, image=image, ns=namespace, memory_limit=memory_limit, drift=drift)
     if json_out:
         console.emit_json({"manifests": list(rendered.manifests), "notes": list(rendered.notes)})
     elif out is not None:

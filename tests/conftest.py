@@ -203,43 +203,37 @@ def kube_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def local_plugin_releases(tmp_path_factory):
-    """Tarballs of groundctl's pinned plugin releases made here (tests/plugin_releases.py), and groundctl's versions
-    table with each digest that of its tarball: (folder, table)."""
-    from tests.plugin_releases import local_table
+def release_mirror(tmp_path_factory):
+    """A local release mirror of groundctl's pinned CLI and plugins and the specs' Flux releases, in the
+    publishers' formats, served over HTTP for the session (tests/plugin_releases.py); `.lock(repo)` writes a
+    repository's pins lock from it with groundctl's own `update_pins`."""
+    from tests.plugin_releases import served
 
-    folder = tmp_path_factory.mktemp("plugin-releases")
-    return folder, local_table(folder)
-
-
-@pytest.fixture
-def recorded_digests(monkeypatch, local_plugin_releases):
-    """groundctl's versions table with every plugin's digest recorded: what `ci init` needs to write the plugin
-    step (the shipped table may still say "not recorded"; tests/test_pins.py holds that refusal)."""
-    from bootstrap.engine import versions
-
-    monkeypatch.setattr(versions, "PROVIDER_PLUGINS", local_plugin_releases[1])
-    return local_plugin_releases
+    with served(tmp_path_factory.mktemp("release-mirror") / "mirror") as releases:
+        yield releases
 
 
 def engine_stand_in(folder: Path, layers: list[str]) -> dict:
     """Environment variables for a `pulumi` that answers only `version` (at the pinned release) and `plugin
-    install`, with the provider plugins `layers` need installed through it by the install step's own commands,
-    each download (a tarball made here) checked against its digest: enough for groundctl's engine check, made
-    before its first write, to pass, so a run goes on to write; every later step that needs the engine fails
-    (exit 1 from the CLI, exit 4 from groundctl), as it would with a broken one. Nothing is downloaded or built."""
+    install`, with the provider plugins `layers` need installed through it by groundctl's checked install (a
+    tarball made here and served by a local mirror, its sha256 checked against the lock's): enough for
+    groundctl's engine check, made before its first write, to pass, so a run goes on to write; every later step
+    that needs the engine fails (exit 1 from the CLI, exit 4 from groundctl), as it would with a broken one.
+    Nothing is downloaded from the internet or built."""
     from bootstrap.engine.plugins import layer_plugins
-    from bootstrap.engine.versions import Release
     from bootstrap.layers import STACKS_DIR
-    from tests.plugin_releases import DOWNLOADS_VAR, install, local_table, stand_in_cli
+    from tests.plugin_releases import install, served, stand_in_cli
 
-    bin_dir, home, downloads = folder / "stand-in-bin", folder / "stand-in-pulumi-home", folder / "stand-in-downloads"
+    bin_dir, home = folder / "stand-in-bin", folder / "stand-in-pulumi-home"
     cli = stand_in_cli(bin_dir)
-    needed = sorted({p for layer in layers for p in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent))})
+    needed = {p.name for layer in layers for p in layer_plugins(STACKS_DIR, layer, str(STACKS_DIR.parent))}
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(home),
            "PULUMI_CONFIG_PASSPHRASE": "stand-in-passphrase"}
-    install(cli, local_table(downloads, [Release(p.name, p.version) for p in needed]),
-            {**os.environ, **env, DOWNLOADS_VAR: str(downloads)})
+    repo = folder / "stand-in-repository"
+    (repo / "environments").mkdir(parents=True, exist_ok=True)
+    with served(folder / "stand-in-mirror", real=()) as releases:
+        entries = [e for e in releases.entries(repo) if e.name.removeprefix("pulumi-resource-") in needed]
+        install(cli, entries, {**os.environ, **env})
     return env
 
 

@@ -1,9 +1,9 @@
-"""The stand-in `pulumi plugin install resource NAME VERSION [--exact] [--checksum HEX] [--reinstall]` of
-tests/plugin_releases.py: the download answered from the folder GROUNDCTL_TEST_PLUGIN_DOWNLOADS names, checked and
-unpacked as the real CLI does it (a `.partial` marker beside the folder while it is filled). Standalone: it runs
-in a child process with none of groundctl on its path."""
+"""The stand-in `pulumi plugin install resource NAME VERSION --file TARBALL [--reinstall]` of
+tests/plugin_releases.py: the tarball unpacked as the real CLI does it (pkg/cmd/pulumi/plugin/plugin_install.go:
+287-294, 345-357: an existing folder kept unless --reinstall; a `.partial` marker beside the folder while it is
+filled). No download: the real CLI downloads nothing with --file either. Standalone: it runs in a child process
+with none of groundctl on its path."""
 
-import hashlib
 import io
 import os
 import shutil
@@ -11,31 +11,25 @@ import sys
 import tarfile
 from pathlib import Path
 
-DOWNLOADS_VAR = "GROUNDCTL_TEST_PLUGIN_DOWNLOADS"
 
 
 def _plugin_install(argv: list[str], env: dict) -> int:
-    """The stand-in's `pulumi plugin install resource NAME VERSION [--exact] [--checksum HEX]`."""
+    """The stand-in's `pulumi plugin install resource NAME VERSION --file TARBALL [--reinstall]`."""
     args = argv[2:]
-    if len(args) < 3 or args[0] != "resource":
+    if len(args) < 5 or args[0] != "resource" or "--file" not in args:
         print(f"stand-in pulumi: unsupported plugin install {' '.join(argv)}", file=sys.stderr)
         return 2
     name, version = args[1], args[2].removeprefix("v")
-    checksum = args[args.index("--checksum") + 1] if "--checksum" in args else ""
+    source = Path(args[args.index("--file") + 1])
     home = Path(env.get("PULUMI_HOME") or Path.home() / ".pulumi")
     target = home / "plugins" / f"resource-{name}-v{version}"
     if target.is_dir() and "--reinstall" not in args:
         return 0
-    source = Path(env[DOWNLOADS_VAR]) / f"pulumi-resource-{name}-v{version}-linux-amd64.tar.gz"
     label = f"[resource plugin {name}-{version}]"
     try:
         body = source.read_bytes()
     except OSError as exc:
-        print(f"error: {label} downloading: {exc}", file=sys.stderr)
-        return 1
-    actual = hashlib.sha256(body).hexdigest()
-    if checksum and checksum != actual:
-        print(f"error: {label} downloading: invalid checksum, expected {checksum}, actual {actual}", file=sys.stderr)
+        print(f"error: stat on file {source}: {exc}", file=sys.stderr)
         return 1
     partial = Path(f"{target}.partial")
     target.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,16 +34,16 @@ from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_fleet_manifests import spec_files
 
-# The plugin step is written from groundctl's versions table: one with every digest recorded.
-pytestmark = pytest.mark.usefixtures("recorded_digests")
 
 FLUX_SECRETS = {"GROUNDCTL_FLUX_DEPLOY_KEY": "${{ secrets.GROUNDCTL_FLUX_DEPLOY_KEY }}",
                 "GROUNDCTL_FLUX_KNOWN_HOSTS": "${{ secrets.GROUNDCTL_FLUX_KNOWN_HOSTS }}"}
 
 
 @pytest.fixture
-def repo(tmp_path) -> Path:
+def repo(tmp_path, release_mirror) -> Path:
+    """A repository with the shipped specs and a pins lock read from the local release mirror."""
     shutil.copytree(REPO / "environments", tmp_path / "environments")
+    release_mirror.lock(tmp_path)
     return tmp_path
 
 
@@ -79,17 +80,25 @@ def test_the_workflows_install_the_pinned_copy_with_hashes_checked(monkeypatch, 
 
 
 def test_one_pulumi_version_everywhere(monkeypatch, capsys, repo):
-    versions = {s["with"]["pulumi-version"] for doc in rendered().values() for job in doc["jobs"].values()
-                for s in job["steps"] if "pulumi/actions" in s.get("uses", "")}
+    versions = {re.search(r"--cli-version (\S+)", s["run"])[1] for doc in rendered().values()
+                for job in doc["jobs"].values() for s in job["steps"] if s.get("name") == CLI_STEP}
     assert versions == {PULUMI_CLI_PINNED}
-    assert f"ARG PULUMI_VERSION={PULUMI_CLI_PINNED}\n" in (REPO / "Dockerfile").read_text()  # the fleet image's
+    # The fleet image installs the CLI the lock records for groundctl's pin (groundctl pins install --cli).
+    assert "groundctl pins install --dir /src --platform linux-amd64 --cli /opt/pulumi/bin" in \
+        (REPO / "Dockerfile").read_text()
     pin_groundctl(repo)
     assert_refused(_init(monkeypatch, capsys, repo, "--pulumi-version", "3.100.0"), 2, "older than")
+    # Another CLI release than the lock's: the workflows would stop at their install step, so none is written.
+    assert_refused(_init(monkeypatch, capsys, repo, "--pulumi-version", "3.260.0"), 4,
+                   "pulumi 3.260.0 for linux-amd64 (pulumi-v3.260.0-linux-x64.tar.gz) (the lock holds 3.259.0)",
+                   "`groundctl pins update`")
+    assert not (repo / ".github").exists()
 
 
 # -- the provider plugins ---------------------------------------------------------------------------------
 
-PLUGIN_STEP = "Install the provider plugins (groundctl's pinned versions, each download checked by its sha256)"
+CLI_STEP = "Install the Pulumi CLI (its release file checked against groundctl-pins.json)"
+PLUGIN_STEP = "Install the provider plugins (each release file checked against groundctl-pins.json)"
 ENGINE_COMMAND = re.compile(r"groundctl (plan (?!.*--offline)|up |drift |state rehearse )")
 
 
@@ -98,47 +107,60 @@ def runs_the_engine(s: dict) -> bool:
     return any(ENGINE_COMMAND.match(line) for line in groundctl_lines(s.get("run", "")))
 
 
-def test_every_job_that_runs_the_engine_installs_the_tables_plugins_first():
-    from bootstrap.engine import versions
-    from bootstrap.engine.versions import LINUX_AMD64, plugin_install_argv
-
-    wanted = [" ".join(plugin_install_argv(r, r.digest(LINUX_AMD64))) for r in versions.PROVIDER_PLUGINS]
+def test_every_job_that_runs_the_engine_installs_the_cli_and_plugins_from_the_lock_first():
     jobs = 0
     for name, doc in rendered().items():
         for job_id, job in doc["jobs"].items():
             steps = job["steps"]
             engine = [i for i, s in enumerate(steps) if runs_the_engine(s)]
             if not engine:
-                assert not any(s.get("name") == PLUGIN_STEP for s in steps), (name, job_id)
+                assert not any(s.get("name") in (CLI_STEP, PLUGIN_STEP) for s in steps), (name, job_id)
                 continue
             jobs += 1
-            assert job["runs-on"] == "ubuntu-latest"  # linux-amd64: the digests' platform
-            cli = next(i for i, s in enumerate(steps) if "pulumi/actions" in s.get("uses", ""))
+            assert job["runs-on"] == "ubuntu-latest"  # linux-amd64: the lock's default platform
+            assert not any("uses" in s and "pulumi/actions" in s["uses"] for s in steps)  # its download is unchecked
+            cli = next(i for i, s in enumerate(steps) if s.get("name") == CLI_STEP)
             plugins = next(i for i, s in enumerate(steps) if s.get("name") == PLUGIN_STEP)
             assert cli < plugins < engine[0], (name, job_id)
-            assert steps[plugins]["run"].splitlines() == wanted
-            assert steps[plugins].get("if") == steps[engine[0]].get("if")  # it runs whenever the engine step does
+            assert steps[cli]["run"] == (f'groundctl pins install --cli "$RUNNER_TEMP/pulumi-cli" --cli-version '
+                                         f'{PULUMI_CLI_PINNED} >> "$GITHUB_PATH"')
+            assert steps[plugins]["run"] == "groundctl pins install --plugins"
+            # They run whenever the engine step does.
+            assert steps[cli].get("if") == steps[plugins].get("if") == steps[engine[0]].get("if")
     assert jobs == 4  # the live plan, the apply, the drift check and the restore rehearsal
 
 
-def _run_plugin_step(folder: Path, downloads: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    """The drift job's plugin step, run as a runner runs it: the pinned CLI on PATH (here a stand-in whose
-    downloads are answered from `downloads`), an empty PULUMI_HOME, nothing else installed."""
-    from tests.plugin_releases import DOWNLOADS_VAR, stand_in_cli
-
-    stand_in_cli(folder / "bin")
-    env = {"PATH": f"{folder / 'bin'}:/usr/bin:/bin", "PULUMI_HOME": str(folder / "pulumi-home"),
-           "HOME": str(folder)}
-    script = step(rendered()[DRIFT_WORKFLOW]["jobs"]["drift"], PLUGIN_STEP)["run"]
-    done = _bash(script, {**env, DOWNLOADS_VAR: str(downloads)}, folder)
-    return done, env
+def test_the_pull_requests_first_job_runs_the_pins_check():
+    detect = rendered()[PR_WORKFLOW]["jobs"]["detect"]["steps"]
+    names = [s.get("name") for s in detect]
+    check = names.index("The pins lock covers what groundctl installs")
+    assert detect[check]["run"] == "groundctl pins check" and names.index("Install groundctl") < check
 
 
-def test_the_plugin_step_installs_what_the_engine_check_looks_for(tmp_path, local_plugin_releases):
+def _run_install_steps(folder: Path, repo: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """The drift job's CLI and plugin steps, run in order as a runner runs them in the repository's checkout:
+    groundctl on PATH, an empty PULUMI_HOME, nothing else installed; GITHUB_PATH's lines added to PATH between
+    steps, as the runner does."""
+    job = rendered()[DRIFT_WORKFLOW]["jobs"]["drift"]
+    github_path = folder / "github-path"
+    folder.mkdir(parents=True)
+    github_path.write_text("")
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PULUMI_HOME": str(folder / "pulumi-home"),
+           "PYTHONPATH": str(REPO),
+           "HOME": str(folder), "RUNNER_TEMP": str(folder / "runner-temp"), "GITHUB_PATH": str(github_path)}
+    done = _bash(step(job, CLI_STEP)["run"], env, repo)
+    if done.returncode != 0:
+        return done, env
+    env["PATH"] = ":".join([*reversed(github_path.read_text().split()), env["PATH"]])
+    return _bash(step(job, PLUGIN_STEP)["run"], env, repo), env
+
+
+def test_the_install_steps_install_what_the_engine_check_looks_for_and_refuse_another_file(tmp_path):
     from bootstrap.engine import plugins
-    from bootstrap.engine.versions import LINUX_AMD64
     from bootstrap.kit.errors import EngineError
     from bootstrap.layers import LAYER_NAMES, STACKS_DIR
+    from bootstrap.pins.artifacts import LINUX_AMD64, Want, plugin_name
+    from tests.plugin_releases import served
 
     root = str(STACKS_DIR.parent)
     needs = plugins.command_needs("drift", {layer: plugins.layer_plugins(STACKS_DIR, layer, root)
@@ -146,16 +168,19 @@ def test_the_plugin_step_installs_what_the_engine_check_looks_for(tmp_path, loca
     assert {p.name for p in needs} == {"aws", "kubernetes"}
     with pytest.raises(EngineError, match="is not installed"):
         plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "empty"), "PATH": "/usr/bin:/bin"}, LINUX_AMD64)
-    done, env = _run_plugin_step(tmp_path / "runner", local_plugin_releases[0])
-    assert done.returncode == 0, done.stderr
-    plugins.require_plugins(needs, env, LINUX_AMD64)  # what the step installed is what groundctl looks for
-    # A download that is not the recorded release fails the step, and nothing is installed.
-    tampered = tmp_path / "tampered"
-    shutil.copytree(local_plugin_releases[0], tampered)
-    aws = next(tampered.glob("pulumi-resource-aws-*.tar.gz"))
-    aws.write_bytes(aws.read_bytes() + b"\0")
-    done, env = _run_plugin_step(tmp_path / "runner-2", tampered)
-    assert done.returncode == 1 and "invalid checksum, expected" in done.stderr, done.stderr
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "environments", repo / "environments")
+    with served(tmp_path / "mirror", real=()) as releases:
+        releases.lock(repo)
+        done, env = _run_install_steps(tmp_path / "runner", repo)
+        assert done.returncode == 0, done.stderr
+        plugins.require_plugins(needs, env, LINUX_AMD64)  # what the steps installed is what groundctl looks for
+        # A download that is not the file the lock checked fails the step, and nothing is installed.
+        aws = next(p for p in needs if p.name == "aws")
+        tarball = releases.mirror.file(Want(plugin_name("aws"), aws.version, LINUX_AMD64))
+        tarball.write_bytes(tarball.read_bytes() + b"\0")
+        done, env = _run_install_steps(tmp_path / "runner-2", repo)
+    assert done.returncode == 4 and "but the lock records" in done.stderr and "Nothing was installed" in done.stderr
     with pytest.raises(EngineError, match="the aws resource plugin"):
         plugins.require_plugins(needs, env, LINUX_AMD64)
 

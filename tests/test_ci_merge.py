@@ -23,13 +23,13 @@ from tests.conftest import REPO
 from tests.fakes.engine import FakeResource, InMemoryEngine, declare_standard
 from tests.test_cli_errors import groundctl
 
-pytestmark = [pytest.mark.emulator, pytest.mark.usefixtures("recorded_digests")]
+pytestmark = pytest.mark.emulator
 
 ACCOUNT = "123456789012"
 
 
 @pytest.fixture
-def repo(tmp_path, aws, emulator_endpoint, monkeypatch):
+def repo(tmp_path, aws, emulator_endpoint, monkeypatch, release_mirror):
     """A repository holding environments/local.yaml (with both OIDC roles) as the working directory, the test
     emulator as its endpoint (GROUNDCTL_ENDPOINT_URL, as an operator would export it), and the in-memory
     engine behind every groundctl command."""
@@ -39,6 +39,7 @@ def repo(tmp_path, aws, emulator_endpoint, monkeypatch):
                        apply_role_arn=f"arn:aws:iam::{ACCOUNT}:role/groundctl-apply")
     (tmp_path / "environments").mkdir()
     (tmp_path / "environments" / "local.yaml").write_text(yaml.safe_dump(spec))
+    release_mirror.lock(tmp_path)
     engine = InMemoryEngine("local", store=ObjectStore(aws.client("s3"), spec["backend"]["bucket"]))
     declare_standard(engine)
     monkeypatch.setattr("bootstrap.target.pulumi_engine", lambda ctx: engine)

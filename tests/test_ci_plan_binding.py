@@ -28,7 +28,7 @@ from tests.conftest import REPO
 from tests.test_ci_merge import _job, repo, run_step  # noqa: F401 - fixtures
 from tests.test_cli_errors import groundctl
 
-pytestmark = [pytest.mark.emulator, pytest.mark.usefixtures("recorded_digests")]
+pytestmark = pytest.mark.emulator
 
 HEAD = "c0ffee" + "0" * 34  # the pull request's last commit
 BIND = "Check the plan against the digests posted for review"

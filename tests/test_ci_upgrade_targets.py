@@ -19,7 +19,6 @@ from bootstrap.ci.workflows import DEFAULT_REQUIREMENTS, PR_WORKFLOW
 from tests.ci_workflow import pin_groundctl, rendered, step
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.usefixtures("recorded_digests")
 
 ENVS = [CiEnvironment("dev"), CiEnvironment("prod")]
 

@@ -20,17 +20,15 @@ from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
 from tests.test_runbooks import ROOT, _words, check_command
 
-# The plugin step is written from groundctl's versions table: one with every digest recorded.
-pytestmark = pytest.mark.usefixtures("recorded_digests")
-
 SCHEMAS = ("vendor.github-workflows", "custom.github-workflows-require-timeout")
 
 
 @pytest.fixture
-def fresh_repo(tmp_path) -> Path:
-    """A repository that holds nothing but environments/ (the shipped example specs)."""
+def fresh_repo(tmp_path, release_mirror) -> Path:
+    """A repository that holds environments/ (the shipped example specs), its requirements file and its pins lock."""
     shutil.copytree(REPO / "environments", tmp_path / "environments")
     pin_groundctl(tmp_path)
+    release_mirror.lock(tmp_path)
     return tmp_path
 
 

@@ -220,7 +220,7 @@ def test_destroy_and_drift_need_the_plugin_version_the_state_records_and_up_does
         assert code == 4, (command, err)
         assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider: " \
                "refresh and destroy run that version" in said, said
-        assert "pulumi plugin install resource aws v7.40.0 --exact" in said
+        assert "`groundctl pins update --plugin aws@7.40.0` in the repository" in said
         assert [f"v{p.version}" in said for p in program] == [False] * len(program)  # installed: not named
     assert [c for c in cli.engine.calls[calls:] if c[0] in ("preview", "refresh", "destroy", "up")] == []
     assert cli.store.get(key) is not None and len(cli.engine.state["network"]) == 3  # nothing destroyed

@@ -104,7 +104,8 @@ def test_up_local_from_a_fresh_copy_without_provider_plugins_names_them_and_writ
     assert proc.returncode == 4, proc.stderr
     text = " ".join(proc.stderr.split())  # the console wraps the paragraph at the terminal's width
     assert f"the aws resource plugin v{aws.version}" in text and "backend and network and cluster layers" in text
-    assert f"pulumi plugin install resource aws v{aws.version} --exact --checksum " in text
+    # The fresh copy has no pins lock: the command that records the plugin, then the checked install from it.
+    assert "`groundctl pins update` in the repository" in text and "groundctl pins install --plugins" in text
     assert "Traceback" not in proc.stderr and "retry" not in proc.stderr.lower()
     assert bucket not in buckets(emulator_endpoint)
     assert not list((copy / "stacks").rglob("Pulumi.local.yaml")) and not home.joinpath("plugins").exists()
@@ -131,7 +132,7 @@ def test_recover_stops_before_the_restore_when_the_layer_needs_a_missing_plugin(
     phases = {p["phase"]: p for p in json.loads(out)["phases"]}
     assert phases["restore"]["status"] == "failed" and "Nothing was restored or written" in phases["restore"]["message"]
     assert "aws resource plugin" in phases["restore"]["message"]
-    assert "pulumi plugin install resource aws" in phases["restore"]["message"]
+    assert "groundctl pins install --plugins" in phases["restore"]["message"]
     assert sorted((v.key, v.version_id, v.delete_marker) for v in tier.store.versions("")) == before
     assert tier.ledger_serials("network") == serials
     assert [r.operation for r in read_ledger(tier.store, "network", tier.env_name).records] == ["up"]
@@ -180,59 +181,82 @@ def serving(folder: Path, tmp_path: Path, http2: bool = True):
         server.wait(timeout=60)
 
 
-def _plugin_step(monkeypatch, table) -> str:
-    from bootstrap.ci.workflows import DRIFT_WORKFLOW
-    from bootstrap.engine import versions
-    from tests.ci_workflow import rendered, step
-    from tests.test_ci_jobs_run import PLUGIN_STEP
-
-    monkeypatch.setattr(versions, "PROVIDER_PLUGINS", table)
-    return step(rendered()[DRIFT_WORKFLOW]["jobs"]["drift"], PLUGIN_STEP)["run"]
-
-
-def _run_step(script: str, table, downloads: Path, home: Path, tmp_path: Path,
-              http2: bool = True) -> subprocess.CompletedProcess:
-    """The step's script with the real CLI, its plugin downloads answered from `downloads`."""
-    names = "|".join(r.name for r in table)
-    with serving(downloads, tmp_path, http2) as (url, trust):
+def _old_install(release_folder: Path, plugin: str, version: str, digest: str, home: Path, tmp_path: Path,
+                 http2: bool) -> subprocess.CompletedProcess:
+    """`pulumi plugin install resource <plugin> v<version> --exact --checksum <digest>`, what the workflows ran
+    before the pins lock, with the real CLI, its download answered from `release_folder`."""
+    with serving(release_folder, tmp_path, http2) as (url, trust):
         env = {**base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), "/usr/bin", "/bin"]), home),
-               **trust, "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-({names})$={url}"}
-        return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], env=env, capture_output=True,
-                              text=True, timeout=300)
+               **trust,
+               "PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES": f"^github://api.github.com/pulumi/pulumi-{plugin}$={url}"}
+        return subprocess.run(["pulumi", "plugin", "install", "resource", plugin, f"v{version}", "--exact",
+                               "--checksum", digest], env=env, capture_output=True, text=True, timeout=300)
 
 
 @requires_pulumi
-def test_the_workflows_plugin_step_installs_with_the_real_cli_and_refuses_another_download(
-        tmp_path, monkeypatch, local_plugin_releases):
+def test_the_install_step_installs_with_the_real_cli_and_refuses_another_file(tmp_path):
+    """The workflows' and the image's plugin step, `groundctl pins install --plugins`, with the real CLI on PATH and
+    an empty PULUMI_HOME: each tarball from the local mirror, its sha256 checked against the lock, then `pulumi
+    plugin install … --file … --reinstall`. The kubernetes plugin is the real binary when it is built."""
     from bootstrap.engine import plugins
-    from bootstrap.engine.versions import LINUX_AMD64
+    from bootstrap.engine.versions import PROVIDER_PLUGINS
     from bootstrap.kit.errors import EngineError
+    from bootstrap.pins.artifacts import LINUX_AMD64, Want, plugin_name
+    from tests.plugin_releases import real_plugin, served
 
-    folder, table = local_plugin_releases
-    script = _plugin_step(monkeypatch, table)
-    needs = {plugins.Plugin(r.name, r.version): [("any", plugins.PROGRAM)] for r in table}
-    done = _run_step(script, table, folder, tmp_path / "home", tmp_path)
-    assert done.returncode == 0, done.stderr
-    plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}, LINUX_AMD64)
-    tampered = tmp_path / "tampered"
-    shutil.copytree(folder, tampered)
-    aws = next(tampered.glob("pulumi-resource-aws-*.tar.gz"))
-    aws.write_bytes(aws.read_bytes() + b"\0")
-    done = _run_step(script, table, tampered, tmp_path / "home-2", tmp_path)
-    assert done.returncode != 0 and "invalid checksum, expected" in done.stderr, done.stderr
+    repo = tmp_path / "infra"
+    shutil.copytree(REPO / "environments", repo / "environments")
+    needs = {plugins.Plugin(r.name, r.version): [("any", plugins.PROGRAM)] for r in PROVIDER_PLUGINS}
+    path = os.pathsep.join([os.path.dirname(shutil.which("pulumi")), os.path.dirname(sys.executable), "/usr/bin",
+                            "/bin"])
+    with served(tmp_path / "mirror") as releases:
+        releases.lock(repo)
+        done = groundctl(repo, {**base_env(path, tmp_path / "home"), "PYTHONPATH": str(REPO)}, "pins", "install",
+                         "--plugins")
+        assert done.returncode == 0, done.stderr
+        installed = {"PULUMI_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+        plugins.require_plugins(needs, installed, LINUX_AMD64)
+        kubernetes = next(r for r in PROVIDER_PLUGINS if r.name == "kubernetes")
+        if real_plugin("kubernetes"):  # the installed plugin is the real one, and answers as a provider does
+            binary = tmp_path / "home" / "plugins" / f"resource-kubernetes-v{kubernetes.version}" / \
+                "pulumi-resource-kubernetes"
+            assert binary.read_bytes() == real_plugin("kubernetes").read_bytes()
+        aws = next(r for r in PROVIDER_PLUGINS if r.name == "aws")
+        tarball = releases.mirror.file(Want(plugin_name("aws"), aws.version, LINUX_AMD64))
+        tarball.write_bytes(tarball.read_bytes() + b"\0")
+        done = groundctl(repo, {**base_env(path, tmp_path / "home-2"), "PYTHONPATH": str(REPO)}, "pins", "install",
+                         "--plugins")
+    assert done.returncode == 4 and "but the lock records" in done.stderr, done.stderr
     with pytest.raises(EngineError, match="the aws resource plugin"):
         plugins.require_plugins(needs, {"PULUMI_HOME": str(tmp_path / "home-2"), "PATH": "/usr/bin:/bin"},
                                 LINUX_AMD64)
 
 
 @requires_pulumi
-def test_over_http_1_1_the_real_clis_checksum_refuses_even_the_recorded_file(tmp_path, monkeypatch,
-                                                                              local_plugin_releases):
-    """Pulumi's checksum reader leaves out the bytes of a read that also returns EOF
-    (sdk/go/common/workspace/plugins.go:889-900 at v3.259.0), which Go's HTTP/1.1 client does for the last read of
-    every body with a Content-Length; without one the download fails its byte count (:1811-1814). Over HTTP/2,
-    as GitHub serves releases, it holds. So a plugin mirror must speak HTTP/2 (README). This test fails once
-    Pulumi fixes it: then say so in the README."""
-    folder, table = local_plugin_releases
-    done = _run_step(_plugin_step(monkeypatch, table), table, folder, tmp_path / "home", tmp_path, http2=False)
+def test_the_real_clis_checksum_refuses_the_recorded_file_over_http_1_1_and_checks_nothing_once_installed(tmp_path):
+    """Why installs no longer use `pulumi plugin install --checksum`. Pulumi's checksum reader leaves out the bytes
+    of a read that also returns EOF (sdk/go/common/workspace/plugins.go:889-900 at v3.259.0), which Go's HTTP/1.1
+    client does for the last read of every body with a Content-Length, so the right digest is refused; and once
+    that version is installed it returns before any download (pkg/cmd/pulumi/plugin/plugin_install.go:287-294), so
+    even an all-zero checksum exits 0. If this test fails, Pulumi changed: say so in the README."""
+    import hashlib
+
+    from bootstrap.engine.versions import PROVIDER_PLUGINS
+    from bootstrap.pins.artifacts import LINUX_AMD64, Want, plugin_name
+    from tests.plugin_releases import build_mirror
+
+    aws = next(r for r in PROVIDER_PLUGINS if r.name == "aws")
+    mirror = build_mirror(tmp_path / "mirror", real=())
+    tarball = mirror.file(Want(plugin_name("aws"), aws.version, LINUX_AMD64))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    shutil.copy(tarball, flat / tarball.name)
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    done = _old_install(flat, "aws", aws.version, digest, tmp_path / "home", tmp_path, http2=False)
     assert done.returncode != 0 and "invalid checksum, expected" in done.stderr, done.stderr
+    env = base_env(os.pathsep.join([os.path.dirname(shutil.which("pulumi")), "/usr/bin", "/bin"]), tmp_path / "home")
+    done = subprocess.run(["pulumi", "plugin", "install", "resource", "aws", f"v{aws.version}", "--file", str(tarball),
+                           "--reinstall"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    done = _old_install(flat, "aws", aws.version, "0" * 64, tmp_path / "home", tmp_path, http2=False)
+    assert done.returncode == 0, done.stderr  # nothing was checked

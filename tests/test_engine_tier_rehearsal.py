@@ -289,7 +289,8 @@ def test_a_plugin_version_the_chosen_state_records_and_this_machine_lacks_fails_
     reason = " ".join(net["reason"].split())
     assert (net["outcome"], net["failed_phase"], net["version"]["version_id"]) == ("failed", "preview", bound), net
     assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider" in reason
-    assert f"`PULUMI_HOME={tier.env['PULUMI_HOME']} pulumi plugin install resource aws v7.40.0 --exact" in reason
+    assert "`groundctl pins update --plugin aws@7.40.0` in the repository" in reason
+    assert f"`PULUMI_HOME={tier.env['PULUMI_HOME']} groundctl pins install --plugins` there" in reason
     assert net["preview"]["result"] == "not-attempted" and net["decrypt"]["result"] == "ok"
     # No record was read (a refresh reads each): the test's own listings of the bucket are all it saw.
     assert [p for _m, p, _t in proxy.log[mark:] if p.startswith(f"/{tier.records_bucket}/")] == []

@@ -6,6 +6,7 @@ job), and a Dockerfile that hadolint passes. Each checker is also shown a broken
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -317,13 +318,20 @@ def test_the_drift_cronjobs_can_be_left_out_where_the_drift_workflow_checks_drif
 
 # -- the CLI ---------------------------------------------------------------------------------------------
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "groundctl", "fleet", "manifests", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groundctl", "fleet", "manifests", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-def test_cli_prints_the_manifests_and_refuses_an_unpinned_image():
-    done = _cli("--image", IMAGE, "--environments", str(FLEET))
+def test_cli_prints_the_manifests_and_refuses_an_unpinned_image(tmp_path, release_mirror):
+    infra = tmp_path / "infra"
+    shutil.copytree(FLEET, infra / "environments")
+    shutil.copytree(FLEET.parent / "flux", infra / "flux")  # the Flux manifest the specs name
+    # Without a pins lock the image the CronJobs run could not have been built from it: nothing is printed.
+    missing = _cli("--image", IMAGE, cwd=infra)
+    assert missing.returncode == 4 and "`groundctl pins update`" in missing.stderr and not missing.stdout
+    release_mirror.lock(infra)
+    done = _cli("--image", IMAGE, cwd=infra)
     assert done.returncode == 0, done.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout)]
     assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # and a rehearsal each
@@ -367,7 +375,8 @@ def test_the_dockerfile_is_pinned_and_runs_as_the_manifests_user():
     text = (REPO / "Dockerfile").read_text()
     base = next(line.split()[1] for line in text.splitlines() if line.startswith("FROM "))
     assert ":" in base and not base.endswith(":latest") and any(ch.isdigit() for ch in base.split(":")[1])
-    assert "ARG PULUMI_VERSION=3." in text and "sha256sum --check" in text
+    # The CLI and the plugins come from the pins lock, each download checked (tests/test_pins.py holds the rest).
+    assert "groundctl pins check --dir /src --image" in text and "groundctl pins install" in text
     user = next(line.split()[1] for line in text.splitlines() if line.startswith("USER "))
     assert user == f"{fm.UID}:{fm.UID}"
     assert "WORKDIR /work" in text and fm.SPECS_DIR.startswith("/work/")

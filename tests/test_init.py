@@ -78,13 +78,14 @@ def test_an_existing_requirements_input_is_the_adopters_own(monkeypatch, capsys,
 
 
 def test_with_the_compiled_requirements_it_writes_the_workflows_ci_init_writes(monkeypatch, capsys, tmp_path,
-                                                                               recorded_digests):
+                                                                               release_mirror):
     pin_groundctl(tmp_path)
     code, out, err = _init(monkeypatch, capsys, tmp_path, *FACTS, "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["workflows"] is True and "groundctl ci init" not in " ".join(doc["next_steps"])
     assert {f".github/workflows/{w}" for w in WORKFLOWS} <= {k for k, v in doc["files"].items() if v == "written"}
+    release_mirror.lock(tmp_path)  # `groundctl pins update`, the step init names; `ci init` checks the lock
     code, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(tmp_path), "--json")
     assert code == 0, err
     assert set(json.loads(out)["files"].values()) == {"unchanged"}  # the very files `ci init` writes

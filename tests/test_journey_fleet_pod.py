@@ -45,7 +45,6 @@ import yaml
 
 from tests.conftest import REPO
 from tests.journey import pinned_cli, stand_in_stacks
-from tests.plugin_releases import make_tarball
 
 CLI, NO_CLI = pinned_cli()
 ENV = "pod"
@@ -122,16 +121,19 @@ def _pod(cronjob: dict) -> dict:
 
 
 def _image(stage: Path, releases) -> dict:
-    """What the Dockerfile puts in the image, staged to be mounted read-only: the plugins' binaries (stand-ins,
-    from the tarballs the install step would check), the stand-in programs, and /etc/passwd and /etc/group with
+    """What the Dockerfile puts in the image, staged to be mounted read-only: the plugins' binaries (from the
+    tarballs the local release mirror serves, which the image's install step checks against the lock), the stand-in programs, and /etc/passwd and /etc/group with
     the user its groupadd and useradd lines make (Pulumi's destroy and up look their user up by uid)."""
     import re
     import tarfile
 
     plugins = stage / "plugins"
     plugins.mkdir(parents=True)
-    for release in releases:
-        with tarfile.open(make_tarball(stage / "downloads", release)) as tar:
+    from bootstrap.engine.versions import PROVIDER_PLUGINS
+    from bootstrap.pins.artifacts import LINUX_AMD64, Want, plugin_name
+
+    for release in PROVIDER_PLUGINS:
+        with tarfile.open(releases.mirror.file(Want(plugin_name(release.name), release.version, LINUX_AMD64))) as tar:
             tar.extractall(plugins, filter="data")
     dockerfile = (REPO / "Dockerfile").read_text()
     group = re.search(r"groupadd --gid (\d+) (\S+)", dockerfile)
@@ -265,7 +267,7 @@ LD_LIBRARY_PATH=/opt/python/lib /opt/python/bin/python -c "{inspect}" AFTER
 
 
 @pytest.fixture
-def fleet(tmp_path, local_plugin_releases):
+def fleet(tmp_path, release_mirror):
     infra = tmp_path / "infra"
     (infra / "environments").mkdir(parents=True)
     (infra / "flux").mkdir()
@@ -281,7 +283,7 @@ def fleet(tmp_path, local_plugin_releases):
     stage = tmp_path / "stage"
     stage.mkdir()
     os.chmod(tmp_path, 0o755)
-    return _fleet(infra), stage, _image(stage, local_plugin_releases[1])
+    return _fleet(infra), stage, _image(stage, release_mirror)
 
 
 def _run(fleet, name: str, args: list[str]) -> dict:

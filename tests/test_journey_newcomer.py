@@ -83,7 +83,7 @@ def _assert_the_honest_outcome(done: subprocess.CompletedProcess, home: Path) ->
         return
     assert done.returncode == 4, said[-3000:]
     assert f"the aws resource plugin v{AWS.version}" in said
-    assert f"pulumi plugin install resource aws v{AWS.version} --exact --checksum" in said
+    assert "`groundctl pins update` in the repository" in said and "groundctl pins install --plugins" in said
     assert "nothing was changed" in said and "stopped at engine" in said
     assert "Traceback" not in said
     # Pulumi's home holds its own logs only: no plugin, no stack, no credentials.

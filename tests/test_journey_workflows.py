@@ -5,24 +5,26 @@ naming it and every dependency, and the workflows `groundctl ci init` writes. It
 by hand, once, as the README says (runbooks/create-environment.md, "Under CI"). Then, read from the written files
 and run step by step (tests/workflow_runner.py):
 
-1. a pull request's plan workflow: its plan job installs groundctl into a fresh virtual environment from the
-   requirements file, gets the pinned CLI from pulumi/actions and the provider plugins from its own plugin step
-   (an empty PULUMI_HOME before it), plans with the plan role, writes the sticky comment's body and keeps the
-   plans as the artifact; the comment job posts that body through `gh`; the one required check passes;
+0. the repository's pins lock, written by `groundctl pins update` from a local release mirror in the publishers'
+   formats (the CLI's tarball holds the real CLI found on PATH; the kubernetes plugin's the real plugin when built);
+1. a pull request's plan workflow: its first job runs `groundctl pins check`; its plan job installs groundctl
+   into a fresh virtual environment from the requirements file, the pinned CLI and the provider plugins from the
+   lock with `groundctl pins install` (each release file's sha256 checked; an empty PULUMI_HOME before it), plans
+   with the plan role, writes the sticky comment's body and keeps the plans as the artifact; the comment job
+   posts that body through `gh`; the one required check passes;
 2. the merge's apply workflow: it finds that run through `gh`, downloads its artifact and applies it with the
    apply role, the change reaching the environment;
 3. the scheduled drift workflow, after a change made outside groundctl: `drift --record` with the record role
    finds it and writes its record, and the drift issue is opened through `gh`.
 
 What stands in, and why: a `uses:` step is replaced by what its action provides (a checkout; a fresh virtual
-environment for setup-python; AWS credentials of the emulator for configure-aws-credentials; the pinned CLI on
-PATH for pulumi/actions; a folder for the artifact actions). `gh` records its calls and answers as GitHub would
-(tests/gh_stand_in.py); jq is the real one. AWS is the emulator, so the spec names its endpoint and the stacks'
-secrets use a passphrase (an AWS environment's use its KMS key). The provider plugins cannot be had offline:
-the plugin step's downloads are answered from tarballs made here (tests/plugin_releases.py), holding stand-in
-binaries, and the layer programs are the engine tier's stand-ins (dynamic-provider records in the emulator's
-S3), each importing its SDK as the real layer does, so groundctl's engine check asks for the plugins the step
-must supply.
+environment for setup-python; AWS credentials of the emulator for configure-aws-credentials; a folder for the
+artifact actions). Release files come from the local mirror, as from a team's artifact proxy. `gh` records its calls
+and answers as GitHub would (tests/gh_stand_in.py); jq is the real one. AWS is the emulator, so the spec names its
+endpoint and the stacks' secrets use a passphrase (an AWS environment's use its KMS key). The aws plugin cannot be
+had offline: its tarball holds a stand-in binary (tests/plugin_releases.py), and the layer programs are the engine
+tier's stand-ins (dynamic-provider records in the emulator's S3), each importing its SDK as the real layer does, so
+groundctl's engine check asks for the plugins the step must supply.
 
 Marked `engine` (the real CLI) and `registry` (the wheel's build and its dependencies come from the package
 registry: GROUNDCTL_TEST_REGISTRY=1)."""
@@ -44,10 +46,9 @@ import pytest
 import yaml
 
 from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
-from bootstrap.engine.versions import PULUMI_CLI_PINNED as CLI_VERSION
 from tests.conftest import REPO
 from tests.journey import BASE_PATH, CLI_FILES, PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
-from tests.plugin_releases import DOWNLOADS_VAR, INSTALLER, install, stand_in_cli
+from tests.plugin_releases import install, served, stand_in_cli
 from tests.workflow_runner import Runner
 
 CLI, NO_CLI = pinned_cli()
@@ -112,7 +113,14 @@ def _git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def world(tmp_path, emulator_endpoint, monkeypatch, capsys, recorded_digests):
+def releases(tmp_path):
+    """The local release mirror, its CLI tarball holding the real CLI, served while the test runs."""
+    with served(tmp_path / "release-mirror", cli_binaries={n: (CLI / n).read_bytes() for n in CLI_FILES}) as mirror:
+        yield mirror
+
+
+@pytest.fixture
+def world(tmp_path, emulator_endpoint, monkeypatch, capsys, releases):
     """The adopter's repository after `ci init`, and the environment it describes, born by hand."""
     infra = tmp_path / "infra"
     (infra / "environments").mkdir(parents=True)
@@ -128,6 +136,10 @@ def world(tmp_path, emulator_endpoint, monkeypatch, capsys, recorded_digests):
     _requirements(tmp_path, infra)
     from tests.test_cli_errors import groundctl
 
+    # The pins lock, from the mirror (Flux's signature is cosign's to check: tests/test_pins_update.py).
+    code, out, err = groundctl(monkeypatch, capsys, "pins", "update", "--dir", str(infra), "--no-image",
+                               "--no-verify-signatures", env={"GROUNDCTL_RELEASE_MIRROR": releases.url})
+    assert code == 0, err
     code, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(infra))
     assert code == 0, err
     _git(infra, "init", "-q", "-b", "main")
@@ -136,12 +148,11 @@ def world(tmp_path, emulator_endpoint, monkeypatch, capsys, recorded_digests):
     stacks = stand_in_stacks(tmp_path / "stacks")
     extra = {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "ENGINE_TIER_RECORDS_BUCKET": records, SEAM: str(stacks),
              "PYTHONPATH": str(PROGRAMS)}
-    _born_by_hand(tmp_path / "operator", infra, stacks, extra, recorded_digests, monkeypatch, capsys)
-    return {"infra": infra, "s3": s3, "state": state, "records": records, "extra": extra,
-            "downloads": recorded_digests[0], "folder": tmp_path}
+    _born_by_hand(tmp_path / "operator", infra, stacks, extra, monkeypatch, capsys)
+    return {"infra": infra, "s3": s3, "state": state, "records": records, "extra": extra, "folder": tmp_path}
 
 
-def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, releases, monkeypatch, capsys) -> None:
+def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, monkeypatch, capsys) -> None:
     """An operator's first `groundctl up journey --yes` with the apply role, from the repository (the README's
     one-time bootstrap). The stand-in backend declares no AWS resource, so the adoption of the bucket and key
     (an import through the aws plugin) is left out."""
@@ -151,7 +162,9 @@ def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, releases, 
 
     cli = stand_in_cli(home / "installer")
     env = {"PULUMI_HOME": str(home / ".pulumi"), "PULUMI_SKIP_UPDATE_CHECK": "true"}
-    install(cli, releases[1], {**os.environ, **env, DOWNLOADS_VAR: str(releases[0])})
+    from groundctl.pins import read_lock
+
+    install(cli, read_lock(infra)[0], {**os.environ, **env})
     for k, v in {**extra, **env, "ENGINE_TIER_STACKS": str(stacks), "AWS_ACCESS_KEY_ID": "testing",
                  "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(k, v)
@@ -179,7 +192,7 @@ class Actions:
 
     def handlers(self) -> dict:
         return {"actions/checkout": self.checkout, "actions/setup-python": self.setup_python,
-                "aws-actions/configure-aws-credentials": self.credentials, "pulumi/actions": self.pulumi,
+                "aws-actions/configure-aws-credentials": self.credentials,
                 "actions/upload-artifact": self.upload, "actions/download-artifact": self.download}
 
     def checkout(self, given: dict, job) -> dict:
@@ -212,20 +225,6 @@ class Actions:
         return {"env": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                         "AWS_SESSION_TOKEN": "session-of-" + given["role-to-assume"].rsplit("/", 1)[-1],
                         "AWS_REGION": given["aws-region"], "AWS_DEFAULT_REGION": given["aws-region"]}}
-
-    def pulumi(self, given: dict, job) -> dict:
-        """The pinned CLI on PATH: its release files, with `plugin install`'s download answered from a local
-        file (the stand-in installer); every other command is the real CLI's."""
-        assert given["pulumi-version"] == CLI_VERSION
-        bin_dir = job.folder / "pulumi-cli"
-        bin_dir.mkdir()
-        for name in CLI_FILES[1:]:
-            (bin_dir / name).symlink_to(CLI / name)
-        (bin_dir / "pulumi").write_text(
-            f'#!/bin/sh\n[ "$1" = plugin ] && [ "$2" = install ] && exec "{sys.executable}" "{INSTALLER}" "$@"\n'
-            f'exec "{CLI / "pulumi"}" "$@"\n')
-        (bin_dir / "pulumi").chmod(0o755)
-        return {"path": [str(bin_dir)], "env": {DOWNLOADS_VAR: str(self.world["downloads"])}}
 
     def upload(self, given: dict, job) -> dict:
         source = job.workspace / given["path"]

@@ -1,36 +1,33 @@
-"""One table of the Pulumi releases groundctl installs, versions and sha256 digests (bootstrap/engine/versions.py),
-held everywhere it is used: pyproject's SDK pins and the SDKs installed here, the image's hashed requirements,
-the Dockerfile, `ci init` and the README. A digest not recorded is refused by what would install the file
-unchecked, naming the file and where its digest is published."""
+"""groundctl's versions table (bootstrap/engine/versions.py: versions only) held everywhere it is used:
+pyproject's SDK pins and the SDKs installed here, the image's hashed requirements; and the Dockerfile held to the
+pins lock: its base image by the lock's digest, the CLI and plugins only through `groundctl pins install`, its
+lock check run as Docker runs it (its SHELL) against a lock read from the local mirror."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import re
+import shutil
 import subprocess
+import sys
 import tomllib
 from importlib.metadata import version as installed_version
+from pathlib import Path
 
 from packaging.requirements import Requirement
 
 from bootstrap.engine import versions
 from bootstrap.engine.plugins import Plugin, sdk_plugin
 from bootstrap.engine.preflight import parse_version
-from bootstrap.engine.versions import (LINUX_AMD64, NOT_RECORDED, PULUMI_CLI_MIN, PULUMI_CLI_PINNED, PULUMI_SDK_MIN,
-                                       Release, plugin_install_argv)
-from tests import docs
+from bootstrap.engine.versions import PULUMI_CLI_PINNED, PULUMI_SDK_MIN, Release
+from bootstrap.engine.versions import BASE_IMAGE
+from bootstrap.pins.artifacts import LINUX_AMD64
+from bootstrap.pins.lockfile import Entry, render
 from tests.conftest import REPO
-from tests.test_cli_errors import assert_refused, groundctl
 
 DOCKERFILE = REPO / "Dockerfile"
 REQUIREMENTS = REPO / "requirements" / "image.txt"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-RELEASES = (versions.PULUMI_CLI, *versions.PROVIDER_PLUGINS)
-
-
-def dockerfile_args() -> dict[str, str]:
-    return dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
 
 
 def dockerfile_instructions() -> list[str]:
@@ -39,25 +36,15 @@ def dockerfile_instructions() -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def _arg(release: Release, what: str) -> str:
-    return "PULUMI_" + (f"{release.name.upper()}_" if not release.is_cli else "") + what
-
-
 # -- the table -----------------------------------------------------------------------------------------------
 
-def test_the_table_is_well_formed_and_a_bad_slot_is_caught():
-    assert versions.table_problems(RELEASES) == []
-    assert all(LINUX_AMD64 in r.sha256 and r.repository for r in RELEASES)
-    assert versions.PULUMI_CLI.version == PULUMI_CLI_PINNED and versions.PULUMI_CLI.is_cli
-    assert versions.table_problems([Release("aws", "7.51.1", {LINUX_AMD64: "ABC"})]) == [
-        f"aws linux-amd64: 'ABC' is neither 64 lowercase hex digits nor {NOT_RECORDED!r}"]
+def test_the_table_holds_versions_only():
+    releases = (versions.PULUMI_CLI, *versions.PROVIDER_PLUGINS)
+    assert versions.table_problems(releases) == []
     assert versions.table_problems([Release("aws", "latest")]) == [
         "aws: version 'latest' is not a release such as 1.2.3"]
-    assert Release("aws", "7.51.1", {LINUX_AMD64: NOT_RECORDED}).digest(LINUX_AMD64) is None
-    assert Release("aws", "7.51.1", {LINUX_AMD64: "a" * 64}).digest("linux-arm64") is None
-    assert versions.PULUMI_CLI.tarball(LINUX_AMD64) == f"pulumi-v{PULUMI_CLI_PINNED}-linux-x64.tar.gz"
-    assert versions.PULUMI_CLI.checksums == (f"https://github.com/pulumi/pulumi/releases/download/v{PULUMI_CLI_PINNED}/"
-                                             f"pulumi-{PULUMI_CLI_PINNED}-checksums.txt")
+    assert all(r.repository for r in releases) and versions.PULUMI_CLI.version == PULUMI_CLI_PINNED
+    assert not any(hasattr(r, "sha256") for r in releases)  # digests live in the adopter's lock
     assert versions.platform_key("Linux", "x86_64") == LINUX_AMD64 == versions.platform_key("linux", "amd64")
 
 
@@ -107,111 +94,60 @@ def test_the_images_requirements_pin_every_dependency_of_pyproject_with_hashes()
 
 # -- the Dockerfile ------------------------------------------------------------------------------------------
 
-def test_the_dockerfile_takes_every_version_and_digest_from_the_table():
-    args = dockerfile_args()
-    expected = {}
-    for release in RELEASES:
-        expected[_arg(release, "VERSION")] = release.version
-        expected[_arg(release, "SHA256")] = release.sha256[LINUX_AMD64]
-    assert {k: args.get(k) for k in expected} == expected
+def test_the_dockerfile_takes_its_base_digest_cli_and_plugins_from_the_lock():
     steps = dockerfile_instructions()
     text = " ".join(steps)
-    for release in versions.PROVIDER_PLUGINS:
-        # The install step's own command, its version and digest the table's (through the ARGs above).
-        argv = plugin_install_argv(release, f'"${{{_arg(release, "SHA256")}}}"')
-        argv[5] = f'"v${{{_arg(release, "VERSION")}}}"'
-        assert f"PULUMI_HOME=/opt/pulumi/home {' '.join(argv)}" in text, release.name
-    assert 'echo "${PULUMI_SHA256}  /tmp/pulumi.tgz" | sha256sum --check --strict -' in text
+    assert steps[0] == "ARG BASE_IMAGE_DIGEST=not-recorded"
+    assert steps[1] == f"FROM {BASE_IMAGE}@${{BASE_IMAGE_DIGEST}}" and steps[2] == "ARG BASE_IMAGE_DIGEST"
+    # Nothing is fetched but through the lock: no ADD, curl or wget, no --checksum install, no version ARG.
+    assert not any(s.startswith(("ADD ", "ARG PULUMI")) for s in steps)
+    assert "curl" not in text and "wget" not in text and "--checksum" not in text
+    assert text.count("pulumi plugin install") == 0 and text.count("groundctl pins install") == 2
+    runs = [s for s in steps if s.startswith("RUN ")]
+    check = next(i for i, s in enumerate(runs) if "groundctl pins check --dir /src --image" in s)
+    install = next(i for i, s in enumerate(runs) if "groundctl pins install" in s)
+    assert check < install and "groundctl pins base-image --dir /src" in runs[check]
+    assert "COPY groundctl-pins.json /src/groundctl-pins.json" in steps
+    assert "groundctl pins install --dir /src --platform linux-amd64 --cli /opt/pulumi/bin" in runs[install]
+    assert "PULUMI_HOME=/opt/pulumi/home groundctl pins install --dir /src --platform linux-amd64 --plugins" in \
+        runs[install]
     # groundctl's dependencies come only from the hashed file; groundctl itself resolves and downloads nothing.
     installs = [s for s in steps if "pip install" in s]
     assert installs[0] == "RUN pip install --no-cache-dir --require-hashes -r /src/requirements/image.txt"
     assert installs[1].startswith("RUN pip install --no-cache-dir --no-deps --no-build-isolation --no-index /src ")
-    assert len(installs) == 2 and "COPY requirements/image.txt /src/requirements/image.txt" in steps
 
 
-def test_the_base_image_is_pinned_by_its_digest_slot():
-    args, steps = dockerfile_args(), dockerfile_instructions()
-    assert steps[0] == "ARG BASE_IMAGE_DIGEST=" + args["BASE_IMAGE_DIGEST"]
-    assert steps[1] == "FROM python:3.11.11-slim-bookworm@${BASE_IMAGE_DIGEST}"
-    # Recorded from the registry when the image is first built; until then the build stops at FROM, naming it.
-    assert args["BASE_IMAGE_DIGEST"] == NOT_RECORDED or re.fullmatch(r"sha256:[0-9a-f]{64}",
-                                                                      args["BASE_IMAGE_DIGEST"])
+def _docker_run(index: int, src: Path, opt: Path, env: dict) -> subprocess.CompletedProcess:
+    """The Dockerfile's RUN after its lock arrives (`index` 0: the check, 1: the installs), run as Docker runs it
+    (its SHELL, the ARG in the environment), with /src and /opt/pulumi here; groundctl this checkout's."""
+    runs = [s for s in dockerfile_instructions() if s.startswith("RUN ") and "groundctl pins" in s]
+    script = runs[index][4:].replace("/src", str(src)).replace("/opt/pulumi", str(opt))
+    shim = opt.parent / "shim"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "groundctl").write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m groundctl "$@"\n')
+    (shim / "groundctl").chmod(0o755)
+    path = f"{opt}/bin:{opt}/plugins:{shim}:/usr/bin:/bin"
+    return subprocess.run(["/bin/bash", "-o", "pipefail", "-c", script], capture_output=True, text=True,
+                          timeout=300, env={"PATH": path, "HOME": str(opt.parent), **env})
 
 
-def _slot_check(env: dict) -> subprocess.CompletedProcess:
-    """The Dockerfile's first RUN, run as Docker runs it (its SHELL, the ARGs in the environment)."""
-    script = next(s for s in dockerfile_instructions() if s.startswith("RUN "))[4:]
-    assert "sha256" in script and "wget" not in script and "curl" not in script  # it downloads nothing
-    return subprocess.run(["/bin/bash", "-o", "pipefail", "-c", script], env={"PATH": "/usr/bin:/bin", **env},
-                          capture_output=True, text=True, timeout=60)
-
-
-def test_the_image_build_stops_first_when_a_digest_is_not_recorded():
-    args = dockerfile_args()
-    recorded = {k: ("a" * 64 if k.endswith("_SHA256") else v) for k, v in args.items()}
-    assert _slot_check(recorded).returncode == 0
-    for slot in ("PULUMI_SHA256", "PULUMI_AWS_SHA256", "PULUMI_KUBERNETES_SHA256"):
-        for value in (NOT_RECORDED, "abc", "A" * 64):
-            done = _slot_check({**recorded, slot: value})
-            assert done.returncode == 1 and f"{slot} is '{value}', not a sha256" in done.stderr, done.stderr
-            assert "bootstrap/engine/versions.py" in done.stderr
-    shipped = _slot_check(args)
-    assert (shipped.returncode == 0) is all(r.digest(LINUX_AMD64) for r in RELEASES), shipped.stderr
-
-
-# -- ci init -------------------------------------------------------------------------------------------------
-
-def test_ci_init_refuses_while_a_plugin_digest_is_not_recorded(monkeypatch, capsys, tmp_path, local_plugin_releases):
-    (tmp_path / "environments").mkdir()
-    (tmp_path / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
-    aws, kubernetes = local_plugin_releases[1]
-    monkeypatch.setattr(versions, "PROVIDER_PLUGINS",
-                        (aws, dataclasses.replace(kubernetes, sha256={LINUX_AMD64: NOT_RECORDED})))
-    result = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(tmp_path), "--install", ".")
-    assert_refused(result, 4, f"pulumi-resource-kubernetes-v{kubernetes.version}-linux-amd64.tar.gz",
-                   kubernetes.checksums, "Bumping a Pulumi version", "bootstrap/engine/versions.py")
-    assert "pulumi-resource-aws" not in result[2] and not (tmp_path / ".github").exists()
-
-
-def test_the_shipped_table_writes_the_workflows_only_with_every_digest_recorded(monkeypatch, capsys, tmp_path):
-    (tmp_path / "environments").mkdir()
-    (tmp_path / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
-    result = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(tmp_path), "--install", ".")
-    missing = versions.unrecorded(versions.PROVIDER_PLUGINS, LINUX_AMD64)
-    if missing:
-        assert_refused(result, 4, *(r.tarball(LINUX_AMD64) for r in missing))
-    else:
-        assert result[0] == 0, result[2]
-
-
-# -- the README ----------------------------------------------------------------------------------------------
-
-def test_the_readme_states_the_table_and_how_to_bump_it():
-    def flat(text: str) -> str:
-        return " ".join(text.split())
-
-    prerequisites = flat(docs.section("running.md", "Prerequisites for real runs"))
-    bump = flat(docs.section("maintaining.md", "Bumping a Pulumi version"))
-    assert f"v{PULUMI_CLI_MIN} or later" in prerequisites and f"v{PULUMI_CLI_PINNED}" in prerequisites
-    assert f"`pulumi>={PULUMI_SDK_MIN}`" in prerequisites
-    assert not any("any Pulumi CLI 3.x" in flat(p.read_text()) for p in [docs.README, *docs.pages()])
-    for release in versions.PROVIDER_PLUGINS:
-        assert f"`{release.name} v{release.version}`" in prerequisites and f"{release.sdk} {release.version}" in \
-            prerequisites
-    aws = versions.PROVIDER_PLUGINS[0]
-    assert f"`pulumi plugin install resource aws v{aws.version} --exact --checksum <sha256>`" in prerequisites
-    assert "`bootstrap/engine/versions.py`" in bump and "`pyproject.toml`" in bump and "ARG BASE_IMAGE_DIGEST" in bump
-    command = next(line for line in REQUIREMENTS.read_text().splitlines() if line.startswith("#    pip-compile "))
-    flags = [w for w in command.split() if w.startswith("--") and not w.startswith("--output-file")]
-    assert all(flag in bump for flag in flags), flags
-    assert ("records no sha256" in versions.unrecorded_message([aws], LINUX_AMD64, "x")
-            and "Bumping a Pulumi version" in versions.BUMP)
-
-
-def test_the_checksums_file_named_for_each_plugin_is_its_releases():
-    platform = LINUX_AMD64
-    for release in versions.PROVIDER_PLUGINS:
-        project = release.repository.split("/")[1]
-        assert release.checksums == (f"https://github.com/{release.repository}/releases/download/v{release.version}/"
-                                     f"{project}_{release.version}_checksums.txt")
-        assert release.tarball(platform) == f"pulumi-resource-{release.name}-v{release.version}-{platform}.tar.gz"
+def test_the_image_build_checks_the_lock_and_installs_from_it_as_docker_runs_it(tmp_path, release_mirror):
+    src, opt = tmp_path / "src", tmp_path / "opt" / "pulumi"
+    shutil.copytree(REPO / "environments", src / "environments")
+    digest = "sha256:" + "b" * 64
+    # No lock: the build stops at the check, naming the command that records it.
+    done = _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": digest})
+    assert done.returncode == 4 and "`groundctl pins update" in done.stderr, done.stderr
+    entries = release_mirror.entries(src)
+    base = Entry("base-image", BASE_IMAGE, "any", BASE_IMAGE, "b" * 64, "https://registry-1.docker.io/v2/library/"
+                 "python/manifests/3.11.11-slim-bookworm")
+    (src / "groundctl-pins.json").write_text(render([*entries, base]))
+    wrong = _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": "sha256:" + "c" * 64})
+    assert wrong.returncode == 1 and f"not the lock's {digest}" in wrong.stderr, wrong.stderr
+    assert _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": digest}).returncode == 0
+    done = _docker_run(1, src, opt, {})
+    assert done.returncode == 0, done.stderr
+    assert (opt / "bin" / "pulumi").is_file()
+    linked = sorted(p.name for p in (opt / "plugins").iterdir())
+    assert linked == sorted(f"pulumi-resource-{r.name}" for r in versions.PROVIDER_PLUGINS)
+    assert all((opt / "plugins" / name).resolve().is_file() for name in linked)

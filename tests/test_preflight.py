@@ -17,8 +17,9 @@ import yaml
 
 from bootstrap.engine import plugins, preflight, toolchain
 from bootstrap.engine.plugins import PROGRAM, STATE, Plugin, PluginPlaces
-from bootstrap.engine.versions import (LINUX_AMD64, NOT_RECORDED, PROVIDER_PLUGINS, PULUMI_CLI_MIN,
-                                      PULUMI_CLI_PINNED, Release)
+from bootstrap.engine.versions import PROVIDER_PLUGINS, PULUMI_CLI_MIN, PULUMI_CLI_PINNED
+from bootstrap.pins.artifacts import LINUX_AMD64
+from bootstrap.pins.lockfile import Entry
 from bootstrap.kit.errors import EngineError
 from bootstrap.layers import STACKS_DIR
 from tests.conftest import REPO
@@ -149,7 +150,8 @@ def program_needs(layers: list[str]) -> dict:
     return plugins.command_needs("up", {layer: plugins.layer_plugins(STACKS_DIR, layer, root) for layer in layers}, {})
 
 
-def test_a_missing_plugin_is_named_with_its_version_layers_and_checked_install_command(tmp_path):
+def test_a_missing_plugin_is_named_with_its_version_layers_and_checked_install_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a repository with no pins lock
     env = {"PULUMI_HOME": str(tmp_path / "home"), "PATH": str(tmp_path)}
     version = sdk_version("pulumi_aws")
     with pytest.raises(EngineError) as raised:
@@ -157,8 +159,9 @@ def test_a_missing_plugin_is_named_with_its_version_layers_and_checked_install_c
     message = raised.value.message
     assert f"the aws resource plugin v{version} (the installed pulumi_aws SDK asks for it: preview and up of the " \
            "backend and network and cluster layers run it)" in message
-    assert (f"`PULUMI_HOME={tmp_path / 'home'} pulumi plugin install resource aws v{version} --exact --checksum "
-            ) in message
+    assert (f"`groundctl pins update` in the repository (the pins lock groundctl-pins.json does not record "
+            f"pulumi-resource-aws-v{version}-linux-amd64.tar.gz; review and commit it), then "
+            f"`PULUMI_HOME={tmp_path / 'home'} groundctl pins install --plugins` there") in message
     assert "kubernetes" not in message and "never downloads" in message and "nothing was changed" in message
     one_paragraph(message)
     install(tmp_path / "home", "aws", version)
@@ -167,22 +170,31 @@ def test_a_missing_plugin_is_named_with_its_version_layers_and_checked_install_c
         plugins.require_plugins(program_needs(["flux"]), env, LINUX_AMD64)
 
 
-def test_the_install_command_carries_the_tables_digest_or_names_where_to_take_it():
+def _entry(version: str, platform: str = LINUX_AMD64) -> Entry:
+    file = f"pulumi-resource-aws-v{version}-{platform}.tar.gz"
+    base = f"https://github.com/pulumi/pulumi-aws/releases/download/v{version}"
+    return Entry("pulumi-resource-aws", version, platform, file, "a" * 64, f"{base}/{file}",
+                 f"{base}/pulumi-aws_{version}_checksums.txt")
+
+
+def test_the_install_command_carries_the_locks_digest_or_names_the_command_that_records_it():
     aws = Plugin("aws", "7.51.1", "pulumi_aws")
-    recorded = (Release("aws", "7.51.1", {LINUX_AMD64: "a" * 64}, repository="pulumi/pulumi-aws"),)
-    assert plugins.install_command(aws, LINUX_AMD64, None, recorded) == \
-        f"`pulumi plugin install resource aws v7.51.1 --exact --checksum {'a' * 64}`"
-    unrecorded = (Release("aws", "7.51.1", {LINUX_AMD64: NOT_RECORDED},
-                                   repository="pulumi/pulumi-aws"),)
-    for table, version in ((unrecorded, "7.51.1"), (recorded, "7.40.0")):  # not recorded; another version
-        text = plugins.install_command(Plugin("aws", version), LINUX_AMD64, "/h", table)
-        assert text == (f"`PULUMI_HOME=/h pulumi plugin install resource aws v{version} --exact --checksum <sha256>` "
-                        f"with the sha256 of pulumi-resource-aws-v{version}-linux-amd64.tar.gz from "
-                        f"https://github.com/pulumi/pulumi-aws/releases/download/v{version}/"
-                        f"pulumi-aws_{version}_checksums.txt")
+    lock = [_entry("7.51.1")]
+    url = ("https://github.com/pulumi/pulumi-aws/releases/download/v7.51.1/"
+           "pulumi-resource-aws-v7.51.1-linux-amd64.tar.gz")
+    assert plugins.install_command(aws, LINUX_AMD64, None, lock) == (
+        f'`t="$(mktemp -d)/pulumi-resource-aws-v7.51.1-linux-amd64.tar.gz" && curl -fsSL --max-time 900 -o "$t" '
+        f'{url} && echo "{"a" * 64}  $t" | sha256sum --check --strict - && pulumi plugin install resource aws '
+        'v7.51.1 --file "$t" --reinstall`')
+    # No lock; a version no SDK asks for (a state's), which is recorded by name.
+    for entries, version, extra in (([], "7.51.1", ""), (lock, "7.40.0", " --plugin aws@7.40.0")):
+        text = plugins.install_command(Plugin("aws", version), LINUX_AMD64, "/h", entries)
+        assert text == (f"`groundctl pins update{extra}` in the repository (the pins lock groundctl-pins.json does not "
+                        f"record pulumi-resource-aws-v{version}-linux-amd64.tar.gz; review and commit it), then "
+                        "`PULUMI_HOME=/h groundctl pins install --plugins` there")
     # A long home, or one with a space, is given whole and quoted: the command is copied and run as printed.
     home = "/srv/ci runners/" + "deep/" * 40 + ".pulumi"
-    assert f"`PULUMI_HOME='{home}' pulumi plugin install" in plugins.install_command(aws, LINUX_AMD64, home, recorded)
+    assert f"PULUMI_HOME='{home}' pulumi plugin install" in plugins.install_command(aws, LINUX_AMD64, home, lock)
 
 
 @pytest.mark.parametrize("home", [
@@ -193,16 +205,24 @@ def test_the_printed_install_command_sets_pulumi_home_to_the_paths_very_bytes(ho
     """Pasted into bash, the command sets PULUMI_HOME to exactly the bytes of the path (a tab, a newline, a byte
     that is not UTF-8 included), and the line prints as plain text: no control or format character reaches a
     terminal."""
+    import dataclasses
+    import hashlib
+
     aws = Plugin("aws", "7.51.1", "pulumi_aws")
-    recorded = (Release("aws", "7.51.1", {LINUX_AMD64: "a" * 64}, repository="pulumi/pulumi-aws"),)
-    shown = plugins.install_command(aws, LINUX_AMD64, home, recorded)
-    assert shown.isprintable() and shown.startswith("`PULUMI_HOME=") and shown.endswith("`"), shown
-    # A `pulumi` that writes down the PULUMI_HOME it was given, where the real one would be found.
+    tarball = b"the release tarball"
+    lock = [dataclasses.replace(_entry("7.51.1"), sha256=hashlib.sha256(tarball).hexdigest())]
+    shown = plugins.install_command(aws, LINUX_AMD64, home, lock)
+    assert shown.isprintable() and shown.startswith("`t=") and " PULUMI_HOME=" in shown and shown.endswith("`"), shown
+    # A `curl` answering the release file, and a `pulumi` that writes down the PULUMI_HOME it was given, where the
+    # real one would be found (after the printed command checked the file's sha256).
     bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
     bin_dir.mkdir()
+    (bin_dir / "curl").write_text(f"#!{sys.executable}\nimport sys\n"
+                                  f"open(sys.argv[sys.argv.index('-o') + 1], 'wb').write({tarball!r})\n")
     fake = bin_dir / "pulumi"
     fake.write_text(f"#!{sys.executable}\nimport os\nopen({str(seen)!r}, 'wb').write(os.environb[b'PULUMI_HOME'])\n")
-    fake.chmod(0o755)
+    for tool in (fake, bin_dir / "curl"):
+        tool.chmod(0o755)
     done = subprocess.run(["bash", "-c", shown[1:-1]], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
                           capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -217,10 +237,9 @@ def test_the_message_of_several_missing_plugins_is_one_paragraph():
     places = PluginPlaces(frozenset(), (), "/h/plugins", ignore_ambient=True)
     text = plugins.missing_plugins_message({Plugin("aws", "7.51.1", "pulumi_aws"): [("network", PROGRAM)],
                                             Plugin("kubernetes", "4.34.2", "pulumi_kubernetes"): [("flux", PROGRAM)]},
-                                           places, "linux-arm64", PROVIDER_PLUGINS)
-    assert "pulumi plugin install resource aws v7.51.1 --exact --checksum <sha256>` with the sha256 of " \
-           "pulumi-resource-aws-v7.51.1-linux-arm64.tar.gz" in text  # no arm64 digest in the table
-    assert "pulumi plugin install resource kubernetes v4.34.2 --exact --checksum" in text
+                                           places, "linux-arm64", PROVIDER_PLUGINS, [_entry("7.51.1")])
+    assert "does not record pulumi-resource-aws-v7.51.1-linux-arm64.tar.gz" in text  # the lock has no arm64 entry
+    assert "does not record pulumi-resource-kubernetes-v4.34.2-linux-arm64.tar.gz" in text
     assert "PULUMI_IGNORE_AMBIENT_PLUGINS is set" in text
     one_paragraph(text)
 
@@ -268,7 +287,8 @@ class ProgramEngine:
         self.settings = type("Settings", (), {"env": env})()
 
 
-def test_after_an_sdk_upgrade_refresh_and_drift_need_the_version_the_state_records(tmp_path):
+def test_after_an_sdk_upgrade_refresh_and_drift_need_the_version_the_state_records(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a repository with no pins lock
     sdk = sdk_version("pulumi_aws")
     home = tmp_path / "home"
     install(home, "aws", sdk)
@@ -283,9 +303,8 @@ def test_after_an_sdk_upgrade_refresh_and_drift_need_the_version_the_state_recor
         assert "the aws resource plugin v7.40.0 (the state of the network layer records it for its provider: " \
                "refresh and destroy run that version" in message, message
         assert f"v{sdk}" not in message  # the program's version is installed: only the old one is named
-        assert "pulumi plugin install resource aws v7.40.0 --exact --checksum <sha256>` with the sha256 of " \
-               "pulumi-resource-aws-v7.40.0-linux-amd64.tar.gz from https://github.com/pulumi/pulumi-aws/" \
-               "releases/download/v7.40.0/pulumi-aws_7.40.0_checksums.txt" in message
+        assert "`groundctl pins update --plugin aws@7.40.0` in the repository (the pins lock groundctl-pins.json " \
+               "does not record pulumi-resource-aws-v7.40.0-linux-amd64.tar.gz" in message
         one_paragraph(message)
     install(home, "aws", "7.40.0")
     preflight.require_engine(engine, ["network"], {}, operation="drift", states=states)

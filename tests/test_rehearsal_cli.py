@@ -201,7 +201,7 @@ def test_a_plugin_version_the_state_records_and_this_machine_lacks_fails_the_lay
 
     from bootstrap.engine import plugins
     from bootstrap.engine.plugins import Plugin, install_command, layer_plugins
-    from bootstrap.engine.versions import PROVIDER_PLUGINS, platform_key
+    from bootstrap.engine.versions import platform_key
     from bootstrap.layers import STACKS_DIR
     from tests.fakes.engine import FakeResource
     from tests.test_preflight import install
@@ -231,14 +231,15 @@ def test_a_plugin_version_the_state_records_and_this_machine_lacks_fails_the_lay
     assert code == 1 and doc["outcome"] == "failed", err
     assert {n: lay["outcome"] for n, lay in layers.items()} == {
         "backend": "proven", "network": "failed", "cluster": "failed", "flux": "skipped"}
-    command = install_command(old, platform_key(platform.system(), platform.machine()), str(home), PROVIDER_PLUGINS)
+    # No pins lock where the rehearsal runs: the command records the state's version first.
+    command = install_command(old, platform_key(platform.system(), platform.machine()), str(home), [])
     for name in ("network", "cluster"):
         lay = layers[name]
         reason = " ".join(lay["reason"].split())
         assert lay["failed_phase"] == "preview" and lay["preview"]["result"] == "not-attempted", lay
         assert reason.startswith(f"The preview of {lay['version']['label']} could not run here"), reason
         assert f"the aws resource plugin v7.40.0 (the state of the {name} layer records it for its provider" in reason
-        assert f"install it with {command}" in reason and "pulumi plugin install resource aws v7.40.0" in command
+        assert f"install it with {command}" in reason and "groundctl pins update --plugin aws@7.40.0" in command
         assert all(f"v{p.version}" not in reason for p in program)  # the programs' are installed
         assert lay["decrypt"]["result"] == "ok"
         # --newest: the version before the provider was bound records none, and is proven.

@@ -88,7 +88,7 @@ def _credentials(job: dict) -> str:
     return next(s["with"]["role-to-assume"] for s in job["steps"] if "configure-aws-credentials" in s.get("uses", ""))
 
 
-def test_each_workflow_job_assumes_the_role_the_table_names_by_its_subject(recorded_digests):
+def test_each_workflow_job_assumes_the_role_the_table_names_by_its_subject():
     docs = rendered()
     pr, apply, drift = docs[PR_WORKFLOW], docs[APPLY_WORKFLOW], docs[DRIFT_WORKFLOW]
     # The pull request's job: subject `pull_request`, the plan role.

@@ -184,14 +184,14 @@ def test_recover_without_a_change_keeps_bad_input(monkeypatch, capsys):
     assert state_may_have_changed({"phases": [{"phase": "pending", "attempted": True}]})
 
 
-@pytest.mark.usefixtures("recorded_digests")
 @pytest.mark.parametrize("link", [".github", ".github/workflows", ".github/workflows/groundctl-pr.yml"])
-def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, link):
+def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, link, release_mirror):
     """A link planted in the repository (a pull request can add one) at the workflows folder, its parent or a
     workflow file: refused with the link's path, nothing written anywhere, with or without --force."""
     repo, outside = tmp_path / "repo", tmp_path / "outside"
     (repo / "environments").mkdir(parents=True)
     (repo / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
+    release_mirror.lock(repo)
     outside.mkdir()
     target = outside / "victim.yml" if link.endswith(".yml") else outside
     if link.endswith(".yml"):
@@ -207,11 +207,11 @@ def test_ci_init_never_writes_through_a_symlink(monkeypatch, capsys, tmp_path, l
         assert target.read_text() == "keep me\n"
 
 
-@pytest.mark.usefixtures("recorded_digests")
-def test_ci_init_on_a_read_only_repository(monkeypatch, capsys, tmpfs):
+def test_ci_init_on_a_read_only_repository(monkeypatch, capsys, tmpfs, release_mirror):
     repo = tmpfs("repo")
     (repo / "environments").mkdir()
     (repo / "environments" / "dev.yaml").write_text((REPO / "environments" / "dev.yaml").read_text())
+    release_mirror.lock(repo)
     subprocess.run(["mount", "-o", "remount,ro", str(repo)], check=True)
     rc, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(repo), "--install", ".")
     assert rc == 2, err

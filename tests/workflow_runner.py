@@ -1,8 +1,8 @@
 """A GitHub Actions runner, as far as groundctl's generated workflows need one, for the journey tests: it reads a
 workflow file and runs its jobs in order (`needs`, `if`, a matrix from `fromJSON`), each step as the runner does:
 a `run:` script with bash (`--noprofile --norc -eo pipefail`) in the job's workspace, its `${{ }}` expressions
-filled in, the workflow's, job's and step's `env` as declared, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files; a
-`uses:` step replaced by a handler the test gives for that action (what the action provides, nothing more).
+filled in, the workflow's, job's and step's `env` as declared, GITHUB_OUTPUT, GITHUB_PATH and GITHUB_STEP_SUMMARY
+files; a `uses:` step replaced by a handler the test gives for that action (what the action provides, nothing more).
 An action without a handler fails its step: the journey then fails where a real runner would differ."""
 
 from __future__ import annotations
@@ -198,6 +198,7 @@ class JobState:
                "GITHUB_SHA": github["sha"], "GITHUB_REPOSITORY": github["repository"],
                "GITHUB_RUN_ID": str(github["run_id"]), "GITHUB_EVENT_NAME": github["event_name"],
                "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(self.summary),
+               "GITHUB_PATH": str(self.folder / f"path-{i}"),
                "RUNNER_TEMP": str(self.folder / "runner-temp"),
                # A runner's home is fresh for every job, and Pulumi's home (~/.pulumi) is in it, empty.
                "HOME": str(self.folder / "home"), "PULUMI_HOME": str(self.folder / "home" / ".pulumi")}
@@ -226,5 +227,8 @@ class JobState:
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=self.workspace,
                               env=env, capture_output=True, text=True, timeout=1800)
         outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
+        added = self.folder / f"path-{i}"
+        if added.exists():  # GITHUB_PATH: each line is put in front of PATH for the job's later steps
+            self.path.extend(line for line in added.read_text().splitlines() if line.strip())
         return Step(self.job_id, name, "success" if done.returncode == 0 else "failure", done.returncode,
                     done.stdout, done.stderr), outputs

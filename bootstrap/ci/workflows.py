@@ -10,11 +10,9 @@ import json
 import re
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional
 
 from bootstrap.ci.requirements import CHECKOUT, install_run
-from bootstrap.engine import versions
-from bootstrap.engine.versions import LINUX_AMD64, Release, plugin_install_argv, require_recorded
 
 WORKFLOW_DIR = ".github/workflows"
 PR_WORKFLOW = "groundctl-pr.yml"
@@ -45,7 +43,6 @@ ACTIONS: dict[str, Action] = {
     "download_artifact": Action("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
     "configure_aws_credentials": Action("aws-actions/configure-aws-credentials",
                                         "e6de054238d6b7531b4efff3b6587d9aade6a06c", "v6.2.3"),
-    "pulumi_actions": Action("pulumi/actions", "8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
 }
 
 _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
@@ -122,13 +119,6 @@ def fill(template: str, values: Mapping[str, str]) -> str:
     return re.sub(r"<<(\w+)>>", one, template)
 
 
-def plugins_run(releases: Sequence[Release], platform: str = LINUX_AMD64) -> list[str]:
-    """The plugin step's command lines: each plugin of groundctl's table at its version, its download checked
-    against the table's sha256 for the runners' platform. GroundctlError (exit 4) when one is not recorded."""
-    digests = require_recorded(releases, platform, "Writing the workflows (their plugin step checks each download)")
-    return [" ".join(plugin_install_argv(r, digests[r.name])) for r in releases]
-
-
 def pip_cache_key(install: str) -> str:
     """The file setup-python's pip cache is keyed on (its sha256): what the install step installs, the hashed
     requirements file, or for groundctl's own checkout the pyproject.toml that pins its dependencies. A changed
@@ -137,8 +127,9 @@ def pip_cache_key(install: str) -> str:
 
 
 def render(options: WorkflowOptions) -> dict[str, str]:
-    """Repository path → file text for the whole workflow set, its plugins from groundctl's versions table.
-    Deterministic: no dates, no host facts."""
+    """Repository path → file text for the whole workflow set. Deterministic: no dates, no host facts. No digest
+    is written into a workflow: the install steps read the repository's pins lock when they run, so a
+    `groundctl pins update` needs no new `ci init`."""
     values = {name: action.uses() for name, action in ACTIONS.items()}
     values.update(
         version=options.groundctl_version,
@@ -148,8 +139,6 @@ def render(options: WorkflowOptions) -> dict[str, str]:
         pip_cache_key=json.dumps(pip_cache_key(options.install)),
         python_version=options.python_version,
         pulumi_version=options.pulumi_version,
-        # The jobs run on ubuntu-latest: linux-amd64, the platform whose digests the table records.
-        plugins_run="\n          ".join(plugins_run(versions.PROVIDER_PLUGINS)),
         default_branch=options.default_branch,
         drift_cron=options.drift_cron,
         rehearsal_cron=options.rehearsal_cron,

@@ -30,6 +30,10 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from bootstrap.engine import versions
 from bootstrap.kit.errors import EngineError
+from bootstrap.pins.artifacts import Want, plugin_name
+from bootstrap.pins.install import install_command as pins_install_command
+from bootstrap.pins.install import lock_here
+from bootstrap.pins.lockfile import LOCK_FILE, Entry, find
 from bootstrap.kit.untrusted import clip, one_line
 
 _CACHE_DIR = re.compile(r"^resource-(?P<name>[a-zA-Z0-9-][a-zA-Z0-9-_.]*[a-zA-Z0-9])-v(?P<version>.+)$")
@@ -280,18 +284,22 @@ def shell_word(value: str) -> str:
 
 
 def install_command(plugin: Plugin, platform: str, home: Optional[str] = None,
-                    table: Sequence[versions.Release] = ()) -> str:
-    """The command that installs `plugin` with its download checked, from groundctl's table when it holds that
-    version's digest; otherwise naming the checksums file to take it from. Pure."""
-    pinned = next((r for r in table if r.name == plugin.name), None)
-    release = pinned if pinned and pinned.version == plugin.version else versions.Release(
-        plugin.name, plugin.version, repository=pinned.repository if pinned else f"pulumi/pulumi-{plugin.name}")
-    digest = release.digest(platform)
+                    lock: Sequence[Entry] = ()) -> str:
+    """The command that installs `plugin` with its download checked against the digest the repository's pins lock
+    records (bootstrap.pins.install: the tarball's sha256, then `pulumi plugin install --file`); when the lock
+    does not record it, the commands that record it first. Pure."""
+    want = Want(plugin_name(plugin.name), plugin.version, platform)
+    entry = find(lock, want)
     # The whole path, quoted for the shell: a command cut short or split at a space would install elsewhere.
-    prefix = f"PULUMI_HOME={shell_word(clip(home, MAX_PATH))} " if home else ""
-    command = f"`{prefix}{' '.join(versions.plugin_install_argv(release, digest or '<sha256>'))}`"
-    return command if digest else (f"{command} with the sha256 of {release.tarball(platform)} from "
-                                   f"{release.checksums}")
+    home_word = shell_word(clip(home, MAX_PATH)) if home else None
+    if entry is not None:
+        return f"`{pins_install_command(entry, home_word)}`"
+    prefix = f"PULUMI_HOME={home_word} " if home_word else ""
+    sdk = next((r for r in versions.PROVIDER_PLUGINS if r.name == plugin.name), None)
+    # A version no installed SDK asks for (one a stack's state records) is recorded by name.
+    extra = "" if plugin.sdk or (sdk and sdk.version == plugin.version) else f" --plugin {plugin.name}@{plugin.version}"
+    return (f"`groundctl pins update{extra}` in the repository (the pins lock {LOCK_FILE} does not record "
+            f"{want.file}; review and commit it), then `{prefix}groundctl pins install --plugins` there")
 
 
 def _why(plugin: Plugin, needs: Sequence[tuple[str, str]], pinned: Optional[versions.Release]) -> str:
@@ -313,13 +321,15 @@ def _why(plugin: Plugin, needs: Sequence[tuple[str, str]], pinned: Optional[vers
 
 
 def missing_plugins_message(missing: Mapping[Plugin, Sequence[tuple[str, str]]], places: PluginPlaces,
-                            platform: str, table: Sequence[versions.Release] = ()) -> str:
+                            platform: str, table: Sequence[versions.Release] = (),
+                            lock: Optional[Sequence[Entry]] = None) -> str:
     """One paragraph: each plugin and version, which layers need it and why, and its checked install. Pure."""
     parts = []
+    lock = lock_here() if lock is None else lock
     for plugin, needs in sorted(missing.items()):
         pinned = next((r for r in table if r.name == plugin.name), None)
         parts.append(f"the {plugin.name} resource plugin v{plugin.version} ({_why(plugin, needs, pinned)}): install "
-                     f"it with {install_command(plugin, platform, places.pulumi_home, table)}")
+                     f"it with {install_command(plugin, platform, places.pulumi_home, lock)}")
     where = "PATH is not searched (PULUMI_IGNORE_AMBIENT_PLUGINS is set)" if places.ignore_ambient else "not on PATH"
     names = ", ".join(sorted({f"pulumi-resource-{p.name}" for p in missing}))
     return ("A Pulumi provider plugin this run needs is not installed, so nothing was changed: "

@@ -1,0 +1,317 @@
+"""`groundctl pins …`: the adopter's lock of checked release artifacts (groundctl-pins.json).
+
+`update` reads the publishers' checksums files (and the registry, for the image's base) and writes the lock;
+`check` says offline whether the lock covers what this groundctl, its installed SDKs and the specs need;
+`install` installs the CLI or the plugins from the lock, each download checked first. The decisions are in
+bootstrap/pins/; this module finds the repository's needs, reads and writes files, and reports.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as host
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import typer
+from rich.text import Text
+
+from bootstrap.kit import console
+from bootstrap.kit.errors import BadInput, GroundctlError
+from groundctl.cli import app
+from groundctl.common import Group, json_opt, table
+
+pins_app = typer.Typer(cls=Group, help="The lock of checked release artifacts: update, check, install.",
+                       no_args_is_help=True)
+app.add_typer(pins_app, name="pins")
+
+RELEASE_MIRROR_VAR = "GROUNDCTL_RELEASE_MIRROR"
+REGISTRY_MIRROR_VAR = "GROUNDCTL_REGISTRY_MIRROR"
+MAX_SPEC_BYTES = 1 << 20
+_DIR = typer.Option(Path("."), "--dir", help="The repository root (it holds environments/ and the lock).")
+_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~/-]*)?")
+
+
+# -- what the repository needs: a plain function `groundctl init` calls too ---------------------------------
+
+def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """Each spec's Flux version, and per version the repository paths the specs name as flux.manifest_path
+    (relative, as written: where `fleet manifests` mounts the file from). A spec that does not read as YAML
+    contributes nothing here (`spec check` names it)."""
+    import yaml
+
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
+
+    versions: set[str] = set()
+    paths: dict[str, list[str]] = {}
+    for spec in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        try:
+            doc = yaml.safe_load(read_user_file(str(spec), what="The spec", max_bytes=MAX_SPEC_BYTES, fix=""))
+        except (UnusableFile, yaml.YAMLError):
+            continue
+        flux = doc.get("flux") if isinstance(doc, dict) else None
+        version = flux.get("version") if isinstance(flux, dict) else None
+        if not (isinstance(version, str) and re.fullmatch(r"v\d+\.\d+\.\d+", version)):
+            continue
+        versions.add(version.removeprefix("v"))
+        written = flux.get("manifest_path")
+        if isinstance(written, str) and re.fullmatch(r"[A-Za-z0-9._/-]{1,200}", written) \
+                and not written.startswith("/") and ".." not in written.split("/") and not flux.get("manifest_sha256"):
+            paths.setdefault(version.removeprefix("v"), []).append(written.removeprefix("./"))
+    return sorted(versions), paths
+
+
+def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, specs: Optional[Path] = None):
+    """(wants, flux paths) for `repo`: the CLI groundctl pins and every plugin the installed SDKs ask for, on
+    each platform; the Flux install.yaml of each spec in `specs` (default: repo/environments); the image's
+    base when `image`."""
+    from bootstrap.engine import versions
+    from bootstrap.engine.plugins import sdk_plugin
+    from bootstrap.pins.artifacts import wants
+
+    plugins = {}
+    for release in versions.PROVIDER_PLUGINS:
+        asked = sdk_plugin(release.sdk.replace("-", "_"))
+        plugins[release.name] = asked.version if asked else release.version
+    flux_versions, flux_paths = spec_flux(specs or repo / "environments")
+    return wants(versions.PULUMI_CLI_PINNED, plugins, flux_versions, list(platforms),
+                 versions.BASE_IMAGE if image else ""), flux_paths
+
+
+def read_lock(repo: Path) -> tuple[list, Path]:
+    """The lock's entries ([] when there is none) and its path; BadInput (exit 2) naming a malformed one."""
+    from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES, LockProblem, parse
+    from bootstrap.kit.user_files import read_user_file
+
+    path = repo / LOCK_FILE
+    if not path.exists() and not path.is_symlink():
+        return [], path
+    fix = (f"Restore it from the repository's history (`git checkout -- {LOCK_FILE}`), or delete it and run "
+           "`groundctl pins update`; never edit it by hand.")
+    data = read_user_file(str(path), what="The pins lock", max_bytes=MAX_LOCK_BYTES, fix=fix)
+    try:
+        return parse(data), path
+    except LockProblem as exc:
+        raise BadInput(f"The pins lock {path} is not usable: {exc}. {fix}") from None
+
+
+def _mirror(value: Optional[str], var: str, default: str, flag: str) -> str:
+    chosen = value or os.environ.get(var) or default
+    if not _URL.fullmatch(chosen):
+        raise BadInput(f"{flag} (or {var}) {chosen[:120]!r} is not a base URL such as https://artifacts.example.com"
+                       "/github (no query, no credentials): give the mirror's base URL.")
+    return chosen.rstrip("/")
+
+
+def host_platform() -> str:
+    from bootstrap.engine.versions import platform_key
+
+    return platform_key(host.system(), host.machine())
+
+
+# -- update ---------------------------------------------------------------------------------------------
+
+def _current(path: Path, size: int) -> Optional[bytes]:
+    """The bytes of a Flux copy already in the repository (bounded: one byte over the new file's size is enough
+    to say it differs), or None when there is none or it cannot be read."""
+    from bootstrap.kit.user_files import UnusableFile, read_user_file
+
+    if not path.is_file():
+        return None
+    try:
+        return read_user_file(str(path), what="", fix="", max_bytes=size + 1)
+    except UnusableFile:
+        return None
+
+
+def record_pins(repo: Path, fetch, sources=None, verifier=None, platforms: Sequence[str] = (), *, image: bool = True,
+                extra_plugins: Sequence[str] = (), prune: bool = False):
+    """`groundctl pins update` as a plain function (`groundctl init` calls it): read what `repo` needs through
+    `fetch` (bootstrap.pins.fetch.fetch's signature) from `sources` (bootstrap.pins.update.Sources: GitHub and
+    Docker Hub by default), verify Flux's checksums file with `verifier()` (a function returning the verifier,
+    e.g. bootstrap.pins.cosign.verifier; None records it unverified), then write the checked Flux copies and the
+    lock. Returns (bootstrap.pins.update.Result, whether the lock changed, the lock's path). BadInput (exit 2) or
+    GroundctlError (exit 4) naming the file and the fix; nothing is written before everything was read."""
+    from bootstrap.destinations import symlink_on_the_way, write_text
+    from bootstrap.pins.artifacts import FLUX, LINUX_AMD64, Want, is_platform, plugin_name
+    from bootstrap.pins.lockfile import LOCK_FILE, render
+    from bootstrap.pins.update import Sources, UpdateProblem, update_pins
+
+    if not (repo / "environments").is_dir():
+        raise BadInput(f"{repo.resolve()} holds no environments/ folder. Run this in the repository that holds "
+                       "environments/<env>.yaml, or point --dir at it.")
+    wrong = [p for p in platforms if not is_platform(p)]
+    if wrong:
+        raise BadInput(f"--platform {wrong[0][:40]!r} is not a platform such as linux-amd64 or darwin-arm64.")
+    existing, lock_path = read_lock(repo)
+    chosen = sorted({LINUX_AMD64, *platforms, *(e.platform for e in existing if is_platform(e.platform))})
+    wanted, flux_paths = repository_wants(repo, chosen, image=image)
+    extras = set()
+    for value in extra_plugins:
+        match = re.fullmatch(r"([a-z0-9][a-z0-9-]{0,62})@v?(\d+\.\d+\.\d+)", value)
+        if not match:
+            raise BadInput(f"--plugin {value[:60]!r} is not NAME@VERSION such as aws@7.40.0.")
+        extras |= {Want(plugin_name(match[1]), match[2], p) for p in chosen}
+    if not prune:  # plugin versions recorded before (a state's older provider) stay until --prune
+        extras |= {Want(e.name, e.version, e.platform) for e in existing if e.name.startswith("pulumi-resource-")}
+    wanted = sorted(set(wanted) | extras)
+    for rel in [LOCK_FILE, *(p for paths in flux_paths.values() for p in paths)]:
+        if symlink_on_the_way(repo, rel) is not None:
+            raise BadInput(f"{repo / rel} has a symbolic link on its way, and `groundctl pins update` never writes "
+                           "through one. Nothing was written. Replace the link with a plain folder or file.")
+    try:
+        verify = verifier() if verifier and any(w.name == FLUX for w in wanted) else None
+        result = update_pins(wanted, fetch, sources or Sources(), verify, flux_paths)
+    except UpdateProblem as exc:
+        raise GroundctlError(f"{exc} The lock {lock_path} was left as it was.") from None
+    text = render(result.entries)
+    changed = not lock_path.is_file() or render(existing) != text  # `existing`: the lock as read_lock read it
+    # Every file was read and checked above: the Flux copies first, the lock that names them last.
+    for rel, body in sorted(result.files.items()):
+        if _current(repo / rel, len(body)) != body:
+            write_text(repo / rel, body.decode("utf-8"), "--dir")
+    if changed:
+        write_text(lock_path, text, "--dir")
+    return result, changed, lock_path
+
+
+@pins_app.command("update")
+def update(
+    repo: Path = _DIR,
+    platforms: Optional[list[str]] = typer.Option(
+        None, "--platform", help="Another platform to record (linux-amd64 always is), e.g. darwin-arm64. "
+                                 "Repeatable."),
+    release_mirror: Optional[str] = typer.Option(
+        None, "--release-mirror", help=f"Base URL serving GitHub's release paths (default: https://github.com; "
+                                       f"or {RELEASE_MIRROR_VAR})."),
+    registry_mirror: Optional[str] = typer.Option(
+        None, "--registry-mirror",
+        help=f"Base URL of an OCI registry mirroring Docker Hub (or {REGISTRY_MIRROR_VAR})."),
+    no_image: bool = typer.Option(False, "--no-image", help="Do not record the image's base (no image is built)."),
+    no_verify_signatures: bool = typer.Option(
+        False, "--no-verify-signatures", help="Record Flux's digests without cosign (the lock says so)."),
+    extra_plugins: Optional[list[str]] = typer.Option(
+        None, "--plugin", help="Also record this plugin version, NAME@VERSION (one a stack's state still binds its "
+                               "provider to). Repeatable; kept by later updates until --prune."),
+    prune: bool = typer.Option(False, "--prune", help="Drop plugin versions no installed SDK asks for."),
+    json_out: bool = json_opt("the artifacts recorded and the URLs read"),
+) -> None:
+    """Read the publishers' checksums files and write groundctl-pins.json at the repository root."""
+    from bootstrap.pins import cosign
+    from bootstrap.pins.artifacts import DOCKER_HUB, GITHUB
+    from bootstrap.pins.fetch import fetch
+    from bootstrap.pins.lockfile import LOCK_FILE
+    from bootstrap.pins.update import Sources
+
+    sources = Sources(_mirror(release_mirror, RELEASE_MIRROR_VAR, GITHUB, "--release-mirror"),
+                      _mirror(registry_mirror, REGISTRY_MIRROR_VAR, DOCKER_HUB, "--registry-mirror"))
+    with console.progress("Reading the publishers' checksums files") as say:
+        def counted(url, **kwargs):
+            say(url[-80:])
+            return fetch(url, **kwargs)
+        result, changed, lock_path = record_pins(
+            repo, counted, sources, None if no_verify_signatures else cosign.verifier, platforms or (),
+            image=not no_image, extra_plugins=extra_plugins or (), prune=prune)
+    if json_out:
+        console.emit_json({"lock": str(lock_path), "changed": changed, "read": result.read,
+                           "files": sorted(result.files),
+                           "artifacts": [e.__dict__ for e in sorted(result.entries)]})
+        return
+    shown = table(f"{LOCK_FILE}: {'written' if changed else 'unchanged'}", "artifact", "version", "platform", "sha256")
+    for e in sorted(result.entries):
+        shown.add_row(Text(e.name), Text(e.version), Text(e.platform), Text(e.sha256[:16] + "…"))
+    console.data(shown)
+    for rel in sorted(result.files):
+        console.info(f"Flux's install.yaml, checked, at {rel}")
+    console.info(f"Read {len(result.read)} files from {sources.release_base}"
+                 + ("" if no_image else f" and {sources.registry}") + f". Review and commit {LOCK_FILE}.")
+
+
+# -- check ----------------------------------------------------------------------------------------------
+
+def require_covered(repo: Path, purpose: str, image: bool = False, platforms: Sequence[str] = (),
+                    cli_version: Optional[str] = None, specs: Optional[Path] = None) -> list:
+    """The lock's entries when they cover what `repo` needs (with `cli_version` in place of the CLI groundctl
+    pins); GroundctlError (exit 4) naming what is missing and the command that records it. What `ci init`,
+    `fleet manifests`, the jobs and the image build call."""
+    from bootstrap.pins.artifacts import CLI, LINUX_AMD64, Want
+    from bootstrap.pins.lockfile import shortfall, shortfall_message
+
+    entries, path = read_lock(repo)
+    wanted, _ = repository_wants(repo, sorted({LINUX_AMD64, *platforms}), image=image, specs=specs)
+    if cli_version:
+        wanted = [Want(CLI, cli_version, w.platform) if w.name == CLI else w for w in wanted]
+    missing = shortfall(entries, wanted)
+    if missing:
+        flags = "".join(f" --platform {p}" for p in sorted(set(platforms) - {LINUX_AMD64}))
+        raise GroundctlError(shortfall_message(str(path), missing, purpose, flags))
+    return entries
+
+
+@pins_app.command("check")
+def check(
+    repo: Path = _DIR,
+    image: bool = typer.Option(False, "--image", help="Also require the image's base (for the image build)."),
+    platforms: Optional[list[str]] = typer.Option(None, "--platform", help="Also require this platform."),
+    json_out: bool = json_opt("whether the lock covers what is needed"),
+) -> None:
+    """Offline: does the lock cover the CLI pin, the installed SDKs' plugins and the specs' Flux versions?"""
+    entries = require_covered(repo, "The pins check", image, platforms or ())
+    if json_out:
+        console.emit_json({"covered": True, "artifacts": len(entries)})
+        return
+    console.info(f"The pins lock covers everything this groundctl, its SDKs and the specs need ({len(entries)} "
+                 "artifacts).")
+
+
+@pins_app.command("base-image")
+def base_image(repo: Path = _DIR) -> None:
+    """Print the lock's digest of the image's base (sha256:…), for `docker build --build-arg BASE_IMAGE_DIGEST=`."""
+    from bootstrap.engine.versions import BASE_IMAGE
+    from bootstrap.pins.lockfile import base_image_digest
+
+    entries = require_covered(repo, "The image build", image=True)
+    typer.echo(base_image_digest(entries, BASE_IMAGE))
+
+
+# -- install --------------------------------------------------------------------------------------------
+
+@pins_app.command("install")
+def install(
+    repo: Path = _DIR,
+    cli: Optional[Path] = typer.Option(None, "--cli", help="Unpack the Pulumi CLI into this folder; print it."),
+    cli_version: Optional[str] = typer.Option(None, "--cli-version",
+                                              help="The CLI release (default: groundctl's pin)."),
+    plugins: bool = typer.Option(False, "--plugins", help="Install every plugin the installed SDKs ask for."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Platform of the files (default: this host's)."),
+) -> None:
+    """Install from the lock, each download checked against its sha256 before anything is installed."""
+    from bootstrap.engine import versions
+    from bootstrap.pins.artifacts import CLI, Want
+    from bootstrap.pins.fetch import fetch
+    from bootstrap.pins.install import InstallProblem, install_cli, install_plugin
+    from bootstrap.pins.lockfile import LOCK_FILE, find, shortfall_message
+
+    if cli is None and not plugins:
+        raise BadInput("Say what to install: --cli FOLDER (the Pulumi CLI) and/or --plugins.")
+    chosen = platform or host_platform()
+    entries = require_covered(repo, "Installing from the lock", platforms=[chosen])
+    # Every plugin version the lock records: the SDKs' and any a stack's state still binds its provider to.
+    todo = sorted(e for e in entries if e.name.startswith("pulumi-resource-") and e.platform == chosen) \
+        if plugins else []
+    version = cli_version or versions.PULUMI_CLI_PINNED
+    cli_entry = find(entries, Want(CLI, version, chosen)) if cli is not None else None
+    if cli is not None and cli_entry is None:
+        raise GroundctlError(shortfall_message(str(repo / LOCK_FILE), [Want(CLI, version, chosen).label()],
+                                               "Installing the Pulumi CLI"))
+    try:
+        if cli_entry is not None:
+            folder = install_cli(cli_entry, fetch, cli.absolute())
+            console.info(f"Pulumi CLI {version} ({cli_entry.file}, sha256 checked) in {folder}")
+            typer.echo(str(folder))
+        for entry in todo:
+            install_plugin(entry, fetch, os.environ)
+            console.info(f"{entry.name} v{entry.version} ({entry.file}, sha256 checked) installed")
+    except InstallProblem as exc:
+        raise GroundctlError(str(exc)) from None
