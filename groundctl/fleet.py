@@ -107,10 +107,11 @@ def manifests(
     from bootstrap.spec.spec_file import environments_dir
     from groundctl.pins import require_covered
 
+    # The render is pure: what is wrong with the input (exit 2) is said before what the lock lacks (exit 4).
+    rendered = render(files, image=image, ns=namespace, memory_limit=memory_limit, drift=drift)
     specs = environments or environments_dir()
     require_covered(specs.parent, "Writing the fleet's manifests (the image installs the CLI and plugins from the "
                     "pins lock)", specs=specs)
-    rendered = render(files, image=image, ns=namespace, memory_limit=memory_limit, drift=drift)
     if json_out:
         console.emit_json({"manifests": list(rendered.manifests), "notes": list(rendered.notes)})
     elif out is not None:

@@ -17,14 +17,15 @@ from bootstrap.kit.errors import BadInput
 from groundctl.cli import app
 from groundctl.common import json_opt
 
-# The lock of checked release artifacts is written by `groundctl pins update` (issue 35, branch pins35). Its one
-# call site in `init` is `lock_step`: until the lead wires the writer there, init names the command as a step.
-LOCK_FILE = "groundctl-pins.json"
-
-
 def lock_step(repo: Path) -> str:
-    """The lock's step, run before the workflows are rendered. LEAD (issue 35 merge): call `pins update`'s writer
-    for `repo` here (or check the lock) and return what it did; today it only names the command."""
+    """The lock's next step. init itself stays offline and never writes the lock: `groundctl pins update` reads
+    the publishers' files (a mirror, cosign) for the specs as the adopter edited them, which the first spec
+    written here is not yet; run after the edit, it records what the specs really name."""
+    from bootstrap.pins.lockfile import LOCK_FILE
+
+    if (repo / LOCK_FILE).is_file():
+        return (f"`groundctl pins check` says whether {LOCK_FILE} covers what the specs and this groundctl need "
+                "(`groundctl pins update` when it falls short); commit what changes")
     return (f"`groundctl pins update` writes {LOCK_FILE}: the checked digests of every release file groundctl "
             "installs (the Pulumi CLI, its plugins, Flux's install manifest, the image's base); commit it")
 

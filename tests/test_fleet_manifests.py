@@ -337,7 +337,8 @@ def test_cli_prints_the_manifests_and_refuses_an_unpinned_image(tmp_path, releas
     assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds.count("CronJob") == 6 + 3  # and a rehearsal each
     refused = _cli("--image", "registry.example/groundctl:latest", "--environments", str(FLEET))
     assert refused.returncode == 2 and "is not pinned" in refused.stderr and "Traceback" not in refused.stderr
-    sized = _cli("--image", IMAGE, "--environments", str(FLEET), "--memory-limit", "2Gi", "--no-drift")
+    sized = _cli("--image", IMAGE, "--environments", str(infra / "environments"), "--memory-limit", "2Gi",
+                 "--no-drift")
     assert sized.returncode == 0, sized.stderr
     jobs = [d for d in yaml.safe_load_all(sized.stdout) if d["kind"] == "CronJob"]
     assert len(jobs) == 6 and not [j for j in jobs if j["metadata"]["name"].startswith("drift-")]

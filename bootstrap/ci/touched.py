@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Iterable, Literal, Optional
 
+from bootstrap.pins.lockfile import LOCK_FILE
+
 ENV_DIR = "environments"
 # Paths whose change can alter every environment's plan. Prefixes ending in "/" are folders.
 EVERY_ENVIRONMENT = ("stacks/", "bootstrap/", "recovery/", "groundctl/", "pyproject.toml",
@@ -21,7 +23,7 @@ EVERY_ENVIRONMENT = ("stacks/", "bootstrap/", "recovery/", "groundctl/", "pyproj
 # The same in an adopter's repository, by file name wherever it lies: groundctl's requirements (the input and the
 # compiled file the workflows install), the lock of checked release artifacts (`groundctl pins update`), and the
 # committed wheel. The wheel's layer programs and the provider versions its requirements pin are the plan.
-UPGRADE_FILES = ("groundctl-requirements.in", "groundctl-requirements.txt", "groundctl-pins.json")
+UPGRADE_FILES = ("groundctl-requirements.in", "groundctl-requirements.txt", LOCK_FILE)
 WHEEL = re.compile(r"^groundctl-[^/]*\.whl$")
 # The spec's own rule for names (bootstrap/spec/models.py): a name that fails it is never a usable environment,
 # and only such names are put into shell variables and concurrency groups by the workflows.
