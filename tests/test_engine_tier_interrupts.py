@@ -60,7 +60,10 @@ def _kill_the_update(run: subprocess.Popen) -> None:
     pulumi = [p for p in _children(run.pid) if _name(p) == "pulumi"]
     assert pulumi, "no pulumi process under the run"
     for pid in pulumi + [p for q in pulumi for p in _tree(q)]:
-        os.kill(pid, signal.SIGKILL)  # the update and everything it started, as a lost machine would
+        try:
+            os.kill(pid, signal.SIGKILL)  # the update and everything it started, as a lost machine would
+        except ProcessLookupError:
+            pass  # gone already: once Pulumi is killed, groundctl ends the rest of its child's tree itself
 
 
 def _both_locks(tier):

@@ -406,6 +406,7 @@ def test_the_rehearse_cronjobs_container_proves_each_layer_and_writes_its_record
     decrypts and previews it: every deployed layer proven (flux skipped on the emulator), each the stack's newest
     state (a measured RPO of 0), one record written, the stacks and the stand-in cloud untouched."""
     from bootstrap.records.layout import rehearsals_prefix
+    from recovery.evidence import summary
 
     run = _run(fleet, f"rehearse-{ENV}", ["state", "rehearse", ENV, "--record", "--json"])
     assert run["exit"] == 0, run["out"][-3000:] + run["err"][-3000:]
@@ -415,6 +416,8 @@ def test_the_rehearse_cronjobs_container_proves_each_layer_and_writes_its_record
         "backend": "proven", "network": "proven", "cluster": "proven", "flux": "skipped"}, doc
     assert {name: layers[name]["rpo_seconds"] for name in ("backend", "network", "cluster")} == {
         "backend": 0, "network": 0, "cluster": 0}
-    (record,) = _new(run, "records")
+    # Its record, and the environment's summary that `fleet status` reads in one call (recovery.evidence.summary).
+    summary_key, record = _new(run, "records")  # sorted: drift/ before rehearsals/
+    assert summary_key == summary.key(ENV)
     assert record.startswith(rehearsals_prefix(ENV)) and doc["rehearsal_id"] in record, record
     assert run["after"]["stacks"] == run["before"]["stacks"] and run["after"]["cloud"] == run["before"]["cloud"]
