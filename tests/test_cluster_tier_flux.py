@@ -86,16 +86,20 @@ def _managers(kube, path: str) -> set[str]:
 
 def _stored(tier) -> dict:
     """Every version of every object in the state and records buckets (delete markers too) with its bytes'
-    sha256, but the rehearsal records."""
+    sha256, but the rehearsal records and the environment's summary each rehearsal updates beside them
+    (recovery.evidence.summary)."""
+    from recovery.evidence import summary
+
+    ours = (REHEARSALS, summary.key(tier.env_name))
     out = {}
     for bucket in (tier.state_bucket, tier.records_bucket):
         for page in tier.s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
             for v in page.get("Versions", []):
-                if not v["Key"].startswith(REHEARSALS):
+                if not v["Key"].startswith(ours):
                     body = tier.s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
                     out[(bucket, v["Key"], v["VersionId"])] = (hashlib.sha256(body).hexdigest(), v["IsLatest"])
             for m in page.get("DeleteMarkers", []):
-                if not m["Key"].startswith(REHEARSALS):
+                if not m["Key"].startswith(ours):
                     out[(bucket, m["Key"], m["VersionId"])] = ("delete-marker", m["IsLatest"])
     return out
 
