@@ -270,3 +270,19 @@ def seed_fleet(s3, endpoint: str, now: float, prefix: str) -> tuple[dict, dict[s
     with ThreadPoolExecutor(max_workers=8) as pool:
         specs = dict(pool.map(one, stories.items()))
     return specs, {name: story[2] for name, story in stories.items()}
+
+
+def read_counting(spec, store, s3) -> tuple:
+    """`read_environment` of one environment, with the names of the S3 operations it called, in order."""
+    from recovery.evidence.reading import Source, read_environment
+
+    calls = []
+
+    def count(**kwargs):
+        calls.append(kwargs["model"].name)
+
+    s3.meta.events.register("before-call.s3", count)
+    try:
+        return read_environment(Source(spec, store, s3)), calls
+    finally:
+        s3.meta.events.unregister("before-call.s3", count)

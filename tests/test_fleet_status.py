@@ -17,7 +17,7 @@ from bootstrap.spec import parse_spec
 from recovery.evidence.protection import AT_RISK, FAILS, MEETS, UNKNOWN, judge
 from recovery.evidence.reading import Source, drill_kind, read_environment, read_fleet
 from recovery.fleet.status import failing, fleet_report
-from tests.fleetseed import Seed, dump, seed_environment, spec_data
+from tests.fleetseed import Seed, dump, read_counting, seed_environment, spec_data
 
 pytestmark = pytest.mark.emulator
 
@@ -396,16 +396,7 @@ def test_the_last_proven_restore_is_read_from_the_rehearsal_records_names(aws, e
                    ages={"backend": 40 * 86400})
     store.put(".groundctl/rehearsals/reh/planted.json", b"{}")
     spec = parse_spec(spec_data("reh", bucket, emulator_endpoint, production=False, rpo=30), "reh")
-    calls = []
-
-    def count(**kwargs):
-        calls.append(kwargs["model"].name)
-
-    s3.meta.events.register("before-call.s3", count)
-    try:
-        raw = read_environment(Source(spec, store, s3))
-    finally:
-        s3.meta.events.unregister("before-call.s3", count)
+    raw, calls = read_counting(spec, store, s3)
     # No drift check of this version has rebuilt the summary from a listing (only the rehearsals wrote to it), so
     # the rehearsals are listed: the summary's GET, three listings, and the failed record, once.
     assert calls.count("GetObject") == 2 and calls.count("ListObjectsV2") == 3, calls

@@ -14,9 +14,8 @@ from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records.drift import drift_record, save_drift_record
 from bootstrap.spec import parse_spec
 from recovery.evidence import summary
-from recovery.evidence.reading import Source, read_environment
 from recovery.fleet.status import fleet_report
-from tests.fleetseed import Seed, save_rehearsal, seed_environment, spec_data
+from tests.fleetseed import Seed, read_counting, save_rehearsal, seed_environment, spec_data
 
 pytestmark = pytest.mark.emulator
 
@@ -32,17 +31,7 @@ def _env(aws, endpoint, *, seed=None, refreshed="plain", replica=None):
 
 
 def _read(spec, store, s3):
-    calls = []
-
-    def count(**kwargs):
-        calls.append(kwargs["model"].name)
-
-    s3.meta.events.register("before-call.s3", count)
-    try:
-        raw = read_environment(Source(spec, store, s3))
-    finally:
-        s3.meta.events.unregister("before-call.s3", count)
-    return raw, calls
+    return read_counting(spec, store, s3)
 
 
 def _row(raw, spec, now):
