@@ -67,7 +67,11 @@ def test_update_records_every_artifact_sorted_with_the_urls_read_and_check_accep
         want = Want(e.name, e.version, e.platform)
         assert e.url == want.url(mirror.url) and e.checksums_url == want.checksums_url(mirror.url)
         assert f"{e.sha256}  {e.file}" in Path(mirror.mirror.file(want).with_name(want.checksums_file)).read_text()
-    assert set(report["read"]) == {e.checksums_url for e in entries}  # each checksums file read once
+    # Each checksums file read once; Flux's install.yaml too, checked and written where the specs read it.
+    flux = next(e for e in entries if e.name == FLUX)
+    assert sorted(report["read"]) == sorted({e.checksums_url for e in entries} | {flux.url})
+    assert report["files"] == ["flux/install-v2.4.0.yaml"] and flux.path == "flux/install-v2.4.0.yaml"
+    assert (repo / flux.path).read_bytes() == FLUX_MANIFEST.read_bytes()
     assert text.count("\n    {") == len(entries)  # one artifact a line: a bump is a small diff
     # Again: nothing changes, and the platform stays recorded without --platform.
     code, out, err = update(monkeypatch, capsys, repo, mirror.url, "--json")
@@ -110,16 +114,18 @@ def test_a_specs_flux_manifest_path_gets_the_checked_release_file(monkeypatch, c
                                              "  version: v2.4.0\n  manifest_path: flux/install.yaml\n"))
     code, _, err = update(monkeypatch, capsys, repo, mirror.url)
     assert code == 0, err
+    # The file dev names, and the default copy the specs that name none read through the lock.
     assert (repo / "flux" / "install.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
+    assert (repo / "flux" / "install-v2.4.0.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
     flux = next(e for e in parse((repo / LOCK_FILE).read_bytes()) if e.name == FLUX)
-    assert flux.path == "flux/install.yaml"
+    assert flux.path == "flux/install-v2.4.0.yaml"
     # A mirror serving another install.yaml than its checksums line: nothing is written.
-    (repo / "flux" / "install.yaml").unlink()
+    shutil.rmtree(repo / "flux")
     (repo / LOCK_FILE).unlink()
     mirror.mirror.file(Want(FLUX, "2.4.0", ANY)).write_bytes(b"kind: Namespace\n")
     assert_refused(update(monkeypatch, capsys, repo, mirror.url), 4, "install.yaml has sha256",
                    "the mirror serves another file", "Nothing was written")
-    assert not (repo / "flux" / "install.yaml").exists() and not (repo / LOCK_FILE).exists()
+    assert not (repo / "flux").exists() and not (repo / LOCK_FILE).exists()
 
 
 def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypatch, capsys, repo, mirror, tmp_path):
