@@ -206,6 +206,47 @@ def base_image(repo: Path = _DIR) -> None:
     typer.echo(base_image_digest(entries, BASE_IMAGE))
 
 
+# -- the image's Dockerfile -----------------------------------------------------------------------------------
+
+@pins_app.command("dockerfile")
+def dockerfile(
+    repo: Path = _DIR,
+    install: str = typer.Option(
+        "groundctl-requirements.txt", "--install",
+        help="The repository's hashed requirements file pinning groundctl's committed wheel (as for `ci init`)."),
+    force: bool = typer.Option(False, "--force", help="Replace a groundctl.Dockerfile that differs."),
+) -> None:
+    """Write groundctl.Dockerfile into the repository: the fleet's image, built from the repository's committed
+    wheel, hashed requirements file and pins lock (base digest, CLI and plugins), never groundctl's source."""
+    from bootstrap.ci.requirements import CHECKOUT, install_run
+    from bootstrap.destinations import symlink_on_the_way, write_text
+    from bootstrap.engine.versions import BASE_IMAGE
+    from bootstrap.pins.dockerfile import DOCKERFILE, render
+    from groundctl.ci_init import _pinned_copy
+
+    if install == CHECKOUT:
+        raise BadInput("--install . installs groundctl's own checkout, which an image built from your repository "
+                       "does not have: name the repository's hashed requirements file, as for `groundctl ci init`.")
+    problems, _, wheel_dir, wheel = _pinned_copy(repo, install)
+    if problems:
+        raise BadInput(f"The image installs groundctl as the workflows do, and {'; '.join(problems)}. Nothing was "
+                       "written.")
+    text = render(install.removeprefix("./"), wheel, install_run(install.removeprefix("./"), wheel_dir), BASE_IMAGE)
+    target = repo / DOCKERFILE
+    if symlink_on_the_way(repo, DOCKERFILE) is not None:
+        raise BadInput(f"{target} has a symbolic link on its way; nothing was written. Replace it with a plain file.")
+    current = _current(target, 1 << 20)  # a Dockerfile edited by hand may be longer than ours
+    if current is not None and current != text.encode() and not force:
+        raise BadInput(f"{target} exists and differs from what this groundctl writes. Nothing was written: review "
+                       "the difference, then run again with --force (the file is groundctl's: edit nothing in it).")
+    if current != text.encode():
+        write_text(target, text, "--dir")
+    console.info(f"{DOCKERFILE}: {'unchanged' if current == text.encode() else 'written'}. Build the image at the "
+                 f"repository's root: docker build -f {DOCKERFILE} --build-arg BASE_IMAGE_DIGEST=\"$(groundctl pins "
+                 "base-image)\" -t REGISTRY/groundctl:TAG . (the lock needs the image's base: run `groundctl pins "
+                 "update` without --no-image).")
+
+
 # -- install --------------------------------------------------------------------------------------------
 
 @pins_app.command("install")
