@@ -262,7 +262,7 @@ def install(
     from bootstrap.engine import versions
     from bootstrap.pins.artifacts import CLI, Want
     from bootstrap.pins.fetch import fetch
-    from bootstrap.pins.install import InstallProblem, install_cli, install_plugin
+    from bootstrap.pins.install import InstallProblem, checked_first, install_cli, install_plugin
     from bootstrap.pins.lockfile import LOCK_FILE, find, shortfall_message
 
     if cli is None and not plugins:
@@ -278,12 +278,13 @@ def install(
         raise GroundctlError(shortfall_message(str(repo / LOCK_FILE), [Want(CLI, version, chosen).label()],
                                                "Installing the Pulumi CLI"))
     try:
+        checked = checked_first([e for e in (cli_entry, *todo) if e is not None], fetch)
         if cli_entry is not None:
-            folder = install_cli(cli_entry, fetch, cli.absolute())
+            folder = install_cli(cli_entry, checked, cli.absolute())
             console.info(f"Pulumi CLI {version} ({cli_entry.file}, sha256 checked) in {folder}")
             typer.echo(str(folder))
         for entry in todo:
-            install_plugin(entry, fetch, os.environ)
+            install_plugin(entry, checked, os.environ)
             console.info(f"{entry.name} v{entry.version} ({entry.file}, sha256 checked) installed")
     except InstallProblem as exc:
         raise GroundctlError(str(exc)) from None
