@@ -30,7 +30,7 @@ from tests.test_fleet_flux_manifest import _pod_tree
 from tests.test_fleet_manifests import by_name, pod_of
 
 DIGEST = hashlib.sha256(FLUX_MANIFEST.read_bytes()).hexdigest()
-COPY = "flux/install-v2.4.0.yaml"
+COPY = "manifests/flux-v2.4.0.yaml"
 
 
 @pytest.fixture(scope="module")

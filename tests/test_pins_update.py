@@ -70,7 +70,7 @@ def test_update_records_every_artifact_sorted_with_the_urls_read_and_check_accep
     # Each checksums file read once; Flux's install.yaml too, checked and written where the specs read it.
     flux = next(e for e in entries if e.name == FLUX)
     assert sorted(report["read"]) == sorted({e.checksums_url for e in entries} | {flux.url})
-    assert report["files"] == ["flux/install-v2.4.0.yaml"] and flux.path == "flux/install-v2.4.0.yaml"
+    assert report["files"] == ["manifests/flux-v2.4.0.yaml"] and flux.path == "manifests/flux-v2.4.0.yaml"
     assert (repo / flux.path).read_bytes() == FLUX_MANIFEST.read_bytes()
     assert text.count("\n    {") == len(entries)  # one artifact a line: a bump is a small diff
     # Again: nothing changes, and the platform stays recorded without --platform.
@@ -116,16 +116,17 @@ def test_a_specs_flux_manifest_path_gets_the_checked_release_file(monkeypatch, c
     assert code == 0, err
     # The file dev names, and the default copy the specs that name none read through the lock.
     assert (repo / "flux" / "install.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
-    assert (repo / "flux" / "install-v2.4.0.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
+    assert (repo / "manifests" / "flux-v2.4.0.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
     flux = next(e for e in parse((repo / LOCK_FILE).read_bytes()) if e.name == FLUX)
-    assert flux.path == "flux/install-v2.4.0.yaml"
+    assert flux.path == "manifests/flux-v2.4.0.yaml"
     # A mirror serving another install.yaml than its checksums line: nothing is written.
     shutil.rmtree(repo / "flux")
+    shutil.rmtree(repo / "manifests")
     (repo / LOCK_FILE).unlink()
     mirror.mirror.file(Want(FLUX, "2.4.0", ANY)).write_bytes(b"kind: Namespace\n")
     assert_refused(update(monkeypatch, capsys, repo, mirror.url), 4, "install.yaml has sha256",
                    "the mirror serves another file", "Nothing was written")
-    assert not (repo / "flux").exists() and not (repo / LOCK_FILE).exists()
+    assert not (repo / "flux").exists() and not (repo / "manifests").exists() and not (repo / LOCK_FILE).exists()
 
 
 def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypatch, capsys, repo, mirror, tmp_path):

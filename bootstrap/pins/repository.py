@@ -21,7 +21,7 @@ from bootstrap.pins.lockfile import (LOCK_FILE, MAX_LOCK_BYTES, Entry, LockProbl
 
 MAX_SPEC_BYTES = 1 << 20
 PLACEHOLDER_SHA256 = "0" * 64   # the shipped production example's: never the digest of any file
-FLUX_COPY = "flux/install-v{version}.yaml"   # where `pins update` writes the checked install.yaml by default
+FLUX_COPY = "manifests/flux-v{version}.yaml"   # where `pins update` writes the checked install.yaml by default
 _PATH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
 _FLUX_VERSION = re.compile(r"v\d+\.\d+\.\d+")
 
@@ -84,6 +84,9 @@ def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
         copy = flux_copy_path(flux)
         if copy and copy not in paths.get(version.removeprefix("v"), []):
             paths.setdefault(version.removeprefix("v"), []).append(copy)
+    # The default copy first: the lock's `path`, which a spec naming no file reads.
+    for version, found in paths.items():
+        found.sort(key=lambda p: (p != FLUX_COPY.format(version=version), p))
     return sorted(versions), paths
 
 
