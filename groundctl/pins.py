@@ -56,6 +56,7 @@ def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, s
 
 
 def read_lock(repo: Path):
+    """The repository's lock entries and path (bootstrap.pins.repository.read_lock)."""
     from bootstrap.pins.repository import read_lock as read
 
     return read(repo)
