@@ -8,8 +8,6 @@ the local mirror."""
 from __future__ import annotations
 
 import inspect
-import re
-import shutil
 import subprocess
 import sys
 import tomllib

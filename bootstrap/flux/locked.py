@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from bootstrap.pins.artifacts import ANY, FLUX
-from bootstrap.pins.lockfile import LOCK_FILE, Entry
+from bootstrap.pins.lockfile import Entry
 from bootstrap.pins.repository import read_lock, unpinned
 
 
@@ -67,7 +67,3 @@ def copy_path(data: object, repo: Path) -> Optional[str]:
     entry, _ = entry_for(data, repo)
     return entry.path if entry is not None and entry.path else None
 
-
-UPDATE_FIX = (f"run `groundctl pins update` in the repository (it reads the release's flux_<version>_checksums.txt, "
-              f"checks its cosign signature, records install.yaml's digest in {LOCK_FILE} and writes the checked "
-              "file beside it), review and commit both")

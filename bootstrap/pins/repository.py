@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from bootstrap.kit.errors import BadInput, GroundctlError
-from bootstrap.pins.artifacts import CLI, FLUX, LINUX_AMD64, Want, is_platform, plugin_name, wants
+from bootstrap.pins.artifacts import FLUX, LINUX_AMD64, Want, is_platform, plugin_name, wants
 from bootstrap.pins.lockfile import (LOCK_FILE, MAX_LOCK_BYTES, Entry, LockProblem, parse, render, shortfall,
                                      shortfall_message)
 
