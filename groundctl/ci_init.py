@@ -117,7 +117,7 @@ def workflow_files(repo: Path, options):
     wrong = workflows.problems(options)
     notes: list[str] = []
     if not wrong and options.install != workflows.CHECKOUT:
-        wrong, notes, wheel_dir = _pinned_copy(repo, options.install)
+        wrong, notes, wheel_dir, _ = _pinned_copy(repo, options.install)
         options = replace(options, wheel_dir=wheel_dir)
     if wrong:
         raise BadInput(f"Cannot write the workflows: {'; '.join(wrong)}.")
@@ -158,9 +158,9 @@ REQUIREMENTS_MAX_BYTES = 1 << 20  # a hashed requirements file of a few hundred 
 WHEEL_MAX_BYTES = 256 << 20  # groundctl's wheel is well under a MiB; the bound is for what a requirement names
 
 
-def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str]]:
-    """(problems, notes, the wheel's folder when the install step must point a `file:` URL at it) for the
-    repository's requirements file `install`."""
+def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Optional[str], Optional[str]]:
+    """(problems, notes, the wheel's folder when the install step must point a `file:` URL at it, the committed
+    wheel's repository path when it is there) for the repository's requirements file `install`."""
     from bootstrap.ci import requirements as req
     from bootstrap.kit.user_files import UnusableFile, read_user_file
 
@@ -176,11 +176,12 @@ def _pinned_copy(repo: Path, install: str) -> tuple[list[str], list[str], Option
         return [f"{install} is not a readable file in {repo.resolve()}{why}: the workflows install groundctl from the "
                 "repository's own hashed requirements file. Build groundctl's wheel (`python -m build --wheel` in "
                 "its checkout), commit it, and write its path and every dependency with `--hash=sha256:…` there "
-                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"], [], None
+                "(e.g. `pip-compile --generate-hashes`); or pass --install . in groundctl's own repository"], [], None, None
     parsed = req.parse(text, install)
     found = _find_wheel(repo, parsed.pin.candidates()) if parsed.pin else None
     problems = list(parsed.problems) + (req.wheel_problems(parsed.pin, found, install) if parsed.pin else [])
-    return problems, list(parsed.notes), req.wheel_dir(parsed.pin, found) if not problems else None
+    return (problems, list(parsed.notes), req.wheel_dir(parsed.pin, found) if not problems else None,
+            found.path if found and not problems else None)
 
 
 def _find_wheel(repo: Path, candidates: tuple[str, ...]):

@@ -59,7 +59,25 @@ def _spec_files(folder: Optional[Path], *, manifests: bool = True):
     files = [SpecFile(load_spec(p.stem, base=base), p.name, _spec_text(p)) for p in paths]
     if not manifests:
         return files
+    files = [_locked(f, base.parent) for f in files]
     return [replace(f, manifest_text=_repository_manifest(base.parent, f.flux_manifest_path)) for f in files]
+
+
+def _locked(spec_file, root: Path):
+    """`spec_file` with the checked Flux copy the pins lock names for a spec that names none, and the lock's
+    text (the pod reads both); as it was for any other spec."""
+    import yaml
+
+    from bootstrap.flux.locked import copy_path
+    from bootstrap.kit.user_files import read_user_file
+    from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES
+    from bootstrap.pins.repository import LOCK_FIX
+
+    path = copy_path(yaml.safe_load(spec_file.text), root)  # load_spec has read and checked this text
+    if path is None:
+        return spec_file
+    lock = read_user_file(str(root / LOCK_FILE), what="The pins lock", max_bytes=MAX_LOCK_BYTES, fix=LOCK_FIX)
+    return replace(spec_file, locked_path=path, lock_text=lock.decode("utf-8"))  # copy_path parsed it: UTF-8
 
 
 def _spec_text(path: Path) -> str:

@@ -28,72 +28,38 @@ app.add_typer(pins_app, name="pins")
 
 RELEASE_MIRROR_VAR = "GROUNDCTL_RELEASE_MIRROR"
 REGISTRY_MIRROR_VAR = "GROUNDCTL_REGISTRY_MIRROR"
-MAX_SPEC_BYTES = 1 << 20
 _DIR = typer.Option(Path("."), "--dir", help="The repository root (it holds environments/ and the lock).")
 _URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~/-]*)?")
 
 
-# -- what the repository needs: a plain function `groundctl init` calls too ---------------------------------
+# -- what this groundctl pins, and the repository's lock: bootstrap/pins/repository.py decides --------------
 
-def spec_flux(folder: Path) -> tuple[list[str], dict[str, list[str]]]:
-    """Each spec's Flux version, and per version the repository paths the specs name as flux.manifest_path
-    (relative, as written: where `fleet manifests` mounts the file from). A spec that does not read as YAML
-    contributes nothing here (`spec check` names it)."""
-    import yaml
-
-    from bootstrap.kit.user_files import UnusableFile, read_user_file
-
-    versions: set[str] = set()
-    paths: dict[str, list[str]] = {}
-    for spec in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        try:
-            doc = yaml.safe_load(read_user_file(str(spec), what="The spec", max_bytes=MAX_SPEC_BYTES, fix=""))
-        except (UnusableFile, yaml.YAMLError):
-            continue
-        flux = doc.get("flux") if isinstance(doc, dict) else None
-        version = flux.get("version") if isinstance(flux, dict) else None
-        if not (isinstance(version, str) and re.fullmatch(r"v\d+\.\d+\.\d+", version)):
-            continue
-        versions.add(version.removeprefix("v"))
-        written = flux.get("manifest_path")
-        if isinstance(written, str) and re.fullmatch(r"[A-Za-z0-9._/-]{1,200}", written) \
-                and not written.startswith("/") and ".." not in written.split("/") and not flux.get("manifest_sha256"):
-            paths.setdefault(version.removeprefix("v"), []).append(written.removeprefix("./"))
-    return sorted(versions), paths
-
-
-def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, specs: Optional[Path] = None):
-    """(wants, flux paths) for `repo`: the CLI groundctl pins and every plugin the installed SDKs ask for, on
-    each platform; the Flux install.yaml of each spec in `specs` (default: repo/environments); the image's
-    base when `image`."""
+def pinned(image: bool = True):
+    """What this groundctl installs: its CLI pin, each plugin at the version its installed SDK asks for (the
+    table's where none is installed), and the image's base when `image`."""
     from bootstrap.engine import versions
     from bootstrap.engine.plugins import sdk_plugin
-    from bootstrap.pins.artifacts import wants
+    from bootstrap.pins.repository import Pinned
 
     plugins = {}
     for release in versions.PROVIDER_PLUGINS:
         asked = sdk_plugin(release.sdk.replace("-", "_"))
         plugins[release.name] = asked.version if asked else release.version
-    flux_versions, flux_paths = spec_flux(specs or repo / "environments")
-    return wants(versions.PULUMI_CLI_PINNED, plugins, flux_versions, list(platforms),
-                 versions.BASE_IMAGE if image else ""), flux_paths
+    return Pinned(versions.PULUMI_CLI_PINNED, plugins, versions.BASE_IMAGE if image else "")
 
 
-def read_lock(repo: Path) -> tuple[list, Path]:
-    """The lock's entries ([] when there is none) and its path; BadInput (exit 2) naming a malformed one."""
-    from bootstrap.pins.lockfile import LOCK_FILE, MAX_LOCK_BYTES, LockProblem, parse
-    from bootstrap.kit.user_files import read_user_file
+def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, specs: Optional[Path] = None):
+    """(wants, flux paths) for `repo` with this groundctl's pins (bootstrap.pins.repository.repository_wants)."""
+    from bootstrap.pins import repository
 
-    path = repo / LOCK_FILE
-    if not path.exists() and not path.is_symlink():
-        return [], path
-    fix = (f"Restore it from the repository's history (`git checkout -- {LOCK_FILE}`), or delete it and run "
-           "`groundctl pins update`; never edit it by hand.")
-    data = read_user_file(str(path), what="The pins lock", max_bytes=MAX_LOCK_BYTES, fix=fix)
-    try:
-        return parse(data), path
-    except LockProblem as exc:
-        raise BadInput(f"The pins lock {path} is not usable: {exc}. {fix}") from None
+    return repository.repository_wants(repo, pinned(image), platforms, specs)
+
+
+def read_lock(repo: Path):
+    """The repository's lock entries and path (bootstrap.pins.repository.read_lock)."""
+    from bootstrap.pins.repository import read_lock as read
+
+    return read(repo)
 
 
 def _mirror(value: Optional[str], var: str, default: str, flag: str) -> str:
@@ -127,53 +93,24 @@ def _current(path: Path, size: int) -> Optional[bytes]:
 
 def record_pins(repo: Path, fetch, sources=None, verifier=None, platforms: Sequence[str] = (), *, image: bool = True,
                 extra_plugins: Sequence[str] = (), prune: bool = False):
-    """`groundctl pins update` as a plain function (`groundctl init` calls it): read what `repo` needs through
-    `fetch` (bootstrap.pins.fetch.fetch's signature) from `sources` (bootstrap.pins.update.Sources: GitHub and
-    Docker Hub by default), verify Flux's checksums file with `verifier()` (a function returning the verifier,
-    e.g. bootstrap.pins.cosign.verifier; None records it unverified), then write the checked Flux copies and the
-    lock. Returns (bootstrap.pins.update.Result, whether the lock changed, the lock's path). BadInput (exit 2) or
-    GroundctlError (exit 4) naming the file and the fix; nothing is written before everything was read."""
+    """`groundctl pins update` as a plain function (`groundctl init` calls it): bootstrap.pins.repository.
+    plan_update reads and checks everything, then the checked Flux copies are written and the lock last.
+    Returns (bootstrap.pins.update.Result, whether the lock changed, the lock's path)."""
     from bootstrap.destinations import symlink_on_the_way, write_text
-    from bootstrap.pins.artifacts import FLUX, LINUX_AMD64, Want, is_platform, plugin_name
-    from bootstrap.pins.lockfile import LOCK_FILE, render
-    from bootstrap.pins.update import Sources, UpdateProblem, update_pins
+    from bootstrap.pins.lockfile import LOCK_FILE
+    from bootstrap.pins.repository import plan_update
 
-    if not (repo / "environments").is_dir():
-        raise BadInput(f"{repo.resolve()} holds no environments/ folder. Run this in the repository that holds "
-                       "environments/<env>.yaml, or point --dir at it.")
-    wrong = [p for p in platforms if not is_platform(p)]
-    if wrong:
-        raise BadInput(f"--platform {wrong[0][:40]!r} is not a platform such as linux-amd64 or darwin-arm64.")
-    existing, lock_path = read_lock(repo)
-    chosen = sorted({LINUX_AMD64, *platforms, *(e.platform for e in existing if is_platform(e.platform))})
-    wanted, flux_paths = repository_wants(repo, chosen, image=image)
-    extras = set()
-    for value in extra_plugins:
-        match = re.fullmatch(r"([a-z0-9][a-z0-9-]{0,62})@v?(\d+\.\d+\.\d+)", value)
-        if not match:
-            raise BadInput(f"--plugin {value[:60]!r} is not NAME@VERSION such as aws@7.40.0.")
-        extras |= {Want(plugin_name(match[1]), match[2], p) for p in chosen}
-    if not prune:  # plugin versions recorded before (a state's older provider) stay until --prune
-        extras |= {Want(e.name, e.version, e.platform) for e in existing if e.name.startswith("pulumi-resource-")}
-    wanted = sorted(set(wanted) | extras)
-    for rel in [LOCK_FILE, *(p for paths in flux_paths.values() for p in paths)]:
+    planned = plan_update(repo, pinned(image), fetch, sources, verifier, platforms, extra_plugins, prune)
+    for rel in [LOCK_FILE, *planned.files]:
         if symlink_on_the_way(repo, rel) is not None:
             raise BadInput(f"{repo / rel} has a symbolic link on its way, and `groundctl pins update` never writes "
                            "through one. Nothing was written. Replace the link with a plain folder or file.")
-    try:
-        verify = verifier() if verifier and any(w.name == FLUX for w in wanted) else None
-        result = update_pins(wanted, fetch, sources or Sources(), verify, flux_paths)
-    except UpdateProblem as exc:
-        raise GroundctlError(f"{exc} The lock {lock_path} was left as it was.") from None
-    text = render(result.entries)
-    changed = not lock_path.is_file() or render(existing) != text  # `existing`: the lock as read_lock read it
-    # Every file was read and checked above: the Flux copies first, the lock that names them last.
-    for rel, body in sorted(result.files.items()):
+    for rel, body in sorted(planned.files.items()):
         if _current(repo / rel, len(body)) != body:
             write_text(repo / rel, body.decode("utf-8"), "--dir")
-    if changed:
-        write_text(lock_path, text, "--dir")
-    return result, changed, lock_path
+    if planned.changed:
+        write_text(planned.lock_path, planned.lock_text, "--dir")
+    return planned.result, planned.changed, planned.lock_path
 
 
 @pins_app.command("update")
@@ -232,21 +169,16 @@ def update(
 
 def require_covered(repo: Path, purpose: str, image: bool = False, platforms: Sequence[str] = (),
                     cli_version: Optional[str] = None, specs: Optional[Path] = None) -> list:
-    """The lock's entries when they cover what `repo` needs (with `cli_version` in place of the CLI groundctl
-    pins); GroundctlError (exit 4) naming what is missing and the command that records it. What `ci init`,
-    `fleet manifests`, the jobs and the image build call."""
-    from bootstrap.pins.artifacts import CLI, LINUX_AMD64, Want
-    from bootstrap.pins.lockfile import shortfall, shortfall_message
+    """The lock's entries when they cover what `repo` needs with this groundctl's pins; GroundctlError (exit 4)
+    naming what is missing and the command that records it. What `ci init`, `fleet manifests`, the jobs and the
+    image build call. `cli_version`: the CLI release wanted in place of groundctl's pin."""
+    from dataclasses import replace
 
-    entries, path = read_lock(repo)
-    wanted, _ = repository_wants(repo, sorted({LINUX_AMD64, *platforms}), image=image, specs=specs)
-    if cli_version:
-        wanted = [Want(CLI, cli_version, w.platform) if w.name == CLI else w for w in wanted]
-    missing = shortfall(entries, wanted)
-    if missing:
-        flags = "".join(f" --platform {p}" for p in sorted(set(platforms) - {LINUX_AMD64}))
-        raise GroundctlError(shortfall_message(str(path), missing, purpose, flags))
-    return entries
+    from bootstrap.pins.repository import require_covered as covered
+
+    wanted = pinned(image)
+    return covered(repo, replace(wanted, cli_version=cli_version) if cli_version else wanted, purpose, platforms,
+                   specs)
 
 
 @pins_app.command("check")
@@ -275,6 +207,47 @@ def base_image(repo: Path = _DIR) -> None:
     typer.echo(base_image_digest(entries, BASE_IMAGE))
 
 
+# -- the image's Dockerfile -----------------------------------------------------------------------------------
+
+@pins_app.command("dockerfile")
+def dockerfile(
+    repo: Path = _DIR,
+    install: str = typer.Option(
+        "groundctl-requirements.txt", "--install",
+        help="The repository's hashed requirements file pinning groundctl's committed wheel (as for `ci init`)."),
+    force: bool = typer.Option(False, "--force", help="Replace a groundctl.Dockerfile that differs."),
+) -> None:
+    """Write groundctl.Dockerfile into the repository: the fleet's image, built from the repository's committed
+    wheel, hashed requirements file and pins lock (base digest, CLI and plugins), never groundctl's source."""
+    from bootstrap.ci.requirements import CHECKOUT, install_run
+    from bootstrap.destinations import symlink_on_the_way, write_text
+    from bootstrap.engine.versions import BASE_IMAGE
+    from bootstrap.pins.dockerfile import DOCKERFILE, render
+    from groundctl.ci_init import _pinned_copy
+
+    if install == CHECKOUT:
+        raise BadInput("--install . installs groundctl's own checkout, which an image built from your repository "
+                       "does not have: name the repository's hashed requirements file, as for `groundctl ci init`.")
+    problems, _, wheel_dir, wheel = _pinned_copy(repo, install)
+    if problems:
+        raise BadInput(f"The image installs groundctl as the workflows do, and {'; '.join(problems)}. Nothing was "
+                       "written.")
+    text = render(install.removeprefix("./"), wheel, install_run(install.removeprefix("./"), wheel_dir), BASE_IMAGE)
+    target = repo / DOCKERFILE
+    if symlink_on_the_way(repo, DOCKERFILE) is not None:
+        raise BadInput(f"{target} has a symbolic link on its way; nothing was written. Replace it with a plain file.")
+    current = _current(target, 1 << 20)  # a Dockerfile edited by hand may be longer than ours
+    if current is not None and current != text.encode() and not force:
+        raise BadInput(f"{target} exists and differs from what this groundctl writes. Nothing was written: review "
+                       "the difference, then run again with --force (the file is groundctl's: edit nothing in it).")
+    if current != text.encode():
+        write_text(target, text, "--dir")
+    console.info(f"{DOCKERFILE}: {'unchanged' if current == text.encode() else 'written'}. Build the image at the "
+                 f"repository's root: docker build -f {DOCKERFILE} --build-arg BASE_IMAGE_DIGEST=\"$(groundctl pins "
+                 "base-image)\" -t REGISTRY/groundctl:TAG . (the lock needs the image's base: run `groundctl pins "
+                 "update` without --no-image).")
+
+
 # -- install --------------------------------------------------------------------------------------------
 
 @pins_app.command("install")
@@ -290,7 +263,7 @@ def install(
     from bootstrap.engine import versions
     from bootstrap.pins.artifacts import CLI, Want
     from bootstrap.pins.fetch import fetch
-    from bootstrap.pins.install import InstallProblem, install_cli, install_plugin
+    from bootstrap.pins.install import InstallProblem, checked_first, install_cli, install_plugin
     from bootstrap.pins.lockfile import LOCK_FILE, find, shortfall_message
 
     if cli is None and not plugins:
@@ -306,12 +279,13 @@ def install(
         raise GroundctlError(shortfall_message(str(repo / LOCK_FILE), [Want(CLI, version, chosen).label()],
                                                "Installing the Pulumi CLI"))
     try:
+        checked = checked_first([e for e in (cli_entry, *todo) if e is not None], fetch)
         if cli_entry is not None:
-            folder = install_cli(cli_entry, fetch, cli.absolute())
+            folder = install_cli(cli_entry, checked, cli.absolute())
             console.info(f"Pulumi CLI {version} ({cli_entry.file}, sha256 checked) in {folder}")
             typer.echo(str(folder))
         for entry in todo:
-            install_plugin(entry, fetch, os.environ)
+            install_plugin(entry, checked, os.environ)
             console.info(f"{entry.name} v{entry.version} ({entry.file}, sha256 checked) installed")
     except InstallProblem as exc:
         raise GroundctlError(str(exc)) from None

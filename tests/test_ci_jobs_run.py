@@ -29,6 +29,7 @@ from bootstrap.ci.workflows import (APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_
                                     REHEARSE_WORKFLOW, RESULT_CHECK)
 from bootstrap.engine.versions import PULUMI_CLI_PINNED
 from recovery.fleet import manifests as fm
+from tests.dockerfile import shipped_dockerfile
 from tests.ci_workflow import groundctl_lines, pin_groundctl, rendered, step
 from tests.conftest import REPO
 from tests.test_cli_errors import assert_refused, groundctl
@@ -85,7 +86,7 @@ def test_one_pulumi_version_everywhere(monkeypatch, capsys, repo):
     assert versions == {PULUMI_CLI_PINNED}
     # The fleet image installs the CLI the lock records for groundctl's pin (groundctl pins install --cli).
     assert "groundctl pins install --dir /src --platform linux-amd64 --cli /opt/pulumi/bin" in \
-        (REPO / "Dockerfile").read_text()
+        shipped_dockerfile()
     pin_groundctl(repo)
     assert_refused(_init(monkeypatch, capsys, repo, "--pulumi-version", "3.100.0"), 2, "older than")
     # Another CLI release than the lock's: the workflows would stop at their install step, so none is written.

@@ -69,7 +69,8 @@ def test_the_fleet_shares_one_configmap_per_manifest_and_sets_every_scratch_vari
 
 
 @pytest.mark.parametrize("manifest_path,needle", [
-    (None, "flux.manifest_path is not set, so its flux layer would download Flux's install.yaml from GitHub"),
+    (None, "flux.manifest_path is not set and the pins lock names no checked copy of its install.yaml, so its flux "
+           "layer would download Flux's install.yaml from GitHub"),
     ("https://github.com/fluxcd/flux2/releases/download/v2.4.0/install.yaml", "flux.manifest_path is a URL"),
     ("flux/not-committed.yaml", "its Flux manifest flux/not-committed.yaml could not be read"),
 ])

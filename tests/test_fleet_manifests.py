@@ -360,7 +360,7 @@ def _lint(text: str) -> subprocess.CompletedProcess:
 
 
 def test_the_dockerfile_passes_hadolint():
-    done = _lint((REPO / "Dockerfile").read_text())
+    done = _lint(shipped_dockerfile())
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -373,7 +373,7 @@ def test_hadolint_catches_a_broken_dockerfile():
 
 
 def test_the_dockerfile_is_pinned_and_runs_as_the_manifests_user():
-    text = (REPO / "Dockerfile").read_text()
+    text = shipped_dockerfile()
     base = next(line.split()[1] for line in text.splitlines() if line.startswith("FROM "))
     assert ":" in base and not base.endswith(":latest") and any(ch.isdigit() for ch in base.split(":")[1])
     # The CLI and the plugins come from the pins lock, each download checked (tests/test_pins.py holds the rest).
@@ -385,6 +385,7 @@ def test_the_dockerfile_is_pinned_and_runs_as_the_manifests_user():
 
 # -- bad input: one paragraph, exit 2, never a traceback --------------------------------------------------
 
+from tests.dockerfile import shipped_dockerfile
 from tests.test_cli_errors import assert_refused, groundctl  # noqa: E402
 
 

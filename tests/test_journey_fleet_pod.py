@@ -43,6 +43,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.dockerfile import shipped_dockerfile
 from tests.conftest import REPO
 from tests.journey import pinned_cli, stand_in_stacks
 
@@ -135,7 +136,7 @@ def _image(stage: Path, releases) -> dict:
     for release in PROVIDER_PLUGINS:
         with tarfile.open(releases.mirror.file(Want(plugin_name(release.name), release.version, LINUX_AMD64))) as tar:
             tar.extractall(plugins, filter="data")
-    dockerfile = (REPO / "Dockerfile").read_text()
+    dockerfile = shipped_dockerfile()
     group = re.search(r"groupadd --gid (\d+) (\S+)", dockerfile)
     user = re.search(r"useradd --uid (\d+) --gid (\d+) --home-dir (\S+) .*--shell (\S+) (\S+)", dockerfile)
     assert group and user, "the Dockerfile's groupadd and useradd lines"

@@ -1,13 +1,13 @@
 """groundctl's versions table (bootstrap/engine/versions.py: versions only) held everywhere it is used:
-pyproject's SDK pins and the SDKs installed here, the image's hashed requirements; and the Dockerfile held to the
-pins lock: its base image by the lock's digest, the CLI and plugins only through `groundctl pins install`, its
-lock check run as Docker runs it (its SHELL) against a lock read from the local mirror."""
+pyproject's SDK pins and the SDKs installed here; and the image's Dockerfile, which `groundctl pins dockerfile`
+writes into the adopter's repository from the template the wheel ships, held to the pins lock: its base image by
+the lock's digest, the CLI and plugins only through `groundctl pins install`, groundctl from the repository's
+committed wheel and hashed requirements; its steps run as Docker runs them (its SHELL) against a lock read from
+the local mirror."""
 
 from __future__ import annotations
 
 import inspect
-import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -23,17 +23,12 @@ from bootstrap.engine.versions import PULUMI_CLI_PINNED, PULUMI_SDK_MIN, Release
 from bootstrap.engine.versions import BASE_IMAGE
 from bootstrap.pins.artifacts import LINUX_AMD64
 from bootstrap.pins.lockfile import Entry, render
+from tests.ci_workflow import WHEEL
 from tests.conftest import REPO
+from tests.dockerfile import adopter_repository, instructions, shipped_dockerfile
+from tests.test_cli_errors import assert_refused, groundctl
 
-DOCKERFILE = REPO / "Dockerfile"
-REQUIREMENTS = REPO / "requirements" / "image.txt"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-
-
-def dockerfile_instructions() -> list[str]:
-    """Each instruction on one line (continuations joined), comments left out."""
-    text = re.sub(r"\s*\\\n\s*", " ", DOCKERFILE.read_text())
-    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 # -- the table -----------------------------------------------------------------------------------------------
@@ -63,39 +58,42 @@ def test_the_sdks_are_pinned_to_the_plugin_versions_they_ask_for():
     assert "clear_pending_creates" in inspect.signature(Stack.refresh).parameters
 
 
-# -- the image's requirements --------------------------------------------------------------------------------
+# -- the Dockerfile, written into the adopter's repository -----------------------------------------------------
 
-def requirement_lines(text: str) -> list[str]:
-    logical = re.sub(r"\\\n", " ", text)
-    return [line.split(" #", 1)[0].strip() for line in logical.splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+def test_the_dockerfile_is_written_into_the_adopters_repository_from_the_wheels_template(monkeypatch, capsys,
+                                                                                           tmp_path):
+    from bootstrap.pins.dockerfile import DOCKERFILE
 
+    repo = adopter_repository(tmp_path / "infra")
+    code, _, err = groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(repo))
+    assert code == 0 and f"docker build -f {DOCKERFILE}" in " ".join(err.split()), err
+    text = (repo / DOCKERFILE).read_text()
+    assert text == shipped_dockerfile()
+    steps = instructions(text)
+    # Only what the adopter's repository holds: the requirements file, the committed wheel, the lock, the specs.
+    copies = [s.split()[1] for s in steps if s.startswith("COPY ")]
+    assert copies == ["groundctl-requirements.txt", WHEEL, "groundctl-pins.json", "environments"]
+    assert all((repo / c).exists() for c in copies if c != "groundctl-pins.json")
+    # Again: unchanged; a file that differs is kept unless --force.
+    assert groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(repo))[0] == 0
+    (repo / DOCKERFILE).write_text(text + "RUN echo mine\n")
+    assert_refused(groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(repo)), 2,
+                   "differs from what this groundctl writes", "--force")
+    assert (repo / DOCKERFILE).read_text().endswith("RUN echo mine\n")
+    assert groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(repo), "--force")[0] == 0
+    assert (repo / DOCKERFILE).read_text() == text
+    # A repository that does not pin groundctl's wheel: said, and nothing written.
+    bare = tmp_path / "bare"
+    (bare / "environments").mkdir(parents=True)
+    assert_refused(groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(bare)), 2,
+                   "groundctl-requirements.txt is not a readable file", "Nothing was written")
+    assert not (bare / DOCKERFILE).exists()
+    assert_refused(groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(repo), "--install", "."), 2,
+                   "name the repository's hashed requirements file")
 
-def test_the_images_requirements_pin_every_dependency_of_pyproject_with_hashes():
-    text = REQUIREMENTS.read_text()
-    command = next(line for line in text.splitlines() if line.startswith("#    pip-compile "))
-    for flag in ("--generate-hashes", "--allow-unsafe", "--all-build-deps", "--no-emit-index-url",
-                 "--no-emit-find-links", "pyproject.toml", "--output-file=requirements/image.txt"):
-        assert flag in command, flag
-    pins = {}
-    for line in requirement_lines(text):
-        assert not line.startswith("-"), f"an option line ({line.split()[0]}) is a host's setting, not a pin"
-        requirement, *hashes = line.split()
-        name, pinned = requirement.split("==")
-        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), name
-        pins[name.lower()] = pinned
-    wanted = [Requirement(d) for d in PYPROJECT["project"]["dependencies"] + PYPROJECT["build-system"]["requires"]]
-    for requirement in wanted:
-        assert requirement.name.lower() in pins, f"{requirement.name} is not in {REQUIREMENTS.name}"
-        assert requirement.specifier.contains(pins[requirement.name.lower()], prereleases=True), requirement
-    for release in versions.PROVIDER_PLUGINS:
-        assert pins[release.sdk] == release.version
-
-
-# -- the Dockerfile ------------------------------------------------------------------------------------------
 
 def test_the_dockerfile_takes_its_base_digest_cli_and_plugins_from_the_lock():
-    steps = dockerfile_instructions()
+    steps = instructions(shipped_dockerfile())
     text = " ".join(steps)
     assert steps[0] == "ARG BASE_IMAGE_DIGEST=not-recorded"
     assert steps[1] == f"FROM {BASE_IMAGE}@${{BASE_IMAGE_DIGEST}}" and steps[2] == "ARG BASE_IMAGE_DIGEST"
@@ -111,41 +109,55 @@ def test_the_dockerfile_takes_its_base_digest_cli_and_plugins_from_the_lock():
     assert "groundctl pins install --dir /src --platform linux-amd64 --cli /opt/pulumi/bin" in runs[install]
     assert "PULUMI_HOME=/opt/pulumi/home groundctl pins install --dir /src --platform linux-amd64 --plugins" in \
         runs[install]
-    # groundctl's dependencies come only from the hashed file; groundctl itself resolves and downloads nothing.
+    # groundctl and its dependencies come only from the repository's hashed file, installed as the workflows do.
     installs = [s for s in steps if "pip install" in s]
-    assert installs[0] == "RUN pip install --no-cache-dir --require-hashes -r /src/requirements/image.txt"
-    assert installs[1].startswith("RUN pip install --no-cache-dir --no-deps --no-build-isolation --no-index /src ")
+    assert len(installs) == 1 and "python -m pip install --require-hashes -r" in installs[0]
+    assert runs.index(installs[0]) < check
 
 
 def _docker_run(index: int, src: Path, opt: Path, env: dict) -> subprocess.CompletedProcess:
-    """The Dockerfile's RUN after its lock arrives (`index` 0: the check, 1: the installs), run as Docker runs it
-    (its SHELL, the ARG in the environment), with /src and /opt/pulumi here; groundctl this checkout's."""
-    runs = [s for s in dockerfile_instructions() if s.startswith("RUN ") and "groundctl pins" in s]
+    """The written Dockerfile's RUN `index` (0: groundctl's install, 1: the lock check, 2: the installs from the
+    lock), run as Docker runs it (its SHELL, the ARG in the environment, in its WORKDIR), with /src and
+    /opt/pulumi here; `pip` and groundctl this checkout's (a shim), the user commands left out."""
+    runs = [s for s in instructions((src / "groundctl.Dockerfile").read_text()) if s.startswith("RUN ")]
     script = runs[index][4:].replace("/src", str(src)).replace("/opt/pulumi", str(opt))
     shim = opt.parent / "shim"
     shim.mkdir(parents=True, exist_ok=True)
     (shim / "groundctl").write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m groundctl "$@"\n')
-    (shim / "groundctl").chmod(0o755)
+    # The install step's pip: records the requirements file it is given (the image's real pip needs PyPI).
+    (shim / "python").write_text(f'#!/bin/sh\nfor a; do last="$a"; done\n[ "$3" = install ] && cp "$last" '
+                                 f'"{opt.parent}/installed.txt"; exit 0\n')
+    for name in ("groundctl", "python", "groupadd", "useradd"):
+        if not (shim / name).exists():
+            (shim / name).write_text("#!/bin/sh\nexit 0\n")
+        (shim / name).chmod(0o755)
     path = f"{opt}/bin:{opt}/plugins:{shim}:/usr/bin:/bin"
-    return subprocess.run(["/bin/bash", "-o", "pipefail", "-c", script], capture_output=True, text=True,
-                          timeout=300, env={"PATH": path, "HOME": str(opt.parent), **env})
+    return subprocess.run(["/bin/bash", "-o", "pipefail", "-c", script.replace("mkdir -p /work/environments", "true")],
+                          capture_output=True, text=True, timeout=300, cwd=src,
+                          env={"PATH": path, "HOME": str(opt.parent), **env})
 
 
-def test_the_image_build_checks_the_lock_and_installs_from_it_as_docker_runs_it(tmp_path, release_mirror):
-    src, opt = tmp_path / "src", tmp_path / "opt" / "pulumi"
-    shutil.copytree(REPO / "environments", src / "environments")
+def test_the_image_build_checks_the_lock_and_installs_from_it_as_docker_runs_it(monkeypatch, capsys, tmp_path,
+                                                                                 release_mirror):
+    src, opt = adopter_repository(tmp_path / "src"), tmp_path / "opt" / "pulumi"
+    assert groundctl(monkeypatch, capsys, "pins", "dockerfile", "--dir", str(src))[0] == 0
+    # groundctl's install: the requirements file's file: URL pointed at the committed wheel, hashes still required.
+    done = _docker_run(0, src, opt, {})
+    assert done.returncode == 0, done.stderr
+    installed = (tmp_path / "opt" / "installed.txt").read_text()
+    assert installed.startswith(f"./{WHEEL} ") and "--hash=sha256:" in installed
     digest = "sha256:" + "b" * 64
     # No lock: the build stops at the check, naming the command that records it.
-    done = _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": digest})
+    done = _docker_run(1, src, opt, {"BASE_IMAGE_DIGEST": digest})
     assert done.returncode == 4 and "`groundctl pins update" in done.stderr, done.stderr
     entries = release_mirror.entries(src)
     base = Entry("base-image", BASE_IMAGE, "any", BASE_IMAGE, "b" * 64, "https://registry-1.docker.io/v2/library/"
                  "python/manifests/3.11.11-slim-bookworm")
     (src / "groundctl-pins.json").write_text(render([*entries, base]))
-    wrong = _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": "sha256:" + "c" * 64})
+    wrong = _docker_run(1, src, opt, {"BASE_IMAGE_DIGEST": "sha256:" + "c" * 64})
     assert wrong.returncode == 1 and f"not the lock's {digest}" in wrong.stderr, wrong.stderr
-    assert _docker_run(0, src, opt, {"BASE_IMAGE_DIGEST": digest}).returncode == 0
-    done = _docker_run(1, src, opt, {})
+    assert _docker_run(1, src, opt, {"BASE_IMAGE_DIGEST": digest}).returncode == 0
+    done = _docker_run(2, src, opt, {})
     assert done.returncode == 0, done.stderr
     assert (opt / "bin" / "pulumi").is_file()
     linked = sorted(p.name for p in (opt / "plugins").iterdir())

@@ -67,7 +67,11 @@ def test_update_records_every_artifact_sorted_with_the_urls_read_and_check_accep
         want = Want(e.name, e.version, e.platform)
         assert e.url == want.url(mirror.url) and e.checksums_url == want.checksums_url(mirror.url)
         assert f"{e.sha256}  {e.file}" in Path(mirror.mirror.file(want).with_name(want.checksums_file)).read_text()
-    assert set(report["read"]) == {e.checksums_url for e in entries}  # each checksums file read once
+    # Each checksums file read once; Flux's install.yaml too, checked and written where the specs read it.
+    flux = next(e for e in entries if e.name == FLUX)
+    assert sorted(report["read"]) == sorted({e.checksums_url for e in entries} | {flux.url})
+    assert report["files"] == ["manifests/flux-v2.4.0.yaml"] and flux.path == "manifests/flux-v2.4.0.yaml"
+    assert (repo / flux.path).read_bytes() == FLUX_MANIFEST.read_bytes()
     assert text.count("\n    {") == len(entries)  # one artifact a line: a bump is a small diff
     # Again: nothing changes, and the platform stays recorded without --platform.
     code, out, err = update(monkeypatch, capsys, repo, mirror.url, "--json")
@@ -110,16 +114,19 @@ def test_a_specs_flux_manifest_path_gets_the_checked_release_file(monkeypatch, c
                                              "  version: v2.4.0\n  manifest_path: flux/install.yaml\n"))
     code, _, err = update(monkeypatch, capsys, repo, mirror.url)
     assert code == 0, err
+    # The file dev names, and the default copy the specs that name none read through the lock.
     assert (repo / "flux" / "install.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
+    assert (repo / "manifests" / "flux-v2.4.0.yaml").read_bytes() == FLUX_MANIFEST.read_bytes()
     flux = next(e for e in parse((repo / LOCK_FILE).read_bytes()) if e.name == FLUX)
-    assert flux.path == "flux/install.yaml"
+    assert flux.path == "manifests/flux-v2.4.0.yaml"
     # A mirror serving another install.yaml than its checksums line: nothing is written.
-    (repo / "flux" / "install.yaml").unlink()
+    shutil.rmtree(repo / "flux")
+    shutil.rmtree(repo / "manifests")
     (repo / LOCK_FILE).unlink()
     mirror.mirror.file(Want(FLUX, "2.4.0", ANY)).write_bytes(b"kind: Namespace\n")
     assert_refused(update(monkeypatch, capsys, repo, mirror.url), 4, "install.yaml has sha256",
                    "the mirror serves another file", "Nothing was written")
-    assert not (repo / "flux" / "install.yaml").exists() and not (repo / LOCK_FILE).exists()
+    assert not (repo / "flux").exists() and not (repo / "manifests").exists() and not (repo / LOCK_FILE).exists()
 
 
 def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypatch, capsys, repo, mirror, tmp_path):
@@ -139,11 +146,14 @@ def test_install_checks_each_download_and_installs_nothing_that_differs(monkeypa
 
 # -- bad input: exit 2 or 4, the file and the fix named, nothing half-written --------------------------------
 
+def _files(repo: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*")) if p.is_file()}
+
+
 def _refused_and_untouched(monkeypatch, capsys, repo, url, code, *needles):
-    before = (repo / LOCK_FILE).read_bytes() if (repo / LOCK_FILE).exists() else None
+    before = _files(repo)  # the lock and every Flux copy as they were, and no temporary file left
     assert_refused(update(monkeypatch, capsys, repo, url), code, *needles)
-    after = (repo / LOCK_FILE).read_bytes() if (repo / LOCK_FILE).exists() else None
-    assert after == before and not list(repo.glob(f".{LOCK_FILE}.*"))
+    assert _files(repo) == before
 
 
 def test_a_checksums_file_without_the_needed_entry(monkeypatch, capsys, repo, mirror):
@@ -219,6 +229,69 @@ def test_a_slow_mirror_is_given_up_on_within_the_deadline():
         stop.set()
         server.shutdown()
         server.server_close()
+
+
+def test_a_slow_mirror_stops_the_update_by_its_deadline_and_writes_nothing(repo):
+    """`pins update` as `groundctl init` calls it, over a fetch with a short deadline (the CLI's is
+    DEFAULT_DEADLINE_SECONDS a file): a mirror that accepts and never answers stops it, naming the mirror."""
+    from functools import partial
+
+    from bootstrap.kit.errors import GroundctlError
+    from bootstrap.pins.update import Sources
+    from groundctl.pins import record_pins
+
+    stop = threading.Event()
+
+    class Silent(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            stop.wait(60)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = _files(repo)
+    try:
+        started = time.monotonic()
+        with pytest.raises(GroundctlError) as err:
+            record_pins(repo, partial(fetch, deadline=3), Sources(f"http://127.0.0.1:{server.server_address[1]}"),
+                        image=False)
+        assert time.monotonic() - started < 30  # 3 s, plus slack for a loaded machine
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    assert "deadline" in err.value.message and "GROUNDCTL_RELEASE_MIRROR" in err.value.message
+    assert f"The lock {repo / LOCK_FILE} was left as it was" in err.value.message and _files(repo) == before
+
+
+def _pulumi_stand_in(tmp_path) -> tuple[dict, Path]:
+    """A `pulumi` on PATH that writes down every call (the install under test must never reach it)."""
+    bin_dir, calls = tmp_path / "pulumi-bin", tmp_path / "pulumi-calls"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    (bin_dir / "pulumi").chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PULUMI_HOME": str(tmp_path / "home")}, calls
+
+
+@pytest.mark.parametrize("served,needle", [
+    (lambda body: body + b"\0", "but the lock records"),  # a tarball whose digest differs
+    (lambda body: b"<!DOCTYPE html><html><body>Sign in</body></html>", "answered an HTML page"),
+])
+def test_a_download_that_is_not_the_locked_file_installs_nothing(monkeypatch, capsys, repo, mirror, tmp_path,
+                                                                 served, needle):
+    """The last plugin's download differs: neither the CLI nor the plugins before it are installed."""
+    assert update(monkeypatch, capsys, repo, mirror.url)[0] == 0
+    last = max(versions.PROVIDER_PLUGINS, key=lambda r: r.name)
+    tarball = mirror.mirror.file(Want(plugin_name(last.name), last.version, LINUX_AMD64))
+    tarball.write_bytes(served(tarball.read_bytes()))
+    env, calls = _pulumi_stand_in(tmp_path)
+    assert_refused(groundctl(monkeypatch, capsys, "pins", "install", "--dir", str(repo), "--platform", LINUX_AMD64,
+                             "--cli", str(tmp_path / "cli"), "--plugins", env=env), 4,
+                   tarball.name, needle, "Nothing was installed")
+    assert not calls.exists() and not (tmp_path / "cli").exists() and not (tmp_path / "home").exists()
 
 
 @pytest.mark.parametrize("edit,needle", [

@@ -229,6 +229,48 @@ def test_the_printed_install_command_sets_pulumi_home_to_the_paths_very_bytes(ho
     assert seen.read_bytes() == os.fsencode(home)
 
 
+def test_the_preflight_prints_the_locks_checked_install_and_it_installs_nothing_that_differs(tmp_path, monkeypatch):
+    """With the repository's lock in the working folder, the preflight's message carries the complete install
+    command, the lock's digest in it (no value to fetch by hand); run as printed, a download with other bytes
+    stops at `sha256sum --check` and Pulumi is never called; the lock's bytes are installed."""
+    import dataclasses
+    import hashlib
+    import re
+
+    from bootstrap.pins.lockfile import render
+
+    version = sdk_version("pulumi_aws")
+    tarball = b"the aws plugin's release tarball"
+    entry = dataclasses.replace(_entry(version), sha256=hashlib.sha256(tarball).hexdigest())
+    (tmp_path / "groundctl-pins.json").write_text(render([entry]))
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    with pytest.raises(EngineError) as raised:
+        plugins.require_plugins(program_needs(["network"]), {"PULUMI_HOME": str(home), "PATH": str(tmp_path)},
+                                LINUX_AMD64)
+    message = raised.value.message
+    assert "<sha256>" not in message and f'echo "{entry.sha256}  $t" | sha256sum --check --strict -' in message
+    (shown,) = re.findall(r"`(t=[^`]+)`", message)
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    served = tmp_path / "served"
+    (bin_dir / "curl").write_text(f"#!{sys.executable}\nimport sys\n"
+                                  f"open(sys.argv[sys.argv.index('-o') + 1], 'wb').write(open({str(served)!r}, 'rb')"
+                                  ".read())\n")
+    (bin_dir / "pulumi").write_text(f"#!/bin/sh\necho \"$@\" > {seen}\n")
+    for tool in ("curl", "pulumi"):
+        (bin_dir / tool).chmod(0o755)
+    served.write_bytes(tarball + b"\0")  # a mirror serving other bytes than the lock checked
+    done = subprocess.run(["bash", "-c", shown], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "FAILED" in done.stdout + done.stderr and not seen.exists()
+    served.write_bytes(tarball)
+    done = subprocess.run(["bash", "-c", shown], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text().startswith(f"plugin install resource aws v{version} --file ")
+
+
 def test_an_engine_that_runs_no_pulumi_program_needs_no_plugin():
     preflight.require_engine(object(), ["network"], {"PULUMI_HOME": "/nonexistent"})
 

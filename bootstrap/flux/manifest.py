@@ -27,11 +27,11 @@ from typing import Optional
 
 from bootstrap.kit.errors import SpecError
 from bootstrap.kit.user_files import UnusableFile, read_user_file
+from bootstrap.pins.repository import PLACEHOLDER_SHA256  # environments/prod.yaml's: never the digest of any file
 from stacks.common.manifest import MAX_MANIFEST_BYTES, RELEASE_URL, is_url, mismatch, sha256_hex
 
 FIELD = "flux.manifest_path"
 DIGEST_FIELD = "flux.manifest_sha256"
-PLACEHOLDER_SHA256 = "0" * 64  # environments/prod.yaml's: never the digest of any file
 
 
 def repository_of(spec_file: Path) -> Path:
@@ -87,8 +87,11 @@ def placeholder_text(spec, actual: Optional[str] = None) -> str:
     found = (f"; the file it names has sha256 {actual}, which is the one to record only once it matches that line"
              if actual else "")
     return (f"is the example's placeholder ({PLACEHOLDER_SHA256[:8]}…, 64 zeros), not the digest Flux published for "
-            f"{version}'s install.yaml: no manifest has it, so the flux layer could never be applied; record the "
-            f"real one: the install.yaml line of flux_{version.lstrip('v')}_checksums.txt from "
+            f"{version}'s install.yaml: no manifest has it, so the flux layer could never be applied, and the "
+            "repository's pins lock (groundctl-pins.json), whose digest takes its place, does not record it: run "
+            "`groundctl pins update` in the repository (it reads the release's checksums file, checks its cosign "
+            "signature and records the digest), review and commit the lock; or replace the placeholder by hand "
+            f"with the install.yaml line of flux_{version.lstrip('v')}_checksums.txt from "
             f"https://github.com/fluxcd/flux2/releases/download/{version}/ (check its cosign signature first), as "
             f"'Pinning the Flux install manifest' (groundctl's docs/flux-manifest.md) shows{found}")
 

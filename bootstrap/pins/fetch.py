@@ -76,6 +76,8 @@ def _read_once(url: str, max_bytes: int, until: float, headers: Mapping[str, str
         raise
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):  # connected (or not) but no answer: a stalled mirror, not a refusal
+            raise FetchProblem(url, "no answer within the deadline (a stalled mirror or proxy?)", retry=True) from None
         raise FetchProblem(url, f"cannot connect ({reason})", retry=True) from None
 
 

@@ -49,6 +49,17 @@ def checked_download(entry: Entry, fetch: Callable[..., Answer]) -> bytes:
     return body
 
 
+def checked_first(entries: list[Entry], fetch: Callable[..., Answer]) -> Callable[..., Answer]:
+    """Download every entry's file and check each against the lock before anything is installed; a fetch that
+    serves those checked bytes, so a later file that differs leaves nothing installed by an earlier one."""
+    bodies = {e.url: checked_download(e, fetch) for e in entries}
+
+    def served(url: str, **_kwargs) -> Answer:
+        return Answer(bodies[url], {}, url)
+
+    return served
+
+
 def install_plugin(entry: Entry, fetch: Callable[..., Answer], env: Mapping[str, str], pulumi: str = "pulumi",
                    run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> None:
     """Install the resource plugin `entry` names with Pulumi, from its checked tarball."""

@@ -67,7 +67,7 @@ def update_pins(wanted: Sequence[Want], fetch: Callable[..., Answer], sources: S
 
     `verify_flux(want, checksums, sig, pem)` returns the lock's note on the signature, raising UpdateProblem when
     it does not verify; None leaves Flux's signature unchecked, which the lock records. `flux_paths` maps a Flux
-    version to the repository paths its install.yaml is written to (the specs' relative flux.manifest_path)."""
+    version to the repository paths its install.yaml is written to, the one the lock records first."""
     result = Result([])
     parsed: dict[str, dict[str, str]] = {}
     signatures: dict[str, str] = {}
@@ -105,7 +105,7 @@ def update_pins(wanted: Sequence[Want], fetch: Callable[..., Answer], sources: S
         file_url = want.url(sources.release_base)
         entry = Entry(want.name, want.version, want.platform, want.file, digest, file_url, url, signature)
         if want.name == FLUX:
-            paths = sorted(set(flux_paths.get(want.version, ())))
+            paths = list(dict.fromkeys(flux_paths.get(want.version, ())))  # the first is the lock's `path`
             if paths:
                 body = _get(fetch, file_url, MAX_MANIFEST_BYTES, result.read, "Flux's install.yaml")
                 actual = hashlib.sha256(body).hexdigest()

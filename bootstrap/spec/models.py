@@ -9,7 +9,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bootstrap.spec import cron, rules
 
@@ -381,8 +381,8 @@ class EnvironmentSpec(_Model):
         return v
 
     @model_validator(mode="after")
-    def _production_rules(self) -> "EnvironmentSpec":
-        return _holds(self, rules.environment_problem(self))
+    def _production_rules(self, info: ValidationInfo) -> "EnvironmentSpec":
+        return _holds(self, rules.environment_problem(self, (info.context or {}).get("flux_lock", "")))
 
     @property
     def flux_path(self) -> str:

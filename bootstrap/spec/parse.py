@@ -11,6 +11,8 @@ from typing import Optional
 from pydantic import BaseModel, ValidationError
 
 from bootstrap.kit.errors import BadInput, SpecError
+from bootstrap.flux.locked import fill as fill_from_lock
+from bootstrap.flux.manifest import repository_of
 from bootstrap.flux.manifest import resolve as resolve_manifest
 from bootstrap.spec.models import EnvironmentSpec
 from bootstrap.spec.spec_file import bounded_quotes, bundled_notice, check_name, environments_dir, read_spec_data, spec_path
@@ -82,12 +84,13 @@ def _problem(err: dict) -> tuple[str, str]:
     return where, bounded_quotes(f"{msg}{'; ' + fix if fix else ''}")
 
 
-def parse_spec(data: object, source: str) -> EnvironmentSpec:
-    """Validate already-loaded YAML data; `source` names the file in errors."""
+def parse_spec(data: object, source: str, flux_lock: str = "") -> EnvironmentSpec:
+    """Validate already-loaded YAML data; `source` names the file in errors, `flux_lock` what the repository's
+    pins lock lacks for a spec that leaves its Flux manifest's digest to it (bootstrap.flux.locked)."""
     if not isinstance(data, dict):
         raise SpecError(source, [("(top level)", "the file must hold a YAML mapping of keys")])
     try:
-        return EnvironmentSpec.model_validate(data)
+        return EnvironmentSpec.model_validate(data, context={"flux_lock": flux_lock})
     except ValidationError as exc:
         raise SpecError(source, [_problem(e) for e in exc.errors()]) from None
 
@@ -102,8 +105,8 @@ def load_spec(name_or_path: str, base: Optional[Path] = None) -> EnvironmentSpec
             f"No environment spec at {path}. Give an environment name from {base} "
             f"({', '.join(known) or 'none found'}) or a path to a spec file."
         )
-    data = read_spec_data(path)
-    spec = resolve_manifest(parse_spec(data, str(path)), path)
+    data, lacking = fill_from_lock(read_spec_data(path), repository_of(path))
+    spec = resolve_manifest(parse_spec(data, str(path), lacking), path)
     if path.suffix in (".yaml", ".yml") and path.parent == base and spec.name != path.stem:
         raise SpecError(
             str(path), [("name", f"'{spec.name}' differs from the file name '{path.stem}'; make them equal")]

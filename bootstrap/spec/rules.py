@@ -77,14 +77,23 @@ def manifest_path_problem(path: str) -> Optional[str]:
     return None
 
 
-def environment_problem(spec: EnvironmentSpec) -> Optional[str]:
-    """What production demands, and a service range outside the VPC."""
+def environment_problem(spec: EnvironmentSpec, flux_lock: str = "") -> Optional[str]:
+    """What production demands, and a service range outside the VPC. `flux_lock`: what the repository's pins
+    lock lacks for this spec's Flux manifest (bootstrap.flux.locked), said with the fix."""
     fx = spec.flux
-    if fx.manifest_sha256 is None and (spec.production or (fx.manifest_path or "").startswith(("http://", "https://"))):
-        why = "a production environment" if spec.production else "a manifest fetched from a URL"
-        return (f"flux.manifest_sha256: {why} must pin the Flux install manifest by its sha256; record the digest "
-                f"Flux publishes for {fx.version}'s install.yaml (flux_{fx.version.lstrip('v')}_checksums.txt, "
-                "see 'Pinning the Flux install manifest', groundctl's docs/flux-manifest.md)")
+    url = (fx.manifest_path or "").startswith(("http://", "https://"))
+    if fx.manifest_sha256 is None and url:
+        return (f"flux.manifest_sha256: a manifest fetched from a URL must be pinned by its sha256; record the "
+                f"digest Flux publishes for {fx.version}'s install.yaml (flux_{fx.version.lstrip('v')}_checksums.txt"
+                "), or drop flux.manifest_path and run `groundctl pins update`, which records it in the "
+                "repository's groundctl-pins.json (groundctl's docs/flux-manifest.md)")
+    if fx.manifest_sha256 is None and spec.production:
+        lacking = f", and {flux_lock}" if flux_lock else ""
+        return (f"flux.manifest_sha256: a production environment must pin the Flux install manifest by its sha256"
+                f"{lacking}: run `groundctl pins update` in the repository (it reads flux_{fx.version.lstrip('v')}"
+                "_checksums.txt, checks its signature and records install.yaml's digest in groundctl-pins.json, "
+                "which `spec check` and `up` read), review and commit the lock; or set flux.manifest_sha256 by "
+                "hand (groundctl's docs/flux-manifest.md)")
     if spec.production and not spec.flux.ref.pinned:
         return (
             f"flux.ref: this is the branch '{spec.flux.ref.branch}', but a production environment must "

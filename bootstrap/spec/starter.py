@@ -80,9 +80,9 @@ PLACES = {
         "environment.\n"),
     f"{MANIFEST_DIR}/README.md": (
         "# Flux install manifests\n\n"
-        "The fleet's pods have no network: a spec's Flux install manifest (`install.yaml` of its `flux.version`,\n"
-        "checked against the release's published digest) is kept here and named in the spec's\n"
-        "`flux.manifest_path` (e.g. `manifests/flux-v2.4.0.yaml`), from where `groundctl fleet manifests` mounts it.\n"),
+        "The fleet's pods have no network: `groundctl pins update` writes each spec's Flux install manifest here\n"
+        "(`install.yaml` of its `flux.version` as `flux-v<version>.yaml`), checked against the digest it records in\n"
+        "the pins lock. Specs read it through the lock, `groundctl fleet manifests` mounts it; commit it with the lock.\n"),
 }
 
 

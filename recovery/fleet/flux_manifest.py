@@ -4,7 +4,10 @@ The pods reach AWS and the cluster's API, not GitHub, and a drift check or drill
 every run would depend on it anyway. So each environment's spec must name a manifest file (flux.manifest_path):
 a repository file (a relative path: the repository is the folder holding environments/, the pod's /work) is put
 into a ConfigMap and mounted read-only at the same place under /work; an absolute path is read from the image,
-which must hold it. No manifest_path (the release URL) or an https:// one is refused.
+which must hold it. A spec that names none reads the checked copy the repository's pins lock names
+(`groundctl pins update` writes it; bootstrap.flux.locked): that copy is mounted the same way, and the lock beside
+the specs at /work/groundctl-pins.json, where the pod's groundctl finds the copy and its digest. No manifest at
+all (the release URL) or an https:// one is refused.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ def written_path(spec_text: str) -> Optional[str]:
 
 def problem(name: str, written: Optional[str], text: Optional[str]) -> Optional[str]:
     """Why environment `name`'s pods could not read their Flux manifest without the network; None when they can."""
-    fix = ("commit the release's install.yaml to the repository and name it in flux.manifest_path (the pods mount "
-           "it), or give the absolute path of a copy built into the image")
+    fix = ("run `groundctl pins update` in the repository, which writes the release's install.yaml, checked, where "
+           "the pins lock names it (the pods mount it), and commit both; or name a committed copy in "
+           "flux.manifest_path, or the absolute path of a copy built into the image")
     if written is None:
-        return (f"{name}: flux.manifest_path is not set, so its flux layer would download Flux's install.yaml from "
-                f"GitHub on every run, which the pods cannot reach: {fix}")
+        return (f"{name}: flux.manifest_path is not set and the pins lock names no checked copy of its "
+                f"install.yaml, so its flux layer would download Flux's install.yaml from GitHub on every run, which "
+                f"the pods cannot reach: {fix}")
     if written.startswith(("http://", "https://")):
         return f"{name}: flux.manifest_path is a URL ({written[:120]}), fetched on every run: {fix}"
     if not written.startswith("/") and text is None:
@@ -67,3 +72,18 @@ def configmaps(texts: list[str], ns: str, meta) -> list[dict]:
     by_name = {configmap_name(t): t for t in texts}
     return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name, ns), "data": {KEY: by_name[name]}}
             for name in sorted(by_name)]
+
+
+LOCK_KEY = "groundctl-pins.json"
+LOCK_CONFIGMAP = "groundctl-pins"
+
+
+def lock_mount() -> tuple[dict, dict]:
+    """(volume, volumeMount) that puts the repository's pins lock at the pod's repository root."""
+    volume = {"name": "pins-lock", "configMap": {"name": LOCK_CONFIGMAP, "items": [{"key": LOCK_KEY,
+                                                                                      "path": LOCK_KEY}]}}
+    return volume, {"name": "pins-lock", "mountPath": f"{WORKDIR}/{LOCK_KEY}", "subPath": LOCK_KEY, "readOnly": True}
+
+
+def lock_configmap(text: str, ns: str, meta) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(LOCK_CONFIGMAP, ns), "data": {LOCK_KEY: text}}

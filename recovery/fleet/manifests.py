@@ -67,15 +67,25 @@ class SpecFile:
     filename: str
     text: str
     manifest_text: Optional[str] = None  # the repository's Flux manifest a relative flux.manifest_path names
+    # For a spec that names no manifest: the checked copy the repository's pins lock names (bootstrap.flux.locked),
+    # and the lock's text, which the pod reads beside its spec to find the copy and its digest.
+    locked_path: Optional[str] = None
+    lock_text: Optional[str] = None
 
     @property
     def flux_manifest_path(self) -> Optional[str]:
-        return flux_manifest.written_path(self.text)
+        return flux_manifest.written_path(self.text) or self.locked_path
 
     def flux_manifest_mount(self) -> Optional[tuple[dict, dict]]:
         """(volume, volumeMount) of a repository manifest; None for one in the image."""
         written = self.flux_manifest_path
         return flux_manifest.mount(written, self.manifest_text) if written else None
+
+    def lock_mount(self) -> Optional[tuple[dict, dict]]:
+        """(volume, volumeMount) of the pins lock, for a spec whose manifest the lock names; None otherwise."""
+        if not (self.locked_path and self.lock_text is not None and flux_manifest.written_path(self.text) is None):
+            return None
+        return flux_manifest.lock_mount()
 
 
 @dataclass(frozen=True)
@@ -147,7 +157,7 @@ def resources(kind: str, spec, memory_limit: Optional[str] = None) -> dict:
     return out
 
 
-def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, manifest: Optional[dict],
+def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, extra_mounts: list[dict],
                memory_limit: Optional[str] = None) -> dict:
     env = [{"name": "HOME", "value": SCRATCH},
            {"name": "TMPDIR", "value": SCRATCH},
@@ -168,7 +178,7 @@ def _container(image: str, args: list[str], spec_file: SpecFile, kind: str, mani
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": mounts + ([manifest] if manifest else []),
+        "volumeMounts": mounts + extra_mounts,
     }
 
 
@@ -185,16 +195,18 @@ def cronjob(name: str, ns: str, spec_file: SpecFile, *, image: str, schedule: st
             memory_limit: Optional[str] = None) -> dict:
     environment = spec_file.spec.name
     volume, mount = spec_file.flux_manifest_mount() or (None, None)
+    lock_volume, lock_mount = spec_file.lock_mount() or (None, None)
     pod = {
         "serviceAccountName": service_account_name,
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [_container(image, args, spec_file, kind, mount, memory_limit)],
+        "containers": [_container(image, args, spec_file, kind, [m for m in (mount, lock_mount) if m],
+                                  memory_limit)],
         "volumes": [{"name": "spec", "configMap": {"name": CONFIGMAP, "items": [
                         {"key": spec_file.filename, "path": f"{environment}.yaml"}]}},
-                    {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}] + ([volume] if volume else []),
+                    {"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}] + [v for v in (volume, lock_volume) if v],
     }
     return {
         "apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(name, ns, environment),
@@ -275,6 +287,9 @@ def render(files: list[SpecFile], *, image: str, ns: str = "groundctl", memory_l
                      "drift records at its pace")
     out: list[dict] = [namespace(ns), specs_configmap(runnable, ns)]
     out += flux_manifest.configmaps([f.manifest_text for f in runnable if f.flux_manifest_mount()], ns, _meta)
+    lock = next((f.lock_text for f in runnable if f.lock_mount()), None)
+    if lock is not None:
+        out.append(flux_manifest.lock_configmap(lock, ns, _meta))
     jobs: list[dict] = []
     for f in runnable:
         s, when = f.spec, schedules(f.spec)

@@ -1,15 +1,17 @@
-# The image `groundctl fleet manifests` schedules: groundctl, the Pulumi CLI and the provider plugins
-# its layers use, run as a non-root user. Everything is pinned, so two runs a month apart are the
-# same software: the base image by digest; groundctl's Python dependencies by requirements/image.txt,
-# each package by version and sha256 (compiled from pyproject.toml's pins); the Pulumi CLI and the
-# plugins by the repository's pins lock (groundctl-pins.json, written by `groundctl pins update`), each
-# download checked against the sha256 it records before anything is installed. Build it where the lock is,
-# with the base image's digest from the lock:
-#   docker build --build-arg BASE_IMAGE_DIGEST="$(groundctl pins base-image)" -t REGISTRY/groundctl:0.1.0 .
+# The image `groundctl fleet manifests` schedules, written into this repository by `groundctl pins dockerfile`:
+# groundctl, the Pulumi CLI and the provider plugins its layers use, run as a non-root user. Everything is
+# pinned, so two runs a month apart are the same software: the base image by the digest the pins lock records;
+# groundctl and its Python dependencies by this repository's hashed requirements file (@REQUIREMENTS@), whose
+# groundctl wheel is the one committed here; the Pulumi CLI and the plugins by the pins lock (groundctl-pins.json,
+# written by `groundctl pins update`), each download checked against the sha256 it records before anything is
+# installed. Build it at the repository's root, with the base image's digest from the lock:
+#   docker build -f groundctl.Dockerfile --build-arg BASE_IMAGE_DIGEST="$(groundctl pins base-image)" \
+#     -t REGISTRY/groundctl:TAG .
 # linux/amd64 only (the lock's default platform). Without the digest the build stops at FROM ("invalid
-# reference format"); a lock that lacks anything stops it at its first RUN, naming the command to run.
+# reference format"); a lock that lacks anything stops it at the RUN after the lock, naming the command to run.
+# Write it again with `groundctl pins dockerfile --force` after upgrading groundctl; do not edit it by hand.
 ARG BASE_IMAGE_DIGEST=not-recorded
-FROM python:3.11.11-slim-bookworm@${BASE_IMAGE_DIGEST}
+FROM @BASE_IMAGE@@${BASE_IMAGE_DIGEST}
 ARG BASE_IMAGE_DIGEST
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -21,17 +23,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# groundctl's dependencies, every file checked against its sha256; then groundctl itself, with nothing
-# resolved or downloaded (the file above installed everything it needs, its build backend too).
-COPY requirements/image.txt /src/requirements/image.txt
-RUN pip install --no-cache-dir --require-hashes -r /src/requirements/image.txt
-COPY pyproject.toml README.md /src/
-COPY groundctl /src/groundctl
-COPY bootstrap /src/bootstrap
-COPY recovery /src/recovery
-COPY stacks /src/stacks
-RUN pip install --no-cache-dir --no-deps --no-build-isolation --no-index /src \
-    && pip check \
+# groundctl and its dependencies, every file checked against its sha256, as the workflows install them (a
+# `file:` URL pip-compile wrote on another machine pointed at the wheel committed here: the same bytes).
+WORKDIR /src
+COPY @REQUIREMENTS@ /src/@REQUIREMENTS@
+@COPY_WHEEL@
+RUN GROUNDCTL_INSTALL=@REQUIREMENTS@ \
+    && @INSTALL@ \
+    && python -m pip check \
     && groupadd --gid 10001 groundctl \
     && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin groundctl \
     && mkdir -p /work/environments
