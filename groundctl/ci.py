@@ -13,12 +13,10 @@ from typing import Optional
 import typer
 
 from bootstrap.kit.errors import BadInput
-from groundctl.cli import app
 from groundctl.common import Group
 
 ci_app = typer.Typer(cls=Group, help="Pull-request plans, merge applies and drift checks on GitHub Actions.",
-                     no_args_is_help=True)
-app.add_typer(ci_app, name="ci")
+                     no_args_is_help=True)  # its modules import it, so it does not import the app: cli adds it
 
 REPO_DIR = typer.Option(Path("."), "--dir", help="The repository root (it holds environments/).")
 

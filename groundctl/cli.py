@@ -66,6 +66,11 @@ def _modules_for(argv: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m for mods in COMMAND_MODULES.values() for m in mods))
 
 
+# Command groups whose modules share one module: that one leaves the app alone (importing it first would import
+# the app, which imports the group's other modules, which import the half-made first one).
+_GROUPS = {"state": "state_app", "ci": "ci_app"}
+
+
 def _register() -> None:
     # Command modules register themselves on `app` when imported. Run as the program, only the named
     # command's modules are imported, so `groundctl <cmd> --help` does not pay for every other command;
@@ -74,8 +79,8 @@ def _register() -> None:
 
     for name in _modules_for(sys.argv[1:] if _AS_PROGRAM else []):
         module = importlib.import_module(f"groundctl.{name}")
-        if name == "state":  # its group's other modules import it, so it does not import the app: added here
-            app.add_typer(module.state_app, name="state")
+        if name in _GROUPS:  # its group's other modules import it, so it does not import the app: added here
+            app.add_typer(getattr(module, _GROUPS[name]), name=name)
 
 
 _register()

@@ -145,3 +145,23 @@ def test_each_package_says_what_it_is_for(floor):
     silent = [p.name for p in (REPO / floor).iterdir()
               if (p / "__init__.py").is_file() and not ast.get_docstring(ast.parse((p / "__init__.py").read_text()))]
     assert silent == []
+
+
+def test_every_command_module_can_be_imported_first():
+    """A library user, a test or a tool may import any `groundctl.<module>` before the app: each must load in a
+    fresh interpreter with nothing of groundctl imported yet (groundctl.ci once failed so: its modules import it
+    and the app imports them). One interpreter, groundctl's modules dropped between imports."""
+    import subprocess
+    import sys
+
+    names = sorted(p.stem for p in (REPO / "groundctl").glob("*.py") if p.stem != "__main__")
+    script = ("import importlib, sys\nfailed = []\nfor name in sys.argv[1:]:\n"
+              "    for loaded in [m for m in sys.modules if m == 'groundctl' or m.startswith('groundctl.')]:\n"
+              "        del sys.modules[loaded]\n"
+              "    try:\n        importlib.import_module(name)\n"
+              "    except Exception as exc:\n        failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+              "print('\\n'.join(failed))\n")
+    done = subprocess.run([sys.executable, "-c", script, *(f"groundctl.{n}" for n in names)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(names) > 20 and done.stdout.strip() == "", done.stdout
