@@ -78,9 +78,10 @@ class LocalReleases:
         self.mirror, self.url = mirror, url
 
     def entries(self, repo: Path, platforms: Sequence[str] = (LINUX_AMD64,)) -> list[Entry]:
-        from groundctl.pins import repository_wants
+        from bootstrap.pins.repository import repository_wants
+        from groundctl.pins import pinned
 
-        wanted, _ = repository_wants(repo, platforms, image=False)
+        wanted, _ = repository_wants(repo, pinned(image=False), platforms)
         return update_pins(wanted, fetch, Sources(self.url), None, {}).entries
 
     def lock(self, repo: Path, platforms: Sequence[str] = (LINUX_AMD64,)) -> Path:
