@@ -110,10 +110,20 @@ def read_lock(repo: Path) -> tuple[list[Entry], Path]:
     if not path.exists() and not path.is_symlink():
         return [], path
     data = read_user_file(str(path), what="The pins lock", max_bytes=MAX_LOCK_BYTES, fix=LOCK_FIX)
-    try:
-        return parse(data), path
-    except LockProblem as exc:
-        raise BadInput(f"The pins lock {path} is not usable: {exc}. {LOCK_FIX}") from None
+    parsed = _PARSED.get(data)
+    if parsed is None:
+        try:
+            parsed = parse(data)
+        except LockProblem as exc:
+            raise BadInput(f"The pins lock {path} is not usable: {exc}. {LOCK_FIX}") from None
+        _PARSED.clear()
+        _PARSED[data] = parsed
+    return list(parsed), path
+
+
+# The last lock read, by its bytes: every spec of a fleet that leaves its Flux digest to the lock reads the one
+# lock, which is parsed and checked once (its bytes are still read each time: a lock edited meanwhile is seen).
+_PARSED: dict[bytes, list[Entry]] = {}
 
 
 def require_covered(repo: Path, pinned: Pinned, purpose: str, platforms: Sequence[str] = (),
