@@ -200,3 +200,9 @@ def add_to_index(store: ObjectStore, project: str, stack: str, serial: int, body
     except (CloudError, botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
         pass
     return False
+
+
+def window_note(below: int, window: str) -> str:
+    """How a ledger read from its newest end was read, for the reader to show."""
+    return (f"{window.replace('ledger records', 'newest ledger records', 1) if window else 'no newer records'}; "
+            f"the {below} below them from the index, checked as one hash chain with them")
