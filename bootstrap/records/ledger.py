@@ -144,14 +144,16 @@ def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRe
     return rec, None
 
 
-def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
+def read_ledger(store: ObjectStore, project: str, stack: str,
+                known: Optional[tuple[dict[int, bytes], Optional[str]]] = None) -> LedgerRead:
     """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised.
 
     One version listing of the ledger (which also counts each object's versions, the tamper check's input),
-    the index's listing and object, then one GET for each record the index cannot vouch for."""
+    the index's listing and object (unless `known` holds what `ledger_index.get_index` read), then one GET for
+    each record the index cannot vouch for."""
     prefix = layout.ledger_prefix(project, stack)
     with ThreadPoolExecutor(max_workers=1) as side:
-        index = side.submit(ledger_index.read_index, store, project, stack)
+        index = side.submit(ledger_index.read_index, store, project, stack, known)
         listed = list(store.versions(prefix))
     entries, digests, index_problem = index.result()
     return assemble(store, project, stack, listed, entries, digests, index_problem)

@@ -235,7 +235,11 @@ class VersionPages:
             return []
         if self._after is None:
             self._partial: str = self._marker[0]
-            self._after = list(_versions_from(self.store, self.prefix, (self._partial, None)))
+            if self._partial == self.prefix:  # the plain `<stack>.json`: every key after it is `<stack>.json.…`
+                self._after = list(_versions_from(self.store, self.prefix + ".", None))
+            else:  # S3 starts after the marker's key; moto lists it too (less one version): it is dropped here
+                self._after = [v for v in _versions_from(self.store, self.prefix, (self._partial, None))
+                               if v.key != self._partial]
         return self._after
 
     def listed(self) -> list[ObjectVersion]:
@@ -248,10 +252,13 @@ class VersionPages:
         return self.items
 
 
-def _versions_from(store: ObjectStore, prefix: str, marker: tuple[str, Optional[str]]) -> Iterable[ObjectVersion]:
-    while marker is not None:
+def _versions_from(store: ObjectStore, prefix: str, marker: Optional[tuple[str, Optional[str]]]
+                   ) -> Iterable[ObjectVersion]:
+    while True:
         page, marker = store.versions_page(prefix, 1000, marker)
         yield from page
+        if marker is None:
+            return
 
 
 # -- matching ledger records without downloading ---------------------------------------------------

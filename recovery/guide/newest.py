@@ -15,7 +15,7 @@ import dataclasses
 
 from bootstrap.records import layout
 from bootstrap.records import ledger as led
-from bootstrap.records import ledger_window
+from bootstrap.records import ledger_index, ledger_window
 from recovery.choice import window
 from recovery.choice.choose_inputs import evidence_from
 from recovery.choice.versions import VersionPages, candidates_from
@@ -27,12 +27,12 @@ def start(run: Run) -> None:
     """Begin the reads; `run.cset` holds the candidates listed so far, `run.ledger_reads` the ledger read."""
     o, store, bg = run.o, run.s.store, run.background
     p, s = o.project, o.environment
-    index = bg.submit(ledger_window.read_index, store, p, s)
+    index = bg.submit(ledger_index.get_index, store, p, s)
     history = bg.submit(lambda: list(store.versions(layout.history_prefix(p, s))))
     backups = bg.submit(lambda: list(store.versions(layout.backups_prefix(p, s))))
     pages = run.pages = VersionPages(store, layout.stack_key(p, s))
     pages.more(window.FIRST_PAGE)
-    entries, _problem = index.result()
+    entries, problem = run.index = index.result()
     records = ledger_window.index_records(p, s, entries) if entries else {}
     first = window.window_start(records, pages.listed(), pages.partial_key) if records else 1
     while records and first > max(records) and not pages.complete:  # the head's version is older still
@@ -40,10 +40,10 @@ def start(run: Run) -> None:
         first = window.window_start(records, pages.listed(), pages.partial_key)
     if first > 1:
         run.ledger_reads = bg.submit(lambda: ledger_window.read_window(store, p, s, entries, records, first)
-                                     or led.read_ledger(store, p, s))
+                                     or led.read_ledger(store, p, s, (entries, problem)))
         pages.after_partial()
     else:
-        run.ledger_reads = bg.submit(led.read_ledger, store, p, s)
+        run.ledger_reads = bg.submit(led.read_ledger, store, p, s, (entries, problem))
         pages.rest()
     run.listings = (history.result(), backups.result())
     run.cset = candidates_from(p, s, pages.listed(), *run.listings)
@@ -54,7 +54,7 @@ def read_whole(run: Run) -> led.LedgerRead:
     o = run.o
     run.pages.rest()
     run.cset = candidates_from(o.project, o.environment, run.pages.listed(), *run.listings)
-    return led.read_ledger(run.s.store, o.project, o.environment)
+    return led.read_ledger(run.s.store, o.project, o.environment, run.index)
 
 
 def settle(run: Run, ledger: led.LedgerRead) -> tuple[led.ChainVerdict, list]:

@@ -21,6 +21,7 @@ class Run:
         # the candidates and the tamper check, and the ledger is read while the current state is evaluated.
         self.background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="ledger-read")
         self.ledger_reads = None
+        self.index = None                       # the ledger index's (entries, problem), read once
         self.pages = None                       # recovery.choice.versions.VersionPages of the stack object
         self.listings: tuple = ((), ())         # the history and backups version listings
         self.cset = None
