@@ -129,6 +129,20 @@ def test_a_record_missing_from_the_window_makes_the_ledger_damaged(store, aws):
     assert lineage.reason == "LedgerDamaged" and f"serial {UPS - 1} is missing" in lineage.message, lineage.message
 
 
+def test_a_record_rewritten_below_the_window_cannot_change_the_choice(store, aws):
+    """The known limit, stated: a record below the window rewritten in place while the index still holds it is not
+    read, so it is not reported here, and it cannot move the choice (here it names the newest state's version)."""
+    engine = history(store, ups=UPS)
+    recs = {r.serial: r for r in led.read_ledger(store, LAYER, scen.ENV).records}
+    newest = recs[UPS]
+    store.put(layout.ledger_key(LAYER, scen.ENV, 2), dataclasses.replace(
+        recs[2], version_id=newest.version_id, sha256=newest.sha256).to_json())
+    t = _crash(store, aws, engine)
+    choose = phase(t, "choose")
+    assert choose.reason == "ChoseNewestIntegral" and choose.details["chosen"]["serial"] == UPS, choose.message
+    assert not choose.details["serials_lost"]
+
+
 def test_a_choice_below_the_first_page_widens_to_the_whole_history(store, aws):
     engine = history(store, ups=UPS)
     for i in range(4):  # four truncated writes: the first page holds none of the ledger's versions
