@@ -22,12 +22,9 @@ app.add_typer(fleet_app, name="fleet")
 _ENVS = typer.Option(None, "--environments", help="Folder of environment specs (default: ./environments).")
 
 
-def _spec_files(folder: Optional[Path], *, manifests: bool = True):
-    """Every `*.yaml` of the folder, validated, with its text as written (and, with `manifests`, the Flux manifest
-    each names: only the CronJobs mount it, and finding it parses every spec a second time)."""
-    from bootstrap.spec import load_spec
+def _spec_paths(folder: Optional[Path]) -> tuple[Path, list[Path]]:
+    """The folder of specs and every `*.yaml` in it, refused with the fix when there is none to read."""
     from bootstrap.spec.spec_file import ENVIRONMENTS_DIR, environments_dir
-    from recovery.fleet.manifests import SpecFile
 
     base = folder or environments_dir()
     if folder is None and base == ENVIRONMENTS_DIR and not (Path.cwd() / "environments").is_dir():
@@ -41,6 +38,24 @@ def _spec_files(folder: Optional[Path], *, manifests: bool = True):
     paths = sorted(base.glob("*.yaml"))
     if not paths:
         raise BadInput(f"No environment spec (*.yaml) in {base}. Give the folder that holds the fleet's specs.")
+    return base, paths
+
+
+def _specs(folder: Optional[Path]) -> list:
+    """Every spec of the folder, validated (each file read once: status needs no text as written)."""
+    from bootstrap.spec import load_spec
+
+    base, paths = _spec_paths(folder)
+    return [load_spec(p.stem, base=base) for p in paths]
+
+
+def _spec_files(folder: Optional[Path], *, manifests: bool = True):
+    """Every `*.yaml` of the folder, validated, with its text as written (and, with `manifests`, the Flux manifest
+    each names: only the CronJobs mount it, and finding it parses every spec a second time)."""
+    from bootstrap.spec import load_spec
+    from recovery.fleet.manifests import SpecFile
+
+    base, paths = _spec_paths(folder)
     files = [SpecFile(load_spec(p.stem, base=base), p.name, _spec_text(p)) for p in paths]
     if not manifests:
         return files
@@ -145,10 +160,10 @@ def status(
         raise BadInput(f"--fail-on '{fail_on[:40]}' is not a level; use --fail-on critical (exit 1 on critical findings) "
                        "or --fail-on warning (on critical or warning findings).")
     writable_dir(html, "--html")
-    files = _spec_files(environments, manifests=False)
+    specs = _specs(environments)
     # Each environment gets what one AWS call may take (GROUNDCTL_CLOUD_DEADLINE): a stuck one is its own row.
-    raws = read_fleet(sources(files, endpoint_url, os.environ), workers=workers, deadline=call_deadline())
-    report = fleet_report(raws, {f.spec.name: f.spec for f in files}, time.time())
+    raws = read_fleet(sources(specs, endpoint_url, os.environ), workers=workers, deadline=call_deadline())
+    report = fleet_report(raws, {spec.name: spec for spec in specs}, time.time())
     if html is not None:
         from recovery.fleet.html import render
 

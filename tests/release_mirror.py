@@ -25,14 +25,15 @@ STAND_IN_PLUGIN = "stand-in pulumi-resource-{name} v{version}: not a real provid
 
 
 def tarball(members: Mapping[str, bytes]) -> bytes:
-    """A gzip tarball of `members` (path → bytes, mode 0755), byte-for-byte the same on every call."""
+    """A gzip tarball of `members` (path → bytes, mode 0755), byte-for-byte the same on every call. The fastest
+    level: the real kubernetes plugin is ~320 MB, 7 s at level 1 against 45 s at gzip's default of 9."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         for name, data in sorted(members.items()):
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o755, 0
             tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
+    return gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
 
 
 def stand_in_plugin(name: str, version: str) -> bytes:

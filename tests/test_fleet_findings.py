@@ -521,7 +521,6 @@ def test_a_stuck_environment_is_its_row_and_the_others_are_printed(tmp_path, aws
 
 def test_a_spec_names_the_role_its_bucket_is_read_with(aws, emulator_endpoint, monkeypatch):
     from recovery.fleet import access
-    from recovery.fleet.manifests import SpecFile
     from tests.faultproxy import FaultProxy
 
     # Throttling is retried until the call deadline: a short one keeps the refused role's wait short.
@@ -549,8 +548,7 @@ def test_a_spec_names_the_role_its_bucket_is_read_with(aws, emulator_endpoint, m
     refuse = lambda method, path, headers, body: b"AssumeRole" in body and b"nobody" in body  # noqa: E731
     with FaultProxy(emulator_endpoint, fraction=1.0, only=refuse, after_share=0.0) as proxy:
         specs = {n: parse_spec(dict(d, aws=dict(d["aws"], endpoint_url=proxy.endpoint_url)), n) for n, d in data.items()}
-        files = [SpecFile(s, f"{n}.yaml", "") for n, s in specs.items()]
-        rows = {r["environment"]: r for r in fleet_report(read_fleet(access.sources(files, None, {}), workers=3),
+        rows = {r["environment"]: r for r in fleet_report(read_fleet(access.sources(specs.values(), None, {}), workers=3),
                                                           specs, time.time())["environments"]}
     assert rows["roled"]["drift"]["result"] == "clean" and not rows["roled"].get("error")
     assert [r for r, _ in assumed] == ["arn:aws:iam::123456789012:role/fleet-reader"]

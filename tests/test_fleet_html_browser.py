@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,10 @@ def browser():
                 f"--window-size={WIDTH},{HEIGHT}"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    # Chromium's scratch folders (org.chromium.Chromium.*, which it leaves) go to a folder removed after the test;
+    # a short one: its singleton socket's path must fit a Unix socket address (108 bytes), which tmp_path may not.
+    scratch = tempfile.mkdtemp(prefix="chromium-")
+    driver = webdriver.Chrome(service=Service(DRIVER, env={**os.environ, "TMPDIR": scratch}), options=opts)
     # The viewport itself, not the window around it, is 1366×768.
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
@@ -54,6 +58,7 @@ def browser():
         yield driver
     finally:
         driver.quit()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 _VISIBLE = """

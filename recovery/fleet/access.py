@@ -63,13 +63,12 @@ class _Roles:
         return clients.client("s3")
 
 
-def sources(files, endpoint_url: Optional[str], environ) -> list[Source]:
-    """One `Source` per spec file; AWS clients shared by every environment of the same region and endpoint."""
+def sources(specs, endpoint_url: Optional[str], environ) -> list[Source]:
+    """One `Source` per spec; AWS clients shared by every environment of the same region and endpoint."""
     shared: dict[tuple, AwsClients] = {}
     roles = _Roles()
     out = []
-    for f in files:
-        spec = f.spec
+    for spec in specs:
         try:
             url = resolve_endpoint(spec, endpoint_url, environ).url
         except BadInput as exc:
