@@ -5,8 +5,8 @@ Assess starts the reads: the ledger's index (one GET), a first page of the stack
 history and backups listings; from the index and that page the window start, then the ledger from there on, in
 the background while Assess evaluates the current state. Lineage/serial judges what was read: a window that
 shows anything at all (a problem, a broken chain, a tamper finding, a record naming a version not listed) is
-read whole. Choose asks the same of the choice (`window.proven`). Reading whole continues the listings already
-begun; no page is listed twice. A bucket without an index (an earlier version's) is read whole from the start.
+read whole. Choose asks the same of the choice (`window.proven`). Reading whole continues the stack object's
+listing (no page of it is listed twice) and reads the ledger as `read_ledger` does. A bucket without an index (an earlier version's) is read whole from the start.
 """
 
 from __future__ import annotations
