@@ -25,7 +25,8 @@ class WatchedStore(ObjectStore):
     def __init__(self, client, bucket, get_delay: float = 0.0):
         super().__init__(client, bucket)
         self.gets: list[tuple[str, str | None]] = []
-        self.listed: list[str] = []
+        self.listed: list[str] = []  # the prefix of each version listing page
+        self.pages: list[tuple] = []  # (prefix, marker) of each
         self.in_flight = self.most_in_flight = 0
         self._lock = threading.Lock()
         self.get_delay = get_delay
@@ -42,9 +43,10 @@ class WatchedStore(ObjectStore):
             with self._lock:
                 self.in_flight -= 1
 
-    def versions(self, prefix, page_size=1000):
+    def versions_page(self, prefix, max_keys=1000, marker=None):
         self.listed.append(prefix)
-        return super().versions(prefix, page_size)
+        self.pages.append((prefix, marker))
+        return super().versions_page(prefix, max_keys, marker)
 
 
 @pytest.fixture
@@ -122,6 +124,7 @@ def test_the_guide_lists_the_stack_once_and_still_checks_the_ledger(aws, bucket,
     assert choose.reason == "ChoseNewestIntegral" and choose.details["chosen"]["serial"] == 3
     assert store.listed.count(layout.stack_key(sc.LAYER, env)) == 1
     assert store.listed.count(layout.ledger_prefix(sc.LAYER, env)) == 1  # the tamper check's own listing
+    assert len(set(store.pages)) == len(store.pages)  # no page listed twice
     assert sc.phase(t, "lineage").reason == "LedgerIntact"
 
 

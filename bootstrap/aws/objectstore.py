@@ -92,6 +92,13 @@ class ObjectStore:
 
     def get(self, key: str, version_id: Optional[str] = None) -> Optional[StoredObject]:
         """The object (or one version of it); None when absent or deleted."""
+        return self._get(key, version_id, None)
+
+    def get_at_most(self, key: str, limit: int) -> Optional[StoredObject]:
+        """The object's first `limit` + 1 bytes at most: a body longer than `limit` is over a reader's bound."""
+        return self._get(key, None, limit + 1)
+
+    def _get(self, key: str, version_id: Optional[str], limit: Optional[int]) -> Optional[StoredObject]:
         kwargs = {"Bucket": self.bucket, "Key": key}
         if version_id:
             kwargs["VersionId"] = version_id
@@ -104,7 +111,10 @@ class ObjectStore:
                     return None
                 raise
             _s3_shaped(resp, "ETag", f"read s3://{self.bucket}/{key}")
-            return StoredObject(key, resp["Body"].read(), resp.get("VersionId"), resp.get("ETag", ""),
+            body = resp["Body"].read(limit) if limit is not None else resp["Body"].read()
+            if limit is not None:
+                resp["Body"].close()
+            return StoredObject(key, body, resp.get("VersionId"), resp.get("ETag", ""),
                                 resp.get("LastModified"), _server_time(resp))
 
         return retry_transient(call, what=f"read s3://{self.bucket}/{key}")
@@ -197,25 +207,32 @@ class ObjectStore:
 
     def versions(self, prefix: str, page_size: int = 1000) -> Iterator[ObjectVersion]:
         """Every version and delete marker of every key under `prefix`, all pages, newest first per key."""
-        key_marker = version_marker = None
+        marker: Optional[tuple[str, Optional[str]]] = None
         while True:
-            kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
-            if key_marker:
-                kwargs["KeyMarker"] = key_marker
-            if version_marker:
-                kwargs["VersionIdMarker"] = version_marker
-            what = f"list versions under s3://{self.bucket}/{prefix}"
-            resp = _s3_shaped(retry_transient(lambda: self.client.list_object_versions(**kwargs), what=what),
-                              "IsTruncated", what)
-            for v in resp.get("Versions", []):
-                yield ObjectVersion(v["Key"], v["VersionId"], v["LastModified"], v.get("Size", 0),
-                                    v.get("ETag", ""), v.get("IsLatest", False))
-            for m in resp.get("DeleteMarkers", []):
-                yield ObjectVersion(m["Key"], m["VersionId"], m["LastModified"], 0, "", m.get("IsLatest", False), True)
-            if not resp.get("IsTruncated"):
+            page, marker = self.versions_page(prefix, page_size, marker)
+            yield from page
+            if marker is None:
                 return
-            key_marker = resp.get("NextKeyMarker")
-            version_marker = resp.get("NextVersionIdMarker")
+
+    def versions_page(self, prefix: str, max_keys: int = 1000, marker: Optional[tuple[str, Optional[str]]] = None,
+                      ) -> tuple[list[ObjectVersion], Optional[tuple[str, Optional[str]]]]:
+        """One ListObjectVersions page: (its versions, then its delete markers; the (key, version id) marker of
+        the next page, None after the last). A marker of (key, None) starts after every version of that key."""
+        kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if marker:
+            kwargs["KeyMarker"] = marker[0]
+            if marker[1]:
+                kwargs["VersionIdMarker"] = marker[1]
+        what = f"list versions under s3://{self.bucket}/{prefix}"
+        resp = _s3_shaped(retry_transient(lambda: self.client.list_object_versions(**kwargs), what=what),
+                          "IsTruncated", what)
+        page = [ObjectVersion(v["Key"], v["VersionId"], v["LastModified"], v.get("Size", 0), v.get("ETag", ""),
+                              v.get("IsLatest", False)) for v in resp.get("Versions", [])]
+        page += [ObjectVersion(m["Key"], m["VersionId"], m["LastModified"], 0, "", m.get("IsLatest", False), True)
+                 for m in resp.get("DeleteMarkers", [])]
+        if not resp.get("IsTruncated"):
+            return page, None
+        return page, (resp.get("NextKeyMarker"), resp.get("NextVersionIdMarker"))
 
     def copy_version(self, src_key: str, version_id: str, dst_key: str) -> Optional[str]:
         """Server-side copy of one version to `dst_key` as its new current version; returns the new version id."""

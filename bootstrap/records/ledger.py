@@ -102,6 +102,7 @@ class LedgerRead:
     highest_serial: int                      # highest serial any ledger object claims, parseable or not
     object_versions: Mapping[str, int] = field(default_factory=dict)  # stored versions of each ledger object
     index_note: str = ""                     # how much of it the index vouched for, and why not the rest
+    window_start: int = 1                    # records below it were taken from the index (bootstrap.records.ledger_window)
 
     @property
     def head(self) -> Optional[LedgerRecord]:
@@ -143,16 +144,28 @@ def _parse_record(key: str, serial: int, body: bytes) -> tuple[Optional[LedgerRe
     return rec, None
 
 
-def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
+def read_ledger(store: ObjectStore, project: str, stack: str,
+                known: Optional[tuple[dict[int, bytes], Optional[str]]] = None) -> LedgerRead:
     """Every record of a stack's ledger, and what is wrong with it. A damaged ledger is reported, not raised.
 
     One version listing of the ledger (which also counts each object's versions, the tamper check's input),
-    the index's listing and object, then one GET for each record the index cannot vouch for."""
+    the index's listing and object (unless `known` holds what `ledger_index.get_index` read), then one GET for
+    each record the index cannot vouch for."""
     prefix = layout.ledger_prefix(project, stack)
     with ThreadPoolExecutor(max_workers=1) as side:
-        index = side.submit(ledger_index.read_index, store, project, stack)
+        index = side.submit(ledger_index.read_index, store, project, stack, known)
         listed = list(store.versions(prefix))
     entries, digests, index_problem = index.result()
+    return assemble(store, project, stack, listed, entries, digests, index_problem)
+
+
+def assemble(store: ObjectStore, project: str, stack: str, listed, entries: Mapping[int, bytes],
+             digests: Mapping, index_problem: Optional[str], below: Mapping[int, LedgerRecord] = {},
+             start: int = 1) -> LedgerRead:
+    """The ledger from a version listing of its records (all of them, or those from serial `start` on, with the
+    records below `start` given), the index's entries and digests: each listed record taken from the index
+    where it vouches for it, else read."""
+    prefix = layout.ledger_prefix(project, stack)
     by_key: dict[str, list] = {}
     for v in listed:
         by_key.setdefault(v.key, []).append(v)
@@ -180,18 +193,21 @@ def read_ledger(store: ObjectStore, project: str, stack: str) -> LedgerRead:
         for serial, obj in zip(todo, bodies):
             if obj is not None:  # deleted between listing and reading: reported as a gap below
                 parsed[serial] = _parse_record(wanted[serial], serial, obj.body)
+    parsed.update({serial: (rec, None) for serial, rec in below.items()})
     records = []
-    for serial in sorted(wanted):
-        rec, problem = parsed.get(serial, (None, None))
+    for serial in sorted(parsed):
+        rec, problem = parsed[serial]
         if rec:
             records.append(rec)
         if problem:
             problems.append(problem)
-    highest = max(wanted, default=0)
+    highest = max([*wanted, *below], default=0)
     for missing in (s for s in range(1, highest) if s not in parsed):
         problems.append(Finding("gap", missing, f"serial {missing} is missing from the ledger."))
-    return LedgerRead(project, stack, tuple(records), tuple(problems), highest, counts,
-                      ledger_index.note(len(taken), refused, index_problem))
+    note = ledger_index.note(len(taken), refused, index_problem)
+    if below:
+        note = ledger_index.window_note(len(below), note)
+    return LedgerRead(project, stack, tuple(records), tuple(problems), highest, counts, note, start)
 
 
 def highest_serial(store: ObjectStore, project: str, stack: str) -> int:

@@ -150,25 +150,27 @@ def missing_recent(existing: Mapping[int, bytes], serial: int) -> list[int]:
 
 # -- the index's objects (I/O) ---------------------------------------------------------------------
 
-def read_index(store: ObjectStore, project: str, stack: str
+def read_index(store: ObjectStore, project: str, stack: str, known: Optional[tuple[dict[int, bytes], Optional[str]]] = None
                ) -> tuple[dict[int, bytes], dict[int, list[tuple[str, datetime]]], Optional[str]]:
-    """(entries, digests, what is wrong with the index or None): one listing, and one GET when there is an index.
-    A missing or unreadable index is no error: its records are read one by one."""
-    prefix, key = layout.ledger_index_prefix(project, stack), layout.ledger_index_key(project, stack)
-    listed = list(store.keys(prefix))
-    digests = digests_from(prefix, listed)
-    size = next((s for k, s, _m in listed if k == key), None)
-    if size is None:
-        return {}, digests, "there is none: the records were written by an earlier version, or it was removed"
-    if size > MAX_INDEX_BYTES:
-        return {}, digests, f"it is {size:,} bytes, over the {MAX_INDEX_BYTES:,}-byte limit"
-    obj = store.get(key)
+    """(entries, digests, what is wrong with the index or None): one listing, and one bounded GET of the index
+    unless `known` holds what one already read ((entries, problem) from `get_index`). A missing or unreadable
+    index is no error: its records are read one by one."""
+    listed = list(store.keys(layout.ledger_index_prefix(project, stack)))
+    entries, problem = known if known is not None else get_index(store, project, stack)
+    return entries, digests_from(layout.ledger_index_prefix(project, stack), listed), problem
+
+
+def get_index(store: ObjectStore, project: str, stack: str) -> tuple[dict[int, bytes], Optional[str]]:
+    """The index's entries by one GET of at most MAX_INDEX_BYTES, or what is wrong with it."""
+    obj = store.get_at_most(layout.ledger_index_key(project, stack), MAX_INDEX_BYTES)
     if obj is None:
-        return {}, digests, "it was removed while it was being read"
+        return {}, "there is none: the records were written by an earlier version, or it was removed"
+    if len(obj.body) > MAX_INDEX_BYTES:
+        return {}, f"it is over the {MAX_INDEX_BYTES:,}-byte limit"
     try:
-        return decode(obj.body), digests, None
+        return decode(obj.body), None
     except ValueError as exc:
-        return {}, digests, str(exc)
+        return {}, str(exc)
 
 
 def claim_digest(store: ObjectStore, project: str, stack: str, serial: int, body: bytes) -> None:
@@ -200,3 +202,9 @@ def add_to_index(store: ObjectStore, project: str, stack: str, serial: int, body
     except (CloudError, botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
         pass
     return False
+
+
+def window_note(below: int, window: str) -> str:
+    """How a ledger read from its newest end was read, for the reader to show."""
+    return (f"{window.replace('ledger records', 'newest ledger records', 1) if window else 'no newer records'}; "
+            f"the {below} below them from the index, checked as one hash chain with them")

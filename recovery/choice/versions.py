@@ -153,6 +153,15 @@ def _candidate(v: ObjectVersion, source: str, position: int) -> Candidate:
 
 def list_candidates(store: ObjectStore, project: str, stack: str) -> CandidateSet:
     """Every candidate copy of the stack's state, newest first, with the delete markers beside them."""
+    # One listing covers the stack object, its .bak and its retained copies: all start with `<stack>.json`.
+    return candidates_from(project, stack, store.versions(layout.stack_key(project, stack)),
+                           store.versions(layout.history_prefix(project, stack)),
+                           store.versions(layout.backups_prefix(project, stack)))
+
+
+def candidates_from(project: str, stack: str, stack_listing: Iterable[ObjectVersion],
+                    history: Iterable[ObjectVersion], backups: Iterable[ObjectVersion]) -> CandidateSet:
+    """The candidates in three version listings (pure): the `<stack>.json` prefix, history, backups."""
     stack_keys = set(layout.stack_keys(project, stack))
     bak_keys = set(layout.bak_keys(project, stack))
     found: list[Candidate] = []
@@ -168,23 +177,88 @@ def list_candidates(store: ObjectStore, project: str, stack: str) -> CandidateSe
         positions[v.key] = pos + 1
         found.append(_candidate(v, src, pos))
 
-    # One listing covers the stack object, its .bak and its retained copies: all start with `<stack>.json`.
-    for v in store.versions(layout.stack_key(project, stack)):
+    for v in stack_listing:
         if v.key in stack_keys:
             take(v, lambda v: "current" if v.is_latest else "version")
         elif v.key in bak_keys:
             take(v, lambda v: "bak")
         elif _retained(v.key, stack_keys):
             take(v, lambda v: "retained")
-    for v in store.versions(layout.history_prefix(project, stack)):
+    for v in history:
         if v.key.endswith(_HISTORY_SUFFIXES):  # `.history.json` files describe updates; they hold no state
             take(v, lambda v: "history")
-    for v in store.versions(layout.backups_prefix(project, stack)):
+    for v in backups:
         take(v, lambda v: "backup")
 
     found.sort(key=lambda c: c.order, reverse=True)
     markers.sort(key=lambda m: m.last_modified, reverse=True)
     return CandidateSet(project, stack, tuple(found), tuple(markers))
+
+
+class VersionPages:
+    """One prefix's version listing, read a page at a time only as far as a caller needs, never a page twice.
+
+    S3 lists keys in order and each key's versions newest first, so a first page of the stack object's prefix
+    holds its newest versions. While the listing is incomplete, exactly one key (`partial_key`) is listed in
+    part: the keys before it are complete, and those after it can be listed on their own (`after_partial`)."""
+
+    def __init__(self, store: ObjectStore, prefix: str):
+        self.store, self.prefix = store, prefix
+        self.items: list[ObjectVersion] = []
+        self._marker: Optional[tuple[str, Optional[str]]] = None
+        self._after: Optional[list[ObjectVersion]] = None
+        self.complete = False
+
+    @property
+    def partial_key(self) -> Optional[str]:
+        return None if self.complete else self._marker[0]
+
+    def more(self, max_keys: int = 1000) -> None:
+        """Read the next page (of the partial key only, once the keys after it were listed on their own)."""
+        if self.complete:
+            return
+        page, self._marker = self.store.versions_page(self.prefix, max_keys, self._marker)
+        if self._after is not None:
+            mine = [v for v in page if v.key == self._partial]
+            if len(mine) < len(page) or self._marker is None or self._marker[0] != self._partial:
+                self._marker = None  # past the partial key: the rest is listed already
+            page = mine
+        self.items.extend(page)
+        if self._marker is None:
+            self.complete = True
+            self.items.extend(self._after or ())
+            self._after = None
+
+    def after_partial(self) -> list[ObjectVersion]:
+        """Every version of the keys after the partial one (listed once)."""
+        if self.complete:
+            return []
+        if self._after is None:
+            self._partial: str = self._marker[0]
+            if self._partial == self.prefix:  # the plain `<stack>.json`: every key after it is `<stack>.json.…`
+                self._after = list(_versions_from(self.store, self.prefix + ".", None))
+            else:  # S3 starts after the marker's key; moto lists it too (less one version): it is dropped here
+                self._after = [v for v in _versions_from(self.store, self.prefix, (self._partial, None))
+                               if v.key != self._partial]
+        return self._after
+
+    def listed(self) -> list[ObjectVersion]:
+        """What has been read: every complete key, and the newest versions of the partial one."""
+        return self.items + (self._after or [])
+
+    def rest(self) -> list[ObjectVersion]:
+        while not self.complete:
+            self.more()
+        return self.items
+
+
+def _versions_from(store: ObjectStore, prefix: str, marker: Optional[tuple[str, Optional[str]]]
+                   ) -> Iterable[ObjectVersion]:
+    while True:
+        page, marker = store.versions_page(prefix, 1000, marker)
+        yield from page
+        if marker is None:
+            return
 
 
 # -- matching ledger records without downloading ---------------------------------------------------

@@ -4,9 +4,11 @@ it loses."""
 from __future__ import annotations
 
 from recovery.choice import choose as ch
+from recovery.choice import window
 from recovery.choice.choose_inputs import options_from
 from recovery.choice.recovery_point import RecoveryPoint, newest_readable, recovery_point
 from recovery.lineage import placement
+from recovery.guide import newest
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
 from recovery.state.state_bytes import NotAState
@@ -41,6 +43,10 @@ def _with_out_of_band_forks(run: Run, evaluated) -> ch.Evidence:
 
 def choose(run: Run) -> Condition:
     choice = _decide(run)
+    if run.ledger.window_start > 1 and not window.proven(choice, run.ledger.window_start):
+        # The choice lies below what was read of the newest end (or there is none there): read it all, decide again.
+        newest.settle(run, newest.read_whole(run))
+        choice = _decide(run)
     run.choice = choice
     details = choice.to_dict()
     if not choice.allowed:

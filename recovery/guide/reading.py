@@ -3,21 +3,14 @@ state the bucket holds) and Lineage/serial (what the ledger says, and whether it
 
 from __future__ import annotations
 
-import dataclasses
-
-from bootstrap.records import layout
-from bootstrap.records import ledger as led
-from recovery.choice.choose_inputs import evidence_from
+from recovery.guide import newest
 from recovery.guide.model import Condition
 from recovery.guide.run import Run
-from recovery.lineage.tamper import tamper_findings
-from recovery.choice.versions import list_candidates
 
 
 def assess(run: Run) -> Condition:
     o, s = run.o, run.s
-    run.ledger_reads = run.background.submit(led.read_ledger, s.store, o.project, o.environment)
-    run.cset = list_candidates(run.reads, o.project, o.environment)
+    newest.start(run)
     details: dict = {"current_objects": []}
     if s.lock_status is not None:
         st = s.lock_status(s.store, o.environment)
@@ -59,7 +52,8 @@ def candidates(run: Run) -> Condition:
     for c in run.cset.candidates:
         by_source[c.source] = by_source.get(c.source, 0) + 1
     n = len(run.cset.candidates)
-    details = {"count": n, "by_source": by_source, "delete_markers": len(run.cset.delete_markers)}
+    details = {"count": n, "by_source": by_source, "delete_markers": len(run.cset.delete_markers),
+               "complete": run.pages.complete}
     if not n and run.ledger_reads.result().missing:
         o = run.o
         return Condition("candidates", "refused", "NeverDeployed",
@@ -74,25 +68,16 @@ def candidates(run: Run) -> Condition:
                          "No copy of this stack's state exists in the bucket (no version, .bak, history "
                          "checkpoint or backup).", "rebuild the state from a file you hold with "
                          "`groundctl state import-plan <file>`", details=details)
+    newest_only = "" if run.pages.complete else (" (the stack object's newest versions: older ones are listed "
+                                                 "only if the choice needs them)")
     return Condition("candidates", "achieved", "CandidatesListed",
-                     f"{n} candidate copies found ({', '.join(f'{v} {k}' for k, v in by_source.items())}), "
-                     f"{len(run.cset.delete_markers)} delete markers; they are downloaded only as needed.",
+                     f"{n} candidate copies found{newest_only} ({', '.join(f'{v} {k}' for k, v in by_source.items())}"
+                     f"), {len(run.cset.delete_markers)} delete markers; they are downloaded only as needed.",
                      "place them against the ledger", details=details)
 
 
 def lineage(run: Run) -> Condition:
-    o = run.o
-    run.ledger = run.ledger_reads.result()
-    chain = led.verify_chain(run.ledger.records)
-    # Every stack key (.json, .json.gz, .json.zst) starts with the plain one: the listing the candidates used.
-    stack_versions = run.reads.versions(layout.stack_key(o.project, o.environment))
-    tampered = tamper_findings(run.ledger.records, stack_versions, run.ledger.object_versions)
-    # A tampered ledger is damaged evidence: the choice falls back to integrity and S3's own time order,
-    # and is refused outright unless the operator accepts that with --allow-tampered-ledger.
-    run.evidence = evidence_from(run.ledger.records, chain.findings, (*run.ledger.problems, *tampered),
-                                    run.ledger.missing)
-    if tampered:
-        run.evidence = dataclasses.replace(run.evidence, tampered=tuple(f.sentence for f in tampered))
+    chain, _tampered = newest.settle(run, run.ledger_reads.result())
     ev = run.evidence
     details = ev.to_dict() | {"records": len(run.ledger.records),
                               "findings": [f.sentence for f in (*run.ledger.problems, *chain.findings)],

@@ -5,7 +5,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
-from bootstrap.aws.objectstore import ListedOnce
 from bootstrap.records import ledger as led
 from recovery.choice import choose as ch
 from recovery.guide.model import GuideOptions, GuideServices
@@ -18,11 +17,13 @@ class Run:
     def __init__(self, opts: GuideOptions, svc: GuideServices):
         self.o, self.s = opts, svc
         self.evaluator = CandidateEvaluator(svc.store, expected_stack=opts.expected_stack)
-        # Assess, Candidates and Lineage only read: the stack's version listing is taken once for both the
-        # candidates and the tamper check, and the ledger is read while the candidates are listed.
-        self.reads = ListedOnce(svc.store)
-        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ledger-read")
+        # Assess, Candidates and Lineage only read (recovery.guide.newest): each listing is taken once for both
+        # the candidates and the tamper check, and the ledger is read while the current state is evaluated.
+        self.background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="ledger-read")
         self.ledger_reads = None
+        self.index = None                       # the ledger index's (entries, problem), read once
+        self.pages = None                       # recovery.choice.versions.VersionPages of the stack object
+        self.listings: tuple = ((), ())         # the history and backups version listings
         self.cset = None
         self.ledger: Optional[led.LedgerRead] = None
         self.evidence: Optional[ch.Evidence] = None
