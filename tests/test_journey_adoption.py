@@ -83,8 +83,10 @@ def _machine(folder: Path, releases_url: str) -> dict[str, str]:
     (folder / "home").mkdir()
     (folder / "home" / ".gitconfig").write_text("[user]\n\tname = Ada Adopter\n\temail = ada@example.invalid\n")
     pip = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    # PIP_NO_COMPILE: byte-compiling pulumi_aws's thousands of modules is all the install would do differently,
+    # and minutes of it on a loaded 2-core machine (the runners' installs skip it too: tests/journey_actions.py).
     return clean_env(folder / "home", f"{folder / 'python' / 'bin'}:{cosign.parent}:/usr/bin:/bin",
-                     {**pip, "GROUNDCTL_RELEASE_MIRROR": releases_url})
+                     {**pip, "PIP_NO_COMPILE": "1", "GROUNDCTL_RELEASE_MIRROR": releases_url})
 
 
 @pytest.fixture(scope="module")
