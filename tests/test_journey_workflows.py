@@ -43,6 +43,7 @@ import pytest
 import yaml
 
 from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
+from recovery.evidence import summary
 from tests.conftest import REPO
 from tests.journey import PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
 from tests.journey_actions import REPOSITORY, Actions, calls, failures, git, real_cli_releases, run_ok, runner, steps
@@ -250,8 +251,10 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
     report = json.loads((drift.jobs["drift"][0].workspace / "drift.json").read_text())
     assert report["drift"] is True and {r["layer"]: r["state"] for r in report["layers"]} == {
         "backend": "clean", "network": "drift", "cluster": "clean", "flux": "skipped"}, report
-    kept = world["s3"].list_objects_v2(Bucket=world["state"], Prefix=f".groundctl/drift/{ENV}/").get("Contents", [])
-    assert len(kept) == 1, kept  # drift --record wrote its record
+    kept = {o["Key"] for o in world["s3"].list_objects_v2(Bucket=world["state"], Prefix=f".groundctl/drift/{ENV}/")
+            .get("Contents", [])}
+    # drift --record wrote its record, and the environment's summary beside it (recovery/evidence/summary.py)
+    assert summary.key(ENV) in kept and len(kept - {summary.key(ENV)}) == 1, kept
     opened = [c for c in calls(gh_log) if c["argv"][:2] == ["issue", "create"]]
     assert len(opened) == 1 and opened[0]["title"] == f"groundctl: drift in {ENV}" and "network" in opened[0]["body"]
     assert all(c["token"] for c in calls(gh_log))  # every call with the job's GH_TOKEN
