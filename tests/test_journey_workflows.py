@@ -3,7 +3,7 @@
 A fresh infrastructure repository gets groundctl's wheel (built from this checkout), a hashed requirements file
 naming it and every dependency, and the workflows `groundctl ci init` writes. Its environment `journey` is born
 by hand, once, as the README says (runbooks/create-environment.md, "Under CI"). Then, read from the written files
-and run step by step (tests/workflow_runner.py):
+and run step by step (tests/workflow_runner.py; the actions' stand-ins in tests/journey_actions.py):
 
 0. the repository's pins lock, written by `groundctl pins update` from a local release mirror in the publishers'
    formats (the CLI's tarball holds the real CLI found on PATH; the kubernetes plugin's the real plugin when built);
@@ -34,11 +34,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import uuid
-import venv
 from pathlib import Path
 
 import boto3
@@ -46,14 +43,16 @@ import pytest
 import yaml
 
 from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_WORKFLOW, PR_WORKFLOW, RESULT_CHECK
+from recovery.evidence import summary
 from tests.conftest import REPO
-from tests.journey import BASE_PATH, CLI_FILES, PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
-from tests.plugin_releases import install, served, stand_in_cli
+from tests.journey import PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
+from tests.journey_actions import REPOSITORY, Actions, calls, failures, git, real_cli_releases, run_ok, runner, steps
+from tests.journey_actions import gh_world as new_gh_world
+from tests.plugin_releases import install, stand_in_cli
 from tests.workflow_runner import Runner
 
 CLI, NO_CLI = pinned_cli()
 ENV = "journey"
-REPOSITORY = "acme/infra"
 ACCOUNT = "123456789012"
 PASSPHRASE = "journey-passphrase-Wq48"
 ROLES = {r: f"arn:aws:iam::{ACCOUNT}:role/groundctl-{r}" for r in ("plan", "record", "apply")}
@@ -84,21 +83,15 @@ if os.environ.get("{SEAM}") and os.path.basename(sys.argv[0] if sys.argv else ""
 
 
 
-def _run(argv: list, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=kwargs.pop("timeout", 3000), **kwargs)
-    assert done.returncode == 0, (argv, done.stdout[-3000:], done.stderr[-3000:])
-    return done
-
-
 def _requirements(tmp: Path, infra: Path) -> None:
     """groundctl's wheel from this checkout, committed at vendor/, and every dependency pinned with its hash, from
     a folder of wheels the runners install from (`--no-index --find-links`, as a company mirror would be)."""
     source = checkout_copy(REPO, tmp / "groundctl-checkout")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(infra / "vendor"), str(source)])
+    run_ok([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(infra / "vendor"), str(source)])
     wheel, = (infra / "vendor").glob("groundctl-*.whl")
     # GROUNDCTL_TEST_WHEELHOUSE keeps the downloaded wheels between runs (pip adds only what is missing).
     wheels = Path(os.environ.get("GROUNDCTL_TEST_WHEELHOUSE") or tmp / "wheelhouse")
-    _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels), str(wheel)])
+    run_ok([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels), str(wheel)])
     (wheels / wheel.name).unlink(missing_ok=True)
     lines = ["--no-index", f"--find-links {wheels}",
              f"./vendor/{wheel.name} --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"]
@@ -108,14 +101,10 @@ def _requirements(tmp: Path, infra: Path) -> None:
     (infra / DEFAULT_REQUIREMENTS).write_text("\n".join(lines) + "\n")
 
 
-def _git(repo: Path, *args: str) -> str:
-    return _run(["git", "-C", str(repo), *args]).stdout.strip()
-
-
 @pytest.fixture
 def releases(tmp_path):
     """The local release mirror, its CLI tarball holding the real CLI, served while the test runs."""
-    with served(tmp_path / "release-mirror", cli_binaries={n: (CLI / n).read_bytes() for n in CLI_FILES}) as mirror:
+    with real_cli_releases(tmp_path / "release-mirror", CLI) as mirror:
         yield mirror
 
 
@@ -142,9 +131,9 @@ def world(tmp_path, emulator_endpoint, monkeypatch, capsys, releases):
     assert code == 0, err
     code, out, err = groundctl(monkeypatch, capsys, "ci", "init", "--dir", str(infra))
     assert code == 0, err
-    _git(infra, "init", "-q", "-b", "main")
-    _git(infra, "add", "-A")
-    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qm", "groundctl under CI")
+    git(infra, "init", "-q", "-b", "main")
+    git(infra, "add", "-A")
+    git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qm", "groundctl under CI")
     stacks = stand_in_stacks(tmp_path / "stacks")
     extra = {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "ENGINE_TIER_RECORDS_BUCKET": records, SEAM: str(stacks),
              "PYTHONPATH": str(PROGRAMS)}
@@ -180,141 +169,47 @@ def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, monkeypatc
     assert code == 0, out + err
 
 
-# -- the runner's stand-ins for the actions -----------------------------------------------------------------
-
-class Actions:
-    """What each action provides, per job; what they were given is kept for the test to check."""
-
-    def __init__(self, world: dict, run_id: int, artifacts: Path):
-        self.world, self.run_id, self.artifacts = world, run_id, artifacts
-        self.roles: list[str] = []
-        self.caches: list[str] = []  # the pip cache key of each setup-python step
-
-    def handlers(self) -> dict:
-        return {"actions/checkout": self.checkout, "actions/setup-python": self.setup_python,
-                "aws-actions/configure-aws-credentials": self.credentials,
-                "actions/upload-artifact": self.upload, "actions/download-artifact": self.download}
-
-    def checkout(self, given: dict, job) -> dict:
-        _run(["git", "clone", "-q", str(self.world["infra"]), str(job.workspace)])
-        _git(job.workspace, "checkout", "-q", job.runner.github["sha"])
-        return {}
-
-    def setup_python(self, given: dict, job) -> dict:
-        """A fresh Python and, as the action's `cache: pip` does, pip's cache folder restored by its key: the
-        sha256 of the dependency file in the checkout (the action fails the job when no such file is there)."""
-        assert given["python-version"] == "3.11"
-        assert given["cache"] == "pip"
-        dependencies = job.workspace / given["cache-dependency-path"]
-        if not dependencies.is_file():
-            raise ValueError(f"No file in {job.workspace} matched to [{given['cache-dependency-path']}]")
-        key = f"setup-python-Linux-python-3.11-pip-{hashlib.sha256(dependencies.read_bytes()).hexdigest()}"
-        self.caches.append(key)
-        cache = self.world["folder"] / "actions-cache" / key
-        cache.mkdir(parents=True, exist_ok=True)
-        python = job.folder / "hostedtoolcache" / "python"
-        venv.create(python, with_pip=True)
-        site, = python.glob("lib/python*/site-packages")
-        (site / "groundctl_journey_seam.py").write_text(SEAM_MODULE)
-        (site / "groundctl_journey_seam.pth").write_text("import groundctl_journey_seam\n")
-        return {"path": [str(python / "bin")], "env": {"PIP_CACHE_DIR": str(cache)}}
-
-    def credentials(self, given: dict, job) -> dict:
-        assert given["allowed-account-ids"] == ACCOUNT
-        self.roles.append(given["role-to-assume"])
-        return {"env": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "session-of-" + given["role-to-assume"].rsplit("/", 1)[-1],
-                        "AWS_REGION": given["aws-region"], "AWS_DEFAULT_REGION": given["aws-region"]}}
-
-    def upload(self, given: dict, job) -> dict:
-        source = job.workspace / given["path"]
-        if not source.exists():
-            raise ValueError(f"no files at {given['path']}")
-        shutil.copytree(source, self.artifacts / str(self.run_id) / given["name"])
-        return {}
-
-    def download(self, given: dict, job) -> dict:
-        source = self.artifacts / str(given.get("run-id") or self.run_id) / given["name"]
-        if not source.is_dir():
-            raise ValueError(f"no artifact {given['name']} in run {given.get('run-id') or self.run_id}")
-        shutil.copytree(source, job.workspace / given["path"])
-        return {}
-
-
-def _gh(folder: Path) -> Path:
-    bin_dir = folder / "runner-image-bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "gh").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "gh_stand_in.py"}" "$@"\n')
-    (bin_dir / "gh").chmod(0o755)
-    return bin_dir
-
-
-def _workflow(world: dict, name: str) -> dict:
-    return yaml.safe_load((world["infra"] / ".github" / "workflows" / name).read_text())
-
-
-def _runner(world: dict, name: str, github: dict, gh_world: Path, gh_log: Path) -> tuple[Runner, Actions]:
-    folder = world["folder"] / "runs" / str(github["run_id"])
-    folder.mkdir(parents=True)
-    actions = Actions(world, github["run_id"], world["folder"] / "artifacts")
-    # PIP_NO_COMPILE: byte-compiling pulumi_aws's thousands of modules took minutes per job on a loaded 2-core
-    # machine, and is all the install steps would do differently without it.
-    base = {"PATH": f"{_gh(world['folder'])}:{BASE_PATH}", "LANG": "C.UTF-8", "PIP_NO_COMPILE": "1",
-            "GH_STAND_IN_WORLD": str(gh_world),
-            "GH_STAND_IN_LOG": str(gh_log), **world["extra"]}
-    github = {"repository": REPOSITORY, "server_url": "https://github.com", "token": "ghs-journey", **github}
-    return Runner(_workflow(world, name), github, {}, actions.handlers(), folder, base), actions
-
-
-def _steps(run: Runner, job: str) -> dict:
-    return {s.name: s for s in run.jobs[job][0].steps}
-
-
-def _failures(run: Runner) -> str:
-    return "\n".join(f"{s.job} / {s.name}: exit {s.returncode}\n{s.stdout[-2000:]}\n{s.stderr[-3000:]}"
-                     for jobs in run.jobs.values() for j in jobs for s in j.steps if s.outcome == "failure")
-
-
-def _calls(gh_log: Path) -> list[dict]:
-    return [json.loads(line) for line in gh_log.read_text().splitlines()] if gh_log.exists() else []
+def _runner(world: dict, name: str, github: dict, gh: tuple[Path, Path]) -> tuple[Runner, Actions]:
+    actions = Actions(world["infra"], github["run_id"], world["folder"], ACCOUNT,
+                      site_files={"groundctl_journey_seam.py": SEAM_MODULE,
+                                  "groundctl_journey_seam.pth": "import groundctl_journey_seam\n"})
+    return runner(world["infra"] / ".github" / "workflows" / name, github, actions, gh, world["extra"]), actions
 
 
 def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_records(world):
     infra = world["infra"]
-    base = _git(infra, "rev-parse", "HEAD")
+    base = git(infra, "rev-parse", "HEAD")
     # The pull request: a new Kubernetes version for the environment, and GitHub's merge commit of it.
-    _git(infra, "checkout", "-q", "-b", "bump")
+    git(infra, "checkout", "-q", "-b", "bump")
     spec = infra / "environments" / f"{ENV}.yaml"
     data = yaml.safe_load(spec.read_text())
     assert data["cluster"]["kubernetes_version"] == "1.31"
     data["cluster"]["kubernetes_version"] = "1.32"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qam", "cluster 1.32")
-    head = _git(infra, "rev-parse", "HEAD")
-    _git(infra, "checkout", "-q", "main")
-    _git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "merge", "-q", "--no-ff", "-m",
-         "Merge pull request #7", "bump")
-    merge = _git(infra, "rev-parse", "HEAD")
-    gh_world, gh_log = world["folder"] / "gh-world.json", world["folder"] / "gh-calls.jsonl"
-    gh_world.write_text(json.dumps({"repository": REPOSITORY, "comments": {}, "issues": [], "commit_pulls": {},
-                                    "pulls": {}, "runs": [], "run_jobs": {}}))
+    git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qam", "cluster 1.32")
+    head = git(infra, "rev-parse", "HEAD")
+    git(infra, "checkout", "-q", "main")
+    git(infra, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "merge", "-q", "--no-ff", "-m",
+        "Merge pull request #7", "bump")
+    merge = git(infra, "rev-parse", "HEAD")
+    gh = gh_world, gh_log = new_gh_world(world["folder"])
 
     # 1. The pull request's plan workflow.
     pr, pr_actions = _runner(world, PR_WORKFLOW, {
         "sha": merge, "run_id": 5001, "event_name": "pull_request",
         "event": {"pull_request": {"number": 7, "head": {"sha": head, "repo": {"full_name": REPOSITORY}}}}},
-        gh_world, gh_log)
+        gh)
     pr.run()
-    assert pr.result("result") == "success", _failures(pr)
-    plan = _steps(pr, "plan")
-    assert plan["Live plan"].outcome == "success", _failures(pr)
+    assert pr.result("result") == "success", failures(pr)
+    plan = steps(pr, "plan")
+    assert plan["Live plan"].outcome == "success", failures(pr)
     assert pr_actions.roles == [ROLES["plan"]]
     live = pr.jobs["plan"][0].workspace / "plans" / ENV / "live"
     operations = {layer: {c["name"]: c["operation"] for c in json.loads(
         (live / f"plan-{ENV}-{layer}.json").read_text())["changes"]} for layer in ("backend", "network", "cluster")}
     assert operations["cluster"]["cluster"] == "update"  # the reviewed change, and nothing else
     assert {op for layer in ("backend", "network") for op in operations[layer].values()} == {"same"}
-    posted = [c for c in _calls(gh_log) if c.get("method") == "POST"]
+    posted = [c for c in calls(gh_log) if c.get("method") == "POST"]
     assert len(posted) == 1 and posted[0]["endpoint"] == f"repos/{REPOSITORY}/issues/7/comments"
     comment = (pr.jobs["plan"][0].workspace / "plans" / ENV / "comment.md").read_text()
     assert posted[0]["fields"]["body"] == comment and f"<!-- groundctl:plan:{ENV} -->" in comment
@@ -330,11 +225,11 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
     state["run_jobs"]["5001"] = [{"name": RESULT_CHECK, "conclusion": pr.result("result")}]
     gh_world.write_text(json.dumps(state))
     apply, apply_actions = _runner(world, APPLY_WORKFLOW, {
-        "sha": merge, "run_id": 5002, "event_name": "push", "event": {"before": base}}, gh_world, gh_log)
+        "sha": merge, "run_id": 5002, "event_name": "push", "event": {"before": base}}, gh)
     apply.run()
-    assert apply.result("apply") == "success", _failures(apply)
+    assert apply.result("apply") == "success", failures(apply)
     # The artifact was checked against the digests the plan job posted for the pull request's last commit.
-    assert _steps(apply, "apply")["Check the plan against the digests posted for review"].outcome == "success"
+    assert steps(apply, "apply")["Check the plan against the digests posted for review"].outcome == "success"
     assert apply_actions.roles == [ROLES["apply"]]
     record = json.loads((apply.jobs["apply"][0].workspace / "run-record.json").read_text())
     assert record["outcome"] == "succeeded" and record["stopped_at"] is None, record
@@ -349,15 +244,17 @@ def test_a_pull_request_plan_its_merge_applies_it_and_the_nightly_drift_check_re
     # 3. The nightly drift check, after a change made outside groundctl: drift, recorded, and the issue opened.
     world["s3"].put_object(Bucket=world["records"], Key=f"{ENV}/network/vpc", Body=b'{"cidr": "10.99.0.0/16"}')
     drift, drift_actions = _runner(world, DRIFT_WORKFLOW, {"sha": merge, "run_id": 5003, "event_name": "schedule"},
-                                   gh_world, gh_log)
+                                   gh)
     drift.run()
-    assert drift.result("drift") == "success", _failures(drift)
+    assert drift.result("drift") == "success", failures(drift)
     assert drift_actions.roles == [ROLES["record"]]
     report = json.loads((drift.jobs["drift"][0].workspace / "drift.json").read_text())
     assert report["drift"] is True and {r["layer"]: r["state"] for r in report["layers"]} == {
         "backend": "clean", "network": "drift", "cluster": "clean", "flux": "skipped"}, report
-    kept = world["s3"].list_objects_v2(Bucket=world["state"], Prefix=f".groundctl/drift/{ENV}/").get("Contents", [])
-    assert len(kept) == 1, kept  # drift --record wrote its record
-    opened = [c for c in _calls(gh_log) if c["argv"][:2] == ["issue", "create"]]
+    kept = {o["Key"] for o in world["s3"].list_objects_v2(Bucket=world["state"], Prefix=f".groundctl/drift/{ENV}/")
+            .get("Contents", [])}
+    # drift --record wrote its record, and the environment's summary beside it (recovery/evidence/summary.py)
+    assert summary.key(ENV) in kept and len(kept - {summary.key(ENV)}) == 1, kept
+    opened = [c for c in calls(gh_log) if c["argv"][:2] == ["issue", "create"]]
     assert len(opened) == 1 and opened[0]["title"] == f"groundctl: drift in {ENV}" and "network" in opened[0]["body"]
-    assert all(c["token"] for c in _calls(gh_log))  # every call with the job's GH_TOKEN
+    assert all(c["token"] for c in calls(gh_log))  # every call with the job's GH_TOKEN

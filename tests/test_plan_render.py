@@ -28,6 +28,15 @@ BACKEND = Plan("backend", "dev", (rc("state", "update", "aws:s3/bucketV2:BucketV
 FLUX = Plan("flux", "dev", (), "no Kubernetes API is reachable from the emulator")
 
 
+def test_a_never_deployed_environment_says_why_once_above_its_layers():
+    why = "not deployed yet: the state bucket b does not exist. Next: create dev once, by hand: `groundctl up dev`"
+    layers = [Plan(layer, "dev", (), why, not_deployed=True) for layer in ("backend", "network", "cluster")]
+    md = render_markdown_combined([*layers, FLUX])
+    assert md.count("the state bucket b does not exist") == 1 and f"**{why.replace('`', chr(39))}**" in md
+    assert "| `network` | skipped: not deployed yet (above) |" in md
+    assert "| `flux` | skipped: no Kubernetes API is reachable from the emulator |" in md  # a reason of its own
+
+
 def test_summary_line_lists_changes_then_unchanged_then_risk():
     assert summary_line({"create": 2, "same": 3, "delete": 1}, 1) == \
         "1 to delete, 2 to create (3 unchanged) · **1 risky change**"

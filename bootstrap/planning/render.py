@@ -145,7 +145,9 @@ def render_markdown_combined(plans: Sequence[Plan]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for p in plans:
         if p.skipped_reason:
-            lines.append(f"| `{p.layer}` | skipped: {_cell(p.skipped_reason)} | | | | | | |")
+            # The reason every layer shares is said once, above the table.
+            reason = "not deployed yet (above)" if p.skipped_reason == not_yet else _cell(p.skipped_reason)
+            lines.append(f"| `{p.layer}` | skipped: {reason} | | | | | | |")
             continue
         c = p.counts
         lines.append(f"| `{p.layer}` | {c.get('create', 0)} | {c.get('update', 0)} | {c.get('replace', 0)} | "
