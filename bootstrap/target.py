@@ -7,7 +7,8 @@ The endpoint is decided by `resolve_endpoint` (pure), in this order:
 3. the spec's `aws.endpoint_url`: a URL is used as is; `embedded` starts an in-process emulator for the
    life of the command (its contents are gone when the command ends; `groundctl emulator start` keeps
    one running across commands);
-4. none: real AWS.
+4. none: real AWS (for a production spec, only while no AWS_ENDPOINT_URL* variable, which boto3 and the AWS
+   provider would follow, is set).
 The engine is built lazily through a factory (the product uses `PulumiEngine`, tests pass their own),
 so commands that only read the state bucket (`status`) never need the Pulumi CLI.
 """
@@ -52,6 +53,13 @@ def resolve_endpoint(spec: EnvironmentSpec, flag: Optional[str], environ: Mappin
             )
         return Endpoint(_checked_url(flag, "--endpoint-url"), "--endpoint-url")
     if spec.aws.endpoint_url is None:
+        redirect = sorted(k for k in environ if k == "AWS_ENDPOINT_URL" or k.startswith("AWS_ENDPOINT_URL_"))
+        if spec.production and redirect:
+            # boto3 and the AWS provider honour these of themselves: a variable left from local work would send a
+            # production environment's calls (its state, its KMS key, its resources) somewhere other than AWS.
+            raise BadInput(f"{redirect[0]} is set, which would point the production environment '{spec.name}' "
+                           "somewhere other than AWS; a production environment is reached only at AWS's own "
+                           f"endpoints. Unset it (unset {' '.join(redirect)}) and run the command again.")
         return Endpoint(None, "AWS")
     env_url = environ.get(ENDPOINT_ENV, "").strip()
     if env_url:

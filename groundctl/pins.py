@@ -48,20 +48,6 @@ def pinned(image: bool = True):
     return Pinned(versions.PULUMI_CLI_PINNED, plugins, versions.BASE_IMAGE if image else "")
 
 
-def repository_wants(repo: Path, platforms: Sequence[str], image: bool = True, specs: Optional[Path] = None):
-    """(wants, flux paths) for `repo` with this groundctl's pins (bootstrap.pins.repository.repository_wants)."""
-    from bootstrap.pins import repository
-
-    return repository.repository_wants(repo, pinned(image), platforms, specs)
-
-
-def read_lock(repo: Path):
-    """The repository's lock entries and path (bootstrap.pins.repository.read_lock)."""
-    from bootstrap.pins.repository import read_lock as read
-
-    return read(repo)
-
-
 def _mirror(value: Optional[str], var: str, default: str, flag: str) -> str:
     chosen = value or os.environ.get(var) or default
     if not _URL.fullmatch(chosen):

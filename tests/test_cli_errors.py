@@ -132,3 +132,11 @@ def test_json_output_is_one_document(monkeypatch, capsys, local_spec_file, emula
     rc, out, err = groundctl(monkeypatch, capsys, *args, *endpoint, "--json")
     assert rc in (0, 1), err  # `state verify` of a stack with no state exits 1, with its verdict
     assert isinstance(json.loads(out), dict)
+
+
+@pytest.mark.parametrize("command", [["status", "prod"], ["plan", "prod"], ["lock", "status", "prod"]])
+def test_an_aws_endpoint_variable_never_redirects_production(monkeypatch, capsys, command):
+    """boto3 and the AWS provider would follow AWS_ENDPOINT_URL of themselves: a production command refuses
+    before any call, naming the variable to unset."""
+    result = groundctl(monkeypatch, capsys, *command, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    assert_refused(result, 2, "AWS_ENDPOINT_URL is set", "unset AWS_ENDPOINT_URL")

@@ -151,7 +151,7 @@ def _born_by_hand(home: Path, infra: Path, stacks: Path, extra: dict, monkeypatc
 
     cli = stand_in_cli(home / "installer")
     env = {"PULUMI_HOME": str(home / ".pulumi"), "PULUMI_SKIP_UPDATE_CHECK": "true"}
-    from groundctl.pins import read_lock
+    from bootstrap.pins.repository import read_lock
 
     install(cli, read_lock(infra)[0], {**os.environ, **env})
     for k, v in {**extra, **env, "ENGINE_TIER_STACKS": str(stacks), "AWS_ACCESS_KEY_ID": "testing",

@@ -360,6 +360,12 @@ def test_endpoint_resolution_rules():
         resolve_endpoint(prod, "http://127.0.0.1:5000", {})
     with pytest.raises(BadInput, match="not an endpoint URL"):
         resolve_endpoint(local, None, {ENDPOINT_ENV: "localhost:4599"})
+    # boto3 and the AWS provider follow AWS_ENDPOINT_URL* of themselves: never for production, as a CI stand-in
+    # or a local stack expects for the others.
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        with pytest.raises(BadInput, match=f"{variable} is set.*production.*unset {variable}"):
+            resolve_endpoint(prod, None, {variable: "http://127.0.0.1:4566"})
+        assert resolve_endpoint(dev, None, {variable: "http://127.0.0.1:4566"}).url is None
 
 
 def test_the_lineage_is_configured_before_the_preview_that_is_approved(world):
