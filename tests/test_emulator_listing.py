@@ -73,3 +73,22 @@ def test_listings_leave_nothing_behind_in_the_emulator(s3, bucket):
         _list_all(s3, bucket, "", 1000)
     gc.collect()
     assert len(FakeKey.instances_tracked) == before
+
+
+def test_a_listing_copies_only_the_versions_under_its_prefix(s3, bucket, monkeypatch):
+    # moto copies and sorts every key of the bucket for each page; the emulator copies only the prefix's, so a
+    # listing costs what its prefix holds, not what the bucket does (a 2,000-version ledger beside the states).
+    import moto.s3.models as s3_models
+
+    written = _write_history(s3, bucket)
+    copied = []
+    deepcopy = s3_models.copy.deepcopy
+
+    def counting(value, memo=None):
+        out = deepcopy(value, memo)
+        copied.extend(v.name for v in out if isinstance(v, (s3_models.FakeKey, s3_models.FakeDeleteMarker)))
+        return out
+
+    monkeypatch.setattr(s3_models.copy, "deepcopy", counting)
+    assert sorted(v[0] for v in _list_all(s3, bucket, "b/", 1000)) == ["b/other.json"] * len(written["b/other.json"])
+    assert sorted(copied) == ["b/other.json"] * len(written["b/other.json"])

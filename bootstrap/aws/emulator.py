@@ -27,8 +27,15 @@ def _list_versions_without_copying_bodies() -> None:
     long-running emulator grows without end, where S3 answers a page in milliseconds. The copies made
     here share the stored version's body (the listing reads only metadata), are not registered, and
     never close the body they share. The answer is the same, page for page.
+
+    It also copies (and sorts) every key of the bucket for each page, whatever the prefix asked for, so a
+    listing's cost grew with the whole bucket: the keys outside the page's prefix, which moto drops after
+    sorting anyway, are left out of the copy (the prefix is the request's, kept per server thread).
     """
     import copy as std_copy
+    import functools
+    import inspect
+    import threading
 
     import moto.s3.models as s3_models
 
@@ -62,13 +69,28 @@ def _list_versions_without_copying_bodies() -> None:
             # moto.s3.models calls copy.deepcopy only on a key's list of versions while listing them.
             if isinstance(value, list) and all(isinstance(v, (s3_models.FakeKey, s3_models.FakeDeleteMarker))
                                                for v in value):
-                return [listing_copy(v) for v in value]
+                prefix = getattr(listing, "prefix", "")
+                return [listing_copy(v) for v in value if v.name.startswith(prefix)]
             return std_copy.deepcopy(value, memo)
 
         def __getattr__(self, name):
             return getattr(std_copy, name)
 
+    listing = threading.local()
+    list_versions = s3_models.S3Backend.list_object_versions
+
+    signature = inspect.signature(list_versions)
+
+    @functools.wraps(list_versions)
+    def list_object_versions(*args, **kwargs):
+        listing.prefix = signature.bind(*args, **kwargs).arguments.get("prefix") or ""
+        try:
+            return list_versions(*args, **kwargs)
+        finally:
+            listing.prefix = ""
+
     s3_models.copy = CopyForListings()
+    s3_models.S3Backend.list_object_versions = list_object_versions
 
 
 def _list_service_folders_once() -> None:
