@@ -26,6 +26,7 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 30
 MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
+_TOO_DEEP = f"the YAML nests more than {MAX_DEPTH} levels deep; a spec needs a handful"
 QUOTE_PREFIX = 60
 # The example specs shipped with groundctl, package data of bootstrap.spec (so a wheel holds them; groundctl's own
 # checkout links environments/ to them): found only when the working folder holds no environments/.
@@ -55,7 +56,7 @@ class _Strict:
         try:
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
-                raise _Refusal(mark, f"the YAML nests more than {MAX_DEPTH} levels deep; a spec needs a handful")
+                raise _Refusal(mark, _TOO_DEEP)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -103,6 +104,17 @@ for _loader in {_StrictLoader, _PythonStrictLoader}:
     _loader.add_constructor("tag:yaml.org,2002:map", _loader.construct_yaml_map)
 
 
+def load_strict(text: str, loader: type = _StrictLoader) -> object:
+    """`text`'s YAML data through a strict loader; _Refusal or yaml.YAMLError. libyaml refuses deep nesting itself
+    in some releases (at 1,000 levels, while scanning ahead of the composer): that is the same refusal."""
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - SafeLoader subclasses
+    except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            raise _Refusal(getattr(exc, "problem_mark", None), _TOO_DEEP) from None
+        raise
+
+
 class _Refusal(Exception):
     def __init__(self, mark, message: str):
         super().__init__(message)
@@ -133,7 +145,7 @@ def read_spec_data(path: Path) -> object:
         raise SpecError(source, [("(file)", "it is not UTF-8 text (a binary file?); give the path of an "
                                             "environment spec YAML file")]) from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return load_strict(text)
     except _Refusal as exc:
         raise SpecError(source, [(exc.where, exc.message)]) from None
     except RecursionError:
