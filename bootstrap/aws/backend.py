@@ -119,9 +119,14 @@ def _lifecycle_ok(rules: list[dict], days: int) -> bool:
 
 def check_account(spec, clients: AwsClients) -> str:
     """The caller's account; Refused when it is not the spec's."""
-    sts = clients.client("sts")
-    ident = retry_transient(lambda: sts.get_caller_identity(), what="identify the AWS caller (sts:GetCallerIdentity)")
-    account = ident["Account"]
+    account = getattr(clients, "caller_account", None)
+    if account is None:
+        sts = clients.client("sts")
+        ident = retry_transient(lambda: sts.get_caller_identity(),
+                                what="identify the AWS caller (sts:GetCallerIdentity)")
+        account = ident["Account"]
+        if hasattr(clients, "caller_account"):
+            clients.caller_account = account  # the same credentials answer the same: one call per client set
     expected = spec.aws.account_id
     if clients.endpoint_url and expected != EMULATOR_ACCOUNT_ID and account == EMULATOR_ACCOUNT_ID:
         note = (f" The endpoint {clients.endpoint_url} is an emulator, whose account is always "
