@@ -302,19 +302,24 @@ def ensure_backend(spec, clients: AwsClients, *, tls_policy: bool | None = None)
     account = check_account(spec, clients)
     created: list[str] = []
     updated: list[str] = []
-    kms = clients.client("kms")
-    key = ensure_key(kms, environment=spec.name, alias=spec.backend.kms_alias,
-                     tags=backend_tags(spec.name, KEY_NAME), policy=key_policy(account, spec.aws.region),
-                     created=created, updated=updated)
-    s3 = clients.client("s3")
-    bucket = spec.backend.bucket
-    fresh = not _bucket_exists(s3, bucket, account)
-    now = None
+    kms, s3, bucket = clients.client("kms"), clients.client("s3"), spec.backend.bucket
+    # The key is made or converged while the bucket is read (its existence and settings: reads only); nothing
+    # of the bucket is written before the key is settled, and the key's failure is the one reported first.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backend-key") as pool:
+        key_made = pool.submit(ensure_key, kms, environment=spec.name, alias=spec.backend.kms_alias,
+                               tags=backend_tags(spec.name, KEY_NAME), policy=key_policy(account, spec.aws.region),
+                               created=created, updated=updated)
+        try:
+            fresh = not _bucket_exists(s3, bucket, account)
+            now = None if fresh else _read_settings(s3, bucket, location=True)
+        except Exception:
+            key_made.result()
+            raise
+        key = key_made.result()
     if fresh:
         _create_bucket(s3, bucket, spec.aws.region)
         created.append(f"bucket {bucket}")
     else:
-        now = _read_settings(s3, bucket, location=True)
         region = (now["region"] or {}).get("LocationConstraint") or "us-east-1"
         if region != spec.aws.region:
             raise Refused(
