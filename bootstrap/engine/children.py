@@ -151,7 +151,9 @@ def _wait(proc: subprocess.Popen, pidfd: Optional[int], seconds: float) -> None:
     if pidfd is None:
         proc.wait(timeout=seconds)
         return
-    select.select([pidfd], [], [], seconds)  # a signal's handler that raises (KeyboardInterrupt) ends it too
+    poll = select.poll()  # not select.select: a descriptor numbered past 1023 is out of its range
+    poll.register(pidfd, select.POLLIN)
+    poll.poll(seconds * 1000)  # a signal's handler that raises (KeyboardInterrupt) ends it too
     proc.wait(timeout=0)
 
 
@@ -187,10 +189,11 @@ def run(argv: Sequence[str], *, cwd: Optional[str], env: Mapping[str, str], inpu
     out: list[str] = []
     err: list[str] = []
     readers: list[threading.Thread] = []
-    pidfd = _pidfd(proc)
+    pidfd: Optional[int] = None
     ends = time.monotonic() + timeout if timeout is not None else None
     try:  # from here on an interrupt, wherever it lands, ends the child
         _live[proc.pid] = proc
+        pidfd = _pidfd(proc)
         readers += [_reader(proc.stdout, out, on_output), _reader(proc.stderr, err, on_error)]
         if _told_at is not None:  # started after the interrupt (a clean-up's command): told at once
             _signal_group(proc.pid, signal.SIGINT)
