@@ -1,7 +1,7 @@
 """Benchmark: what a rehearsal costs over the bare preview it runs, and how rehearsals scale in parallel (issue 28).
 PASS/MISS per target, exit 1 on a MISS.
 
-    python bench/rehearsal_overhead.py                       # medians of 3; 10, 25 and 50 environments
+    python bench/rehearsal_overhead.py                       # medians of 5; 10, 25 and 50 environments
     python bench/rehearsal_overhead.py --runs 1 --sizes 2,4 --workers 2
 
 On the engine tier's set-up (tests/engine_programs: the network stand-in, 5 dynamic resources; the product's
@@ -17,8 +17,9 @@ backend it runs it on. (On the real S3 stack the bare side would pay the emulato
 preview does not, and the ratio would flatter the rehearsal.) What the ratio charges to groundctl is everything
 else: reading the ledger and the stack's versions to choose the one a recovery would restore, copying it into
 the scratch backend, the workspace set-up (the decryption's proof is the preview's own: only a failed preview
-is followed by a `stack export --show-secrets`). Target <= 1.10x (issue 38 §2);
-the rehearsal's own seconds per phase (its JSON record) are printed beside it.
+is followed by a `stack export --show-secrets`). Target <= 1.10x (issue 38 §2); the runs interleave, each led by
+the other side than the one before; the rehearsal's own seconds per phase (its JSON record) and both sides' CPU
+seconds (bench/engine_overhead.py's measure, which a loaded machine disturbs less) are printed beside it.
 
 Part 2, --sizes environments (each its own state and records buckets, the network stand-in up; the set-up is
 not timed), rehearsed in parallel: each rehearsal its own process (`tests/engine_programs/groundctl_main.py
@@ -46,7 +47,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.engine_overhead import fmt, load, verdict  # noqa: E402
+from bench.engine_overhead import cpu_seconds, fmt, interleaved, load, verdict  # noqa: E402
 from bench.prerequisites import require_engine  # noqa: E402
 
 OVERHEAD_TARGET = 1.10  # issue 38 §2
@@ -149,16 +150,28 @@ def layer_phases(doc: dict) -> dict[str, float]:
     return out
 
 
-def part1(tmp: Path, endpoint: str, runs: int) -> tuple[list[float], list[float], list[dict]]:
+def part1(tmp: Path, endpoint: str, runs: int) -> tuple[list[float], list[float], list[dict], list[float], list[float]]:
+    """Each side's wall seconds, the rehearsal's phases, each side's CPU seconds (this process's and its children's)."""
     env = OneEnvironment(tmp, endpoint)
+    g, b, ph, g_cpu, b_cpu = [], [], [], [], []
+
+    def rehearsal() -> None:
+        cpu = cpu_seconds()
+        seconds, doc = env.rehearse()
+        g_cpu.append(cpu_seconds() - cpu)
+        g.append(seconds)
+        ph.append(layer_phases(doc))
+
+    def bare() -> None:
+        cpu = cpu_seconds()
+        b.append(env.bare())
+        b_cpu.append(cpu_seconds() - cpu)
+
     try:
-        g, b, ph = [], [], []
-        for _ in range(runs):  # alternating, so both sides see the same load on a shared machine
-            seconds, doc = env.rehearse()
-            g.append(seconds)
-            ph.append(layer_phases(doc))
-            b.append(env.bare())
-        return g, b, ph
+        for i in range(runs):  # interleaved, so both sides see the same load on a shared machine
+            for side in interleaved(i, [rehearsal, bare]):
+                side()
+        return g, b, ph, g_cpu, b_cpu
     finally:
         env.close()
 
@@ -225,7 +238,7 @@ def bounded(flag: str, most: int):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=bounded("--runs", 20), default=3, metavar="N",
+    parser.add_argument("--runs", type=bounded("--runs", 20), default=5, metavar="N",
                         help="part 1: runs of each side (the median is judged), 1 to 20")
     parser.add_argument("--sizes", type=sizes_arg, default=[10, 25, 50],
                         help="part 2: environments rehearsed in parallel, e.g. 10,25,50")
@@ -239,7 +252,7 @@ def main() -> int:
     from bootstrap.aws.emulator import running_emulator
 
     with running_emulator() as endpoint, tempfile.TemporaryDirectory(prefix="rehearsal-overhead-") as tmp:
-        g, b, ph = part1(Path(tmp) / "one", endpoint, args.runs)
+        g, b, ph, g_cpu, b_cpu = part1(Path(tmp) / "one", endpoint, args.runs)
         print(f"part 1 done in {time.perf_counter() - began:.0f} s", file=sys.stderr)
         rows = part2(Path(tmp) / "many", endpoint, args.sizes, args.workers)
     load_end = load()
@@ -254,6 +267,8 @@ def main() -> int:
           f"{gm:.2f} s vs pulumi preview --refresh --expect-no-changes (same scratch stack) {bm:.2f} s = "
           f"{ratio:.2f}x (target <= {OVERHEAD_TARGET}x); medians of {args.runs}; runs g {fmt(g)} / bare {fmt(b)}")
     print("    groundctl in-process (its interpreter start-up not counted; see bench/startup.py)")
+    gc, bc = statistics.median(g_cpu), statistics.median(b_cpu)
+    print(f"    CPU seconds: the rehearsal {gc:.2f} vs the bare preview {bc:.2f} = {gc / bc:.2f}x (for information)")
     names = sorted({k for run in ph for k in run})
     medians = {k: statistics.median([run.get(k, 0.0) for run in ph]) for k in names}
     print(f"    where the rehearsal's {gm:.2f} s go (median per phase, its record): "

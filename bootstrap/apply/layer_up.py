@@ -47,6 +47,10 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
         return Plan(layer, target.name, (), skipped_reason=reason)
     if layer == "flux":  # flux bootstrap's objects: never two owners
         refuse_other_owner(target, lambda kubeconfig: services.kube_for(target.spec, kubeconfig), log)
+    # The lineage the layer's stack is configured with when the engine first opens it: the ledger's, read once
+    # (the engine asks target.lineage_for too), or a new one for a layer the ledger has never recorded.
+    lineage = target.lineage_for(layer) or str(uuid.uuid4())
+    target.lineages[layer] = lineage
     with log.phase("stack", layer) as note:
         exists = stack_action_for(target, services, layer, "up") == "use"
         needs = layer_setup.decide(layer, stack_exists=exists, environment=target.name,
@@ -61,8 +65,6 @@ def up_layer(target: Target, step: LayerStep, services: Services, log: RunLog, o
             note["detail"] = f"created the empty stack organization/{layer}/{target.name} (no ledger record yet)"
     # The program exports its lineage from config: set it before the preview, so that the plan approved
     # is the plan applied (a saved Pulumi plan refuses config that changed after it, seen on the real engine).
-    lineage = target.lineage_for(layer) or str(uuid.uuid4())
-    target.lineages[layer] = lineage
     engine.set_config(layer, LINEAGE_CONFIG, lineage)
     # An adoption writes state without running the program: the up that follows registers the outputs
     # (and converges the imported resources) even when the preview shows no resource change.

@@ -119,9 +119,14 @@ def _lifecycle_ok(rules: list[dict], days: int) -> bool:
 
 def check_account(spec, clients: AwsClients) -> str:
     """The caller's account; Refused when it is not the spec's."""
-    sts = clients.client("sts")
-    ident = retry_transient(lambda: sts.get_caller_identity(), what="identify the AWS caller (sts:GetCallerIdentity)")
-    account = ident["Account"]
+    account = getattr(clients, "caller_account", None)
+    if account is None:
+        sts = clients.client("sts")
+        ident = retry_transient(lambda: sts.get_caller_identity(),
+                                what="identify the AWS caller (sts:GetCallerIdentity)")
+        account = ident["Account"]
+        if hasattr(clients, "caller_account"):
+            clients.caller_account = account  # the same credentials answer the same: one call per client set
     expected = spec.aws.account_id
     if clients.endpoint_url and expected != EMULATOR_ACCOUNT_ID and account == EMULATOR_ACCOUNT_ID:
         note = (f" The endpoint {clients.endpoint_url} is an emulator, whose account is always "
@@ -297,19 +302,24 @@ def ensure_backend(spec, clients: AwsClients, *, tls_policy: bool | None = None)
     account = check_account(spec, clients)
     created: list[str] = []
     updated: list[str] = []
-    kms = clients.client("kms")
-    key = ensure_key(kms, environment=spec.name, alias=spec.backend.kms_alias,
-                     tags=backend_tags(spec.name, KEY_NAME), policy=key_policy(account, spec.aws.region),
-                     created=created, updated=updated)
-    s3 = clients.client("s3")
-    bucket = spec.backend.bucket
-    fresh = not _bucket_exists(s3, bucket, account)
-    now = None
+    kms, s3, bucket = clients.client("kms"), clients.client("s3"), spec.backend.bucket
+    # The key is made or converged while the bucket is read (its existence and settings: reads only); nothing
+    # of the bucket is written before the key is settled, and the key's failure is the one reported first.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backend-key") as pool:
+        key_made = pool.submit(ensure_key, kms, environment=spec.name, alias=spec.backend.kms_alias,
+                               tags=backend_tags(spec.name, KEY_NAME), policy=key_policy(account, spec.aws.region),
+                               created=created, updated=updated)
+        try:
+            fresh = not _bucket_exists(s3, bucket, account)
+            now = None if fresh else _read_settings(s3, bucket, location=True)
+        except Exception:
+            key_made.result()
+            raise
+        key = key_made.result()
     if fresh:
         _create_bucket(s3, bucket, spec.aws.region)
         created.append(f"bucket {bucket}")
     else:
-        now = _read_settings(s3, bucket, location=True)
         region = (now["region"] or {}).get("LocationConstraint") or "us-east-1"
         if region != spec.aws.region:
             raise Refused(

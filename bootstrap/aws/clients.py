@@ -354,6 +354,7 @@ class AwsClients:
         except botocore.exceptions.ProfileNotFound as exc:
             raise credentials_error("open an AWS session", exc) from None
         self._cache: dict[tuple[str, str], object] = {}
+        self.caller_account: str | None = None  # what sts:GetCallerIdentity answered these credentials
 
     @classmethod
     def for_spec(cls, spec, endpoint_url: str | None = None) -> "AwsClients":
