@@ -12,7 +12,7 @@ import pytest
 
 import recovery.choice.evaluator as evaluator
 import tests.test_recovery_scenarios as sc
-from bootstrap.aws.objectstore import ListedOnce, ObjectStore
+from bootstrap.aws.objectstore import ObjectStore
 from bootstrap.records import layout
 from recovery.choice.evaluator import CandidateEvaluator
 from recovery.choice.versions import list_candidates
@@ -100,15 +100,6 @@ def test_a_version_gone_since_the_listing_is_missing_with_prefetch_too(store):
     gone = cands[1].__class__(**{**cands[1].__dict__, "version_id": "no-such-version"})
     (judged,) = CandidateEvaluator(store, EXPECTED).newest_first([gone], prefetch=2)
     assert judged.verdict == "missing"
-
-
-def test_listed_once_lists_each_prefix_once_and_reads_through(store):
-    store.put(KEY, state(1))
-    view = ListedOnce(store)
-    first = list(view.versions(KEY))
-    again = list(view.versions(KEY))
-    assert first == again and store.listed == [KEY]
-    assert view.get(KEY).body == state(1) and store.gets == [(KEY, None)]
 
 
 def test_the_guide_lists_the_stack_once_and_still_checks_the_ledger(aws, bucket, monkeypatch):

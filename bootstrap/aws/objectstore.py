@@ -244,25 +244,3 @@ class ObjectStore:
             what=f"copy s3://{self.bucket}/{src_key}?versionId={version_id}",
         )
         return resp.get("VersionId")
-
-
-class ListedOnce:
-    """A read view of a store in which each prefix's version listing is fetched once.
-
-    A recovery reads the same listings in several phases (the candidates, then the ledger's tamper
-    check); on S3 a listing is a round trip per thousand versions, and on the emulator it costs a copy
-    of every object in the bucket. Use it only for a pass that writes nothing: a write would not show
-    in a listing already taken. Everything but `versions` goes straight to the store.
-    """
-
-    def __init__(self, store: ObjectStore):
-        self._store = store
-        self._versions: dict[str, tuple[ObjectVersion, ...]] = {}
-
-    def versions(self, prefix: str, page_size: int = 1000) -> Iterator[ObjectVersion]:
-        if prefix not in self._versions:
-            self._versions[prefix] = tuple(self._store.versions(prefix, page_size))
-        return iter(self._versions[prefix])
-
-    def __getattr__(self, name: str):
-        return getattr(self._store, name)
