@@ -156,3 +156,18 @@ def failures(run: Runner) -> str:
 
 def calls(gh_log: Path) -> list[dict]:
     return [json.loads(line) for line in gh_log.read_text().splitlines()] if gh_log.exists() else []
+
+
+def registry_journey_marks(cli: Optional[str], no_cli: Optional[str], what: str) -> list:
+    """A journey through the generated workflows: the engine and registry tiers, an hour's timeout, skipped with
+    the reason without the pinned CLI or without GROUNDCTL_TEST_REGISTRY=1. `what`: what it takes from the
+    package registry, for that reason."""
+    import os
+
+    import pytest
+
+    return [pytest.mark.engine, pytest.mark.registry, pytest.mark.timeout(3600),
+            pytest.mark.skipif(cli is None, reason=no_cli or "needs the pinned Pulumi CLI"),
+            pytest.mark.skipif(os.environ.get("GROUNDCTL_TEST_REGISTRY") != "1",
+                               reason=f"{what}: set GROUNDCTL_TEST_REGISTRY=1")]
+

@@ -15,11 +15,11 @@ import hashlib
 import http.server
 import io
 import tarfile
-import threading
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
 from bootstrap.pins.artifacts import ANY, CLI, FLUX, Want, plugin_name
+from tests.local_http import serving
 
 STAND_IN_PLUGIN = "stand-in pulumi-resource-{name} v{version}: not a real provider"
 
@@ -89,17 +89,5 @@ class Mirror:
             def log_message(self, *args):
                 pass
 
-        class Server(http.server.ThreadingHTTPServer):
-            def handle_error(self, request, client_address):
-                pass  # a client that stopped reading (a refused 100 MB file) is the test's point, not an error
-
-        server = Server(("127.0.0.1", 0), handler_class or Handler)
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=30)
+        with serving(handler_class or Handler, quiet_errors=True) as url:
+            yield url

@@ -10,7 +10,6 @@ holds is released. Before, groundctl waited on a child that was never told, for 
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -21,20 +20,13 @@ import pytest
 from bootstrap.engine.children import INTERRUPTED_EXIT_SECONDS
 from tests.conftest import requires_pulumi
 from tests.engine_programs.tier import LAYERS, tier, wait_for  # noqa: F401 - fixture
+from tests.processes import alive
 from tests.test_engine_tier_interrupts import _name, _tree
 
 pytestmark = [pytest.mark.engine, requires_pulumi]
 
 SEED = random.randrange(1 << 30)
 MOMENTS = 2
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _argv(pid: int) -> list[str]:
@@ -66,9 +58,9 @@ def _interrupt(run: subprocess.Popen, delay: float, verb: str) -> tuple[float, l
         pytest.fail(f"groundctl still ran {INTERRUPTED_EXIT_SECONDS * 6} s after SIGTERM ({delay:.2f} s in)")
     took = time.monotonic() - sent
     gone = time.monotonic() + 30
-    while any(_alive(p) for p in under) and time.monotonic() < gone:
+    while any(alive(p) for p in under) and time.monotonic() < gone:
         time.sleep(0.1)
-    return took, [p for p in under if _alive(p)], out, err
+    return took, [p for p in under if alive(p)], out, err
 
 
 def _deployed(tier) -> None:

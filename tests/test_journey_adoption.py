@@ -45,8 +45,8 @@ from bootstrap.pins.lockfile import LOCK_FILE
 from tests import docs
 from tests.conftest import REPO
 from tests.journey import CLI_FILES, checkout_copy, clean_env, pinned_cli
-from tests.journey_actions import (REPOSITORY, Actions, calls, failures, gh_world, git, real_cli_releases, run_ok,
-                                   runner, steps)
+from tests.journey_actions import (REPOSITORY, Actions, calls, failures, gh_world, git, real_cli_releases,
+                                   registry_journey_marks, run_ok, runner, steps)
 from tests.plugin_releases import real_plugin
 
 CLI, NO_CLI = pinned_cli()
@@ -54,13 +54,8 @@ ENV, REGION, ACCOUNT = "staging", "eu-west-1", "123456789012"  # the README's ex
 BUCKET = f"groundctl-{ENV}-state-{ACCOUNT}"
 BRANCH = "adopt-groundctl"
 
-pytestmark = [
-    pytest.mark.engine, pytest.mark.registry, pytest.mark.timeout(3600),
-    pytest.mark.skipif(CLI is None, reason=NO_CLI or "needs the pinned Pulumi CLI"),
-    pytest.mark.skipif(os.environ.get("GROUNDCTL_TEST_REGISTRY") != "1",
-                       reason="builds groundctl's wheel, compiles its requirements and installs them from the package "
-                              "registry: set GROUNDCTL_TEST_REGISTRY=1"),
-]
+pytestmark = registry_journey_marks(
+    CLI, NO_CLI, "builds groundctl's wheel, compiles its requirements and installs them from the package registry")
 
 
 def readme_list() -> str:

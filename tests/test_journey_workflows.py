@@ -46,7 +46,8 @@ from bootstrap.ci.workflows import APPLY_WORKFLOW, DEFAULT_REQUIREMENTS, DRIFT_W
 from recovery.evidence import summary
 from tests.conftest import REPO
 from tests.journey import PROGRAMS, checkout_copy, pinned_cli, stand_in_stacks
-from tests.journey_actions import REPOSITORY, Actions, calls, failures, git, real_cli_releases, run_ok, runner, steps
+from tests.journey_actions import (REPOSITORY, Actions, calls, failures, git, real_cli_releases,
+                                   registry_journey_marks, run_ok, runner, steps)
 from tests.journey_actions import gh_world as new_gh_world
 from tests.plugin_releases import install, stand_in_cli
 from tests.workflow_runner import Runner
@@ -58,13 +59,8 @@ PASSPHRASE = "journey-passphrase-Wq48"
 ROLES = {r: f"arn:aws:iam::{ACCOUNT}:role/groundctl-{r}" for r in ("plan", "record", "apply")}
 SEAM = "GROUNDCTL_JOURNEY_STACKS"
 
-pytestmark = [
-    pytest.mark.engine, pytest.mark.registry, pytest.mark.timeout(3600),
-    pytest.mark.skipif(CLI is None, reason=NO_CLI or "needs the pinned Pulumi CLI"),
-    pytest.mark.skipif(os.environ.get("GROUNDCTL_TEST_REGISTRY") != "1",
-                       reason="builds groundctl's wheel and installs its dependencies from the package registry: "
-                              "set GROUNDCTL_TEST_REGISTRY=1"),
-]
+pytestmark = registry_journey_marks(
+    CLI, NO_CLI, "builds groundctl's wheel and installs its dependencies from the package registry")
 
 # The engine tier's stand-ins, read by the venv's groundctl in place of the layer programs (the engine's
 # stacks_dir seam), only in the `groundctl` process itself.

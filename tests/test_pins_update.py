@@ -20,6 +20,7 @@ from bootstrap.pins.artifacts import ANY, CLI, FLUX, LINUX_AMD64, Want, plugin_n
 from bootstrap.pins.fetch import FetchProblem, fetch
 from bootstrap.pins.lockfile import LOCK_FILE, parse
 from tests.conftest import REPO
+from tests.local_http import serving
 from tests.plugin_releases import FLUX_MANIFEST, served
 from tests.test_cli_errors import assert_refused, groundctl
 
@@ -216,19 +217,15 @@ def test_a_slow_mirror_is_given_up_on_within_the_deadline():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        for path in ("/silent", "/drip"):
-            started = time.monotonic()
-            with pytest.raises(FetchProblem, match="deadline|timed out"):
-                fetch(f"http://127.0.0.1:{server.server_address[1]}{path}", max_bytes=2 << 20, deadline=3)
-            assert time.monotonic() - started < 30  # 3 s, plus slack for a loaded machine
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Drip) as url:
+        try:
+            for path in ("/silent", "/drip"):
+                started = time.monotonic()
+                with pytest.raises(FetchProblem, match="deadline|timed out"):
+                    fetch(f"{url}{path}", max_bytes=2 << 20, deadline=3)
+                assert time.monotonic() - started < 30  # 3 s, plus slack for a loaded machine
+        finally:
+            stop.set()  # before the server's shutdown, which waits for its handlers
 
 
 def test_a_slow_mirror_stops_the_update_by_its_deadline_and_writes_nothing(repo):
@@ -249,20 +246,15 @@ def test_a_slow_mirror_stops_the_update_by_its_deadline_and_writes_nothing(repo)
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Silent)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     before = _files(repo)
-    try:
-        started = time.monotonic()
-        with pytest.raises(GroundctlError) as err:
-            record_pins(repo, partial(fetch, deadline=3), Sources(f"http://127.0.0.1:{server.server_address[1]}"),
-                        image=False)
-        assert time.monotonic() - started < 30  # 3 s, plus slack for a loaded machine
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Silent) as url:
+        try:
+            started = time.monotonic()
+            with pytest.raises(GroundctlError) as err:
+                record_pins(repo, partial(fetch, deadline=3), Sources(url), image=False)
+            assert time.monotonic() - started < 30  # 3 s, plus slack for a loaded machine
+        finally:
+            stop.set()
     assert "deadline" in err.value.message and "GROUNDCTL_RELEASE_MIRROR" in err.value.message
     assert f"The lock {repo / LOCK_FILE} was left as it was" in err.value.message and _files(repo) == before
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.processes import alive
 
 CANCELS = """\
 #!{python}
@@ -76,14 +77,6 @@ def _wait_for(path: Path, timeout: float = 60) -> str:
     pytest.fail(f"{path} was never written")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _driver(tmp_path: Path, script: str, grace: float) -> tuple[subprocess.Popen, list[int]]:
     env = _stand_in(tmp_path, script)
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(DRIVER.format()), str(grace)], env=env,
@@ -106,7 +99,7 @@ def test_sigterm_to_groundctl_alone_cancels_the_child_through_its_own_process_gr
     assert proc.returncode == 130 and "interrupted []" in out, err  # it cancelled: nothing had to be killed
     assert time.monotonic() - sent < 30
     assert (tmp_path / "child.log").read_text() == "SIGINT\n"  # told, as a terminal's Ctrl-C tells Pulumi
-    assert not _alive(child)
+    assert not alive(child)
 
 
 def test_a_child_that_ignores_the_interrupt_is_killed_after_the_grace_with_what_it_started(tmp_path):
@@ -123,9 +116,9 @@ def test_a_child_that_ignores_the_interrupt_is_killed_after_the_grace_with_what_
     assert proc.returncode == 130 and "interrupted ['`pulumi preview`']" in out, err
     assert 1.5 <= took < 30  # the grace first, then the kill
     ends = time.monotonic() + 30
-    while (_alive(child) or _alive(plugin)) and time.monotonic() < ends:
+    while (alive(child) or alive(plugin)) and time.monotonic() < ends:
         time.sleep(0.05)
-    assert not _alive(child) and not _alive(plugin)
+    assert not alive(child) and not alive(plugin)
 
 
 def test_a_finished_child_returns_its_output_as_the_sdk_does(tmp_path):

@@ -11,13 +11,13 @@ client is exercised over a real socket.
 from __future__ import annotations
 
 import json
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterator, Optional
 
 from bootstrap.flux.status import GITREPOSITORIES_PATH, KUSTOMIZATIONS_PATH
 from bootstrap.kube.api import KubeApiError
+from tests.local_http import serving
 
 REVISION = "main@sha1:abc123"
 CONTROLLERS = ("helm-controller", "kustomize-controller", "notification-controller", "source-controller")
@@ -131,11 +131,5 @@ def serve_http(api: FakeKubeApi, token: str) -> Iterator[str]:
         def log_message(self, *args) -> None:  # keep test output clean
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
